@@ -1,0 +1,811 @@
+//! The engine: owns objects under the epoch in force, applies and forwards commands, schedules checks and
+//! folds their results, proposes epochs when the live set changes.
+//!
+//! Driving it (the order matters only as written here):
+//! 1. `handle(now, input)` for each input, `handle_timeout(now)` when the deadline from `poll_timeout` passes;
+//! 2. after either, drain `poll_output()` until `None`, carrying out each output;
+//! 3. re-arm the single timer from `poll_timeout()`.
+//!
+//! Contracts with the driver: every `Forward` output gets exactly one `ForwardResult`; every `ProposeEpoch` at
+//! most one `ProposeResult` (a lost one is retried after `propose_timeout`); log entries arrive in log order,
+//! each once (repeats are skipped); `CaughtUp` is sent once the log backlog and the membership snapshot that
+//! existed at start have been delivered.
+
+use crate::forward::{route, Route};
+use crate::hrw;
+use crate::log::{Effect, LogReader, Read, Verdict};
+use crate::membership::{MemberObservation, Membership, MembershipOutput};
+use crate::model::{
+    Bucket, Command, CommandId, CommandKind, EpochRecord, Event, EventBody, LogEntry, MemberRef, ObjectDef, ObjectId,
+    Outcome, Probe, State,
+};
+use crate::schedule;
+use crate::time::Time;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub me: MemberRef,
+    /// `-heartbeat-ttl`.
+    pub ttl: Duration,
+    /// Off with `-coordination memory`: there is only one engine, nothing to forward to.
+    pub forwarding: bool,
+    /// How long a command may wait for the verdict on its event before the submitter is told `unavailable`.
+    pub reply_timeout: Duration,
+    /// How late the store reports an expired key, at most (DESIGN §5: up to ~1.5 s under load).
+    pub expiry_lag: Duration,
+    /// How long past its timeout a dispatched check may stay unanswered before it counts as lost.
+    pub check_grace: Duration,
+    /// How long to wait for the result of an epoch proposal before proposing again.
+    pub propose_timeout: Duration,
+}
+
+impl EngineConfig {
+    pub fn new(me: MemberRef, ttl: Duration) -> EngineConfig {
+        EngineConfig {
+            me,
+            ttl,
+            forwarding: true,
+            reply_timeout: Duration::from_secs(5),
+            expiry_lag: Duration::from_millis(1500),
+            check_grace: Duration::from_secs(2),
+            propose_timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// ttl + ttl/3 + expiry lag: how long an owner may have been dead before its objects moved.
+    pub fn takeover_window(&self) -> Duration {
+        self.ttl + self.ttl / 3 + self.expiry_lag
+    }
+}
+
+/// A driver's handle for a caller waiting on a command (an HTTP request, a NATS reply subject).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReplyTo(pub u64);
+
+/// Names one `Forward` so its result finds the waiting caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ForwardId(pub u64);
+
+/// Check work for a worker.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CheckWork {
+    pub check_id: u64,
+    pub object: ObjectId,
+    pub probe: Probe,
+    pub timeout_ms: u64,
+}
+
+/// A worker's answer to one `CheckWork`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CheckResult {
+    pub check_id: u64,
+    pub object: ObjectId,
+    pub state: State,
+    #[serde(default)]
+    pub output: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Begin: join the engine bucket.
+    Start,
+    /// The log backlog and membership snapshot present at start have been delivered.
+    CaughtUp,
+    Member(MemberObservation),
+    Log {
+        seq: u64,
+        entry: LogEntry,
+    },
+    /// The compare-and-set append of the proposal for `epoch` won (`won`) or lost to another proposal.
+    ProposeResult {
+        epoch: u64,
+        won: bool,
+    },
+    /// An `Append` failed; it may still land (a timed-out publish), so this is not a verdict.
+    AppendFailed {
+        event: Event,
+        reason: String,
+    },
+    /// A command from a local caller, the ingress queue group (hop 0) or a forward (hop 1).
+    Command {
+        reply: ReplyTo,
+        cmd: Command,
+    },
+    ForwardResult {
+        id: ForwardId,
+        result: Result<Outcome, String>,
+    },
+    CheckResult(CheckResult),
+    /// Leave the bucket cleanly (SIGTERM): delete the key, stop scheduling, answer what is in flight.
+    Leave,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    Membership(MembershipOutput),
+    /// Append `record` only if the log's last epoch record is still the one at `after_seq` (compare-and-set).
+    ProposeEpoch {
+        record: EpochRecord,
+        after_seq: Option<u64>,
+    },
+    /// Append an event to the log. Its verdict comes back when the log delivers it.
+    Append(Event),
+    /// Request/reply to `jaque.cmd.<to.id>` with the command (hop 1).
+    Forward {
+        id: ForwardId,
+        to: MemberRef,
+        cmd: Command,
+    },
+    Reply {
+        to: ReplyTo,
+        outcome: Outcome,
+    },
+    Dispatch(CheckWork),
+}
+
+/// Which sub-machine set the deadline `poll_timeout` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    Heartbeat,
+    CheckDue,
+    CheckLost,
+    ReplyDeadline,
+    ProposeRetry,
+}
+
+/// Engine counters (the page's metrics and the ones an operator needs next to them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    pub forwarded_sent: u64,
+    pub forwarded_error: u64,
+    pub not_owned: u64,
+    pub commands_applied: u64,
+    pub commands_duplicate: u64,
+    pub commands_rejected: u64,
+    pub commands_unavailable: u64,
+    pub commands_rerouted: u64,
+    pub epochs_proposed: u64,
+    pub epochs_won: u64,
+    pub checks_dispatched: u64,
+    pub checks_lost: u64,
+    pub checks_skipped_busy: u64,
+    pub check_results_dropped: u64,
+    pub transitions_written: u64,
+    pub appends_failed: u64,
+}
+
+/// A command waiting for the verdict on its event.
+#[derive(Clone, Debug)]
+struct Awaiting {
+    waiters: Vec<(ReplyTo, Command)>,
+    deadline: Time,
+}
+
+/// An object this engine owns under the epoch in force.
+#[derive(Clone, Debug)]
+struct Owned {
+    next: Option<Time>,
+    inflight: Option<u64>,
+    /// The state this engine last wrote or saw for the object; a result differing from it is a transition.
+    expected: State,
+    /// The next due time was set by a check-now, not by the slot grid.
+    requested: bool,
+    /// A check-now arrived while a check was in flight: check again when it returns.
+    rerun: bool,
+}
+
+pub struct Engine {
+    cfg: EngineConfig,
+    membership: Membership,
+    reader: LogReader,
+    caught_up: bool,
+    started: bool,
+    outputs: VecDeque<Output>,
+
+    awaiting: BTreeMap<CommandId, Awaiting>,
+    reply_deadlines: BTreeSet<(Time, CommandId)>,
+    forwards: BTreeMap<ForwardId, ReplyTo>,
+    next_forward: u64,
+
+    owned: BTreeMap<ObjectId, Owned>,
+    due: BTreeSet<(Time, ObjectId)>,
+    checks: BTreeMap<u64, (ObjectId, Time)>,
+    check_deadlines: BTreeSet<(Time, u64)>,
+    next_check: u64,
+
+    proposing: Option<(u64, Time)>,
+    pub counters: EngineCounters,
+}
+
+impl Engine {
+    pub fn new(cfg: EngineConfig) -> Engine {
+        let membership = Membership::new(Bucket::Engine, cfg.me.clone(), cfg.ttl);
+        Engine {
+            cfg,
+            membership,
+            reader: LogReader::new(),
+            caught_up: false,
+            started: false,
+            outputs: VecDeque::new(),
+            awaiting: BTreeMap::new(),
+            reply_deadlines: BTreeSet::new(),
+            forwards: BTreeMap::new(),
+            next_forward: 0,
+            owned: BTreeMap::new(),
+            due: BTreeSet::new(),
+            checks: BTreeMap::new(),
+            check_deadlines: BTreeSet::new(),
+            next_check: 0,
+            proposing: None,
+            counters: EngineCounters::default(),
+        }
+    }
+
+    // ---- getters ----
+
+    pub fn me(&self) -> &MemberRef {
+        &self.cfg.me
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    pub fn reader(&self) -> &LogReader {
+        &self.reader
+    }
+
+    pub fn membership(&self) -> &Membership {
+        &self.membership
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.reader.epoch()
+    }
+
+    /// Ready to take commands: caught up with the log and an epoch record is in force.
+    pub fn is_ready(&self) -> bool {
+        self.caught_up && self.reader.epoch() > 0
+    }
+
+    pub fn is_leaving(&self) -> bool {
+        self.membership.is_leaving()
+    }
+
+    /// Objects owned under the epoch in force.
+    pub fn owned_count(&self) -> usize {
+        self.owned.len()
+    }
+
+    pub fn owns(&self, object: &ObjectId) -> bool {
+        self.owned.contains_key(object)
+    }
+
+    pub fn owned_objects(&self) -> impl Iterator<Item = &ObjectId> {
+        self.owned.keys()
+    }
+
+    /// Nothing in flight that a caller waits for: a leaving engine may exit.
+    pub fn is_idle(&self) -> bool {
+        self.awaiting.is_empty() && self.forwards.is_empty()
+    }
+
+    /// When the object's next check is due, if it is owned here and scheduled.
+    pub fn next_check(&self, object: &ObjectId) -> Option<Time> {
+        self.owned.get(object).and_then(|o| o.next)
+    }
+
+    // ---- inputs ----
+
+    pub fn handle(&mut self, now: Time, input: Input) {
+        match input {
+            Input::Start => {
+                if !self.started {
+                    self.started = true;
+                    self.membership.join(now);
+                }
+            }
+            Input::CaughtUp => {
+                self.caught_up = true;
+                self.recompute_ownership(now);
+                self.maybe_propose(now);
+            }
+            Input::Member(obs) => {
+                self.membership.handle_observation(now, &obs);
+                self.maybe_propose(now);
+            }
+            Input::Log { seq, entry } => self.handle_log(now, seq, entry),
+            Input::ProposeResult { epoch, won } => {
+                if self.proposing.is_some_and(|(e, _)| e == epoch) {
+                    self.proposing = None;
+                }
+                if won {
+                    self.counters.epochs_won += 1;
+                }
+                // A lost proposal waits for the winner to arrive through the log, which re-evaluates.
+            }
+            Input::AppendFailed { event, reason } => self.handle_append_failed(event, reason),
+            Input::Command { reply, cmd } => self.submit(now, reply, cmd),
+            Input::ForwardResult { id, result } => {
+                let Some(reply) = self.forwards.remove(&id) else { return };
+                let outcome = match result {
+                    Ok(outcome) => {
+                        self.counters.forwarded_sent += 1;
+                        outcome
+                    }
+                    Err(reason) => {
+                        self.counters.forwarded_error += 1;
+                        Outcome::Unavailable { reason: format!("forward to the owner failed: {reason}") }
+                    }
+                };
+                self.reply(reply, outcome);
+            }
+            Input::CheckResult(result) => self.handle_check_result(now, result),
+            Input::Leave => {
+                self.membership.leave();
+                // Stop checking: our objects are about to move, and anything we write now is fenced anyway.
+                self.owned.clear();
+                self.due.clear();
+            }
+        }
+        self.drain_membership();
+    }
+
+    pub fn handle_timeout(&mut self, now: Time) {
+        let heartbeat_due = self.membership.poll_timeout().is_some_and(|t| t <= now);
+        self.membership.handle_timeout(now);
+        if heartbeat_due {
+            // Also the periodic chance to retry a proposal whose trigger was missed.
+            self.maybe_propose(now);
+        }
+        if self.proposing.is_some_and(|(_, deadline)| deadline <= now) {
+            self.proposing = None;
+            self.maybe_propose(now);
+        }
+        while let Some((t, id)) = self.reply_deadlines.first().cloned() {
+            if t > now {
+                break;
+            }
+            self.reply_deadlines.pop_first();
+            if let Some(w) = self.awaiting.remove(&id) {
+                for (reply, _) in w.waiters {
+                    self.reply(reply, Outcome::Unavailable { reason: "no verdict on the command in time".into() });
+                }
+            }
+        }
+        while let Some((t, check_id)) = self.check_deadlines.first().cloned() {
+            if t > now {
+                break;
+            }
+            self.check_deadlines.pop_first();
+            if let Some((object, _)) = self.checks.remove(&check_id) {
+                self.counters.checks_lost += 1;
+                if let Some(o) = self.owned.get_mut(&object) {
+                    if o.inflight == Some(check_id) {
+                        o.inflight = None;
+                    }
+                }
+            }
+        }
+        while let Some((t, object)) = self.due.first().cloned() {
+            if t > now {
+                break;
+            }
+            self.due.pop_first();
+            self.run_due(now, object);
+        }
+        self.drain_membership();
+    }
+
+    // ---- outputs ----
+
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<(Time, Timer)> {
+        let candidates = [
+            (self.membership.poll_timeout(), Timer::Heartbeat),
+            (self.due.first().map(|(t, _)| *t), Timer::CheckDue),
+            (self.check_deadlines.first().map(|(t, _)| *t), Timer::CheckLost),
+            (self.reply_deadlines.first().map(|(t, _)| *t), Timer::ReplyDeadline),
+            (self.proposing.map(|(_, t)| t), Timer::ProposeRetry),
+        ];
+        candidates.into_iter().filter_map(|(t, timer)| t.map(|t| (t, timer))).min()
+    }
+
+    // ---- membership and epochs ----
+
+    fn drain_membership(&mut self) {
+        while let Some(o) = self.membership.poll_output() {
+            self.outputs.push_back(Output::Membership(o));
+        }
+    }
+
+    /// Proposes the next epoch when this engine's view of the live set is newer than the record in force and
+    /// differs from it. Compare-and-set on the log makes exactly one proposal per epoch win.
+    fn maybe_propose(&mut self, now: Time) {
+        if !self.caught_up || self.membership.is_leaving() || self.proposing.is_some() {
+            return;
+        }
+        let view = self.membership.view();
+        if view.is_empty() {
+            return;
+        }
+        if let Some(rec) = self.reader.fence().current() {
+            if view.rev() <= rec.members_rev || view.equals(&rec.members) {
+                return;
+            }
+        }
+        let record = EpochRecord { epoch: self.reader.epoch() + 1, members: view.members(), members_rev: view.rev() };
+        self.proposing = Some((record.epoch, now + self.cfg.propose_timeout));
+        self.counters.epochs_proposed += 1;
+        self.outputs.push_back(Output::ProposeEpoch { record, after_seq: self.reader.epoch_seq() });
+    }
+
+    /// Brings the set of owned objects in line with the epoch in force.
+    fn recompute_ownership(&mut self, now: Time) {
+        if !self.caught_up || self.membership.is_leaving() {
+            return;
+        }
+        let Some(own) = self.reader.fence().current_ownership() else { return };
+        let me = &self.cfg.me;
+        let (mut gained, mut lost) = (Vec::new(), Vec::new());
+        for (id, view) in self.reader.objects() {
+            let mine = own.is_owner(view.key, me);
+            if mine != self.owned.contains_key(id) {
+                if mine { &mut gained } else { &mut lost }.push(id.clone());
+            }
+        }
+        for id in lost {
+            self.lose(id);
+        }
+        // Objects deleted from the log but still held cannot be owned.
+        let gone: Vec<ObjectId> =
+            self.owned.keys().filter(|id| !self.reader.objects().contains_key(*id)).cloned().collect();
+        for id in gone {
+            self.lose(id);
+        }
+        let window = self.cfg.takeover_window();
+        for id in gained {
+            let view = &self.reader.objects()[&id];
+            let next = (!view.paused).then(|| schedule::takeover_due(view.anchor, view.def.interval(), now, window));
+            let expected = view.state;
+            self.own(id, next, expected);
+        }
+    }
+
+    fn own(&mut self, id: ObjectId, next: Option<Time>, expected: State) {
+        if let Some(t) = next {
+            self.due.insert((t, id.clone()));
+        }
+        self.owned.insert(id, Owned { next, inflight: None, expected, requested: false, rerun: false });
+    }
+
+    fn lose(&mut self, id: ObjectId) {
+        if let Some(o) = self.owned.remove(&id) {
+            if let Some(t) = o.next {
+                self.due.remove(&(t, id));
+            }
+            // An in-flight check's result will find no owned object and be dropped.
+        }
+    }
+
+    fn set_next(&mut self, id: &ObjectId, next: Option<Time>) {
+        if let Some(o) = self.owned.get_mut(id) {
+            if let Some(t) = o.next.take() {
+                self.due.remove(&(t, id.clone()));
+            }
+            if let Some(t) = next {
+                self.due.insert((t, id.clone()));
+            }
+            o.next = next;
+        }
+    }
+
+    // ---- the log ----
+
+    fn handle_log(&mut self, now: Time, seq: u64, entry: LogEntry) {
+        match self.reader.read(seq, &entry) {
+            Read::Duplicate | Read::EpochRejected(_) => {}
+            Read::EpochInstalled => {
+                if self.proposing.is_some_and(|(e, _)| e <= self.reader.epoch()) {
+                    self.proposing = None;
+                }
+                self.recompute_ownership(now);
+                self.maybe_propose(now);
+            }
+            Read::Event { verdict, effect } => {
+                let LogEntry::Event(event) = entry else { unreachable!("events read as events") };
+                self.after_event(now, event, verdict, effect);
+            }
+        }
+    }
+
+    fn after_event(&mut self, now: Time, event: Event, verdict: Verdict, effect: Effect) {
+        if let Some(id) = &event.command_id {
+            match (&verdict, effect.clone()) {
+                (Verdict::Accepted, Effect::Command(outcome) | Effect::DuplicateCommand(outcome)) => {
+                    if let Some(w) = self.take_awaiting(id) {
+                        if matches!(outcome, Outcome::Applied { .. }) {
+                            self.counters.commands_applied += 1;
+                        }
+                        for (reply, _) in w.waiters {
+                            self.reply(reply, outcome.clone());
+                        }
+                    }
+                }
+                // Our own event was fenced: the command was not applied. Route it again under the new epoch
+                // (a hop-0 command may still be forwarded once; a hop-1 one ends as not owned).
+                (Verdict::Stale(_), _) if event.writer == self.cfg.me => {
+                    if let Some(w) = self.take_awaiting(id) {
+                        for (reply, cmd) in w.waiters {
+                            self.counters.commands_rerouted += 1;
+                            self.route(now, reply, cmd);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !verdict.is_accepted() || !self.owned.contains_key(&event.object) && !self.may_gain(&event) {
+            return;
+        }
+        match &event.body {
+            EventBody::Put { .. } if !self.owned.contains_key(&event.object) => {
+                // A new object: owned here if HRW says so.
+                if let Some(view) = self.reader.object(&event.object) {
+                    let next = (!view.paused).then_some(view.anchor);
+                    let expected = view.state;
+                    self.own(event.object.clone(), next, expected);
+                }
+            }
+            EventBody::Put { .. } => {
+                let next = self.reader.object(&event.object).filter(|v| !v.paused).map(|v| v.anchor);
+                self.set_next(&event.object, next);
+            }
+            EventBody::Delete => self.lose(event.object.clone()),
+            EventBody::Pause => self.set_next(&event.object, None),
+            EventBody::Resume => {
+                let next = self
+                    .reader
+                    .object(&event.object)
+                    .map(|v| schedule::slot_after(v.anchor, v.def.interval(), now - Duration::from_millis(1)));
+                self.set_next(&event.object, next);
+            }
+            EventBody::CheckRequested => {
+                let paused = self.reader.object(&event.object).is_none_or(|v| v.paused);
+                if !paused {
+                    self.set_next(&event.object, Some(now));
+                    if let Some(o) = self.owned.get_mut(&event.object) {
+                        o.requested = true;
+                    }
+                }
+            }
+            EventBody::Transition { .. } | EventBody::Ack => {}
+        }
+    }
+
+    /// Whether an accepted event creates an object this engine owns.
+    fn may_gain(&self, event: &Event) -> bool {
+        matches!(event.body, EventBody::Put { .. })
+            && self.caught_up
+            && !self.membership.is_leaving()
+            && self
+                .reader
+                .fence()
+                .current_ownership()
+                .is_some_and(|own| own.is_owner(hrw::key(event.object.as_str()), &self.cfg.me))
+    }
+
+    fn handle_append_failed(&mut self, event: Event, _reason: String) {
+        self.counters.appends_failed += 1;
+        match (&event.command_id, &event.body) {
+            (Some(id), _) => {
+                // The event may still land; the submitter learns `unavailable` and may retry with the same id.
+                if let Some(w) = self.take_awaiting(id) {
+                    for (reply, _) in w.waiters {
+                        self.reply(reply, Outcome::Unavailable { reason: "appending to the log failed".into() });
+                    }
+                }
+            }
+            (None, EventBody::Transition { .. }) => {
+                // Forget what we wrote: the next result is compared with what the log says.
+                let state = self.reader.object(&event.object).map(|v| v.state);
+                if let (Some(o), Some(state)) = (self.owned.get_mut(&event.object), state) {
+                    o.expected = state;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // ---- commands ----
+
+    fn submit(&mut self, now: Time, reply: ReplyTo, cmd: Command) {
+        if let Some(outcome) = self.reader.applied(&cmd.id) {
+            self.counters.commands_duplicate += 1;
+            let outcome = outcome.clone();
+            self.reply(reply, outcome);
+            return;
+        }
+        if let Some(w) = self.awaiting.get_mut(&cmd.id) {
+            w.waiters.push((reply, cmd));
+            return;
+        }
+        if let CommandKind::Put { def } = &cmd.kind {
+            if let Err(e) = def.validate() {
+                self.counters.commands_rejected += 1;
+                self.reply(reply, Outcome::Rejected { reason: e.to_string() });
+                return;
+            }
+        }
+        self.route(now, reply, cmd);
+    }
+
+    fn route(&mut self, now: Time, reply: ReplyTo, mut cmd: Command) {
+        if !self.is_ready() {
+            let reason = if self.caught_up { "no epoch yet" } else { "engine is reading the log" };
+            self.reply(reply, Outcome::Unavailable { reason: reason.into() });
+            return;
+        }
+        let owner = self.reader.owner(&cmd.object);
+        match route(owner, &self.cfg.me, cmd.hop, self.cfg.forwarding, self.membership.is_leaving()) {
+            Route::Apply => self.apply(now, reply, cmd),
+            Route::Forward(to) => {
+                let id = ForwardId(self.next_forward);
+                self.next_forward += 1;
+                cmd.hop = 1;
+                self.forwards.insert(id, reply);
+                self.outputs.push_back(Output::Forward { id, to, cmd });
+            }
+            Route::NotOwned => {
+                self.counters.not_owned += 1;
+                self.reply(reply, Outcome::NotOwned);
+            }
+            Route::Unavailable(reason) => self.reply(reply, Outcome::Unavailable { reason: reason.into() }),
+        }
+    }
+
+    fn apply(&mut self, now: Time, reply: ReplyTo, cmd: Command) {
+        let event = Event {
+            object: cmd.object.clone(),
+            epoch: self.reader.epoch(),
+            writer: self.cfg.me.clone(),
+            at: now,
+            command_id: Some(cmd.id.clone()),
+            body: EventBody::from_command(&cmd.kind),
+        };
+        let deadline = now + self.cfg.reply_timeout;
+        self.reply_deadlines.insert((deadline, cmd.id.clone()));
+        self.awaiting.insert(cmd.id.clone(), Awaiting { waiters: vec![(reply, cmd)], deadline });
+        self.outputs.push_back(Output::Append(event));
+    }
+
+    fn take_awaiting(&mut self, id: &CommandId) -> Option<Awaiting> {
+        let w = self.awaiting.remove(id)?;
+        self.reply_deadlines.remove(&(w.deadline, id.clone()));
+        Some(w)
+    }
+
+    fn reply(&mut self, to: ReplyTo, outcome: Outcome) {
+        if matches!(outcome, Outcome::Unavailable { .. }) {
+            self.counters.commands_unavailable += 1;
+        }
+        self.outputs.push_back(Output::Reply { to, outcome });
+    }
+
+    // ---- checks ----
+
+    fn run_due(&mut self, now: Time, object: ObjectId) {
+        let Some(view) = self.reader.object(&object) else { return };
+        let (def, anchor, paused): (ObjectDef, Time, bool) = (view.def.clone(), view.anchor, view.paused);
+        let Some(o) = self.owned.get_mut(&object) else { return };
+        o.next = None;
+        let requested = std::mem::take(&mut o.requested);
+        if paused {
+            return;
+        }
+        let next = Some(schedule::slot_after(anchor, def.interval(), now));
+        if o.inflight.is_some() {
+            self.counters.checks_skipped_busy += 1;
+            o.rerun |= requested;
+            self.set_next(&object, next);
+            return;
+        }
+        let check_id = self.next_check;
+        self.next_check += 1;
+        o.inflight = Some(check_id);
+        let deadline = now + def.timeout() + self.cfg.check_grace;
+        self.checks.insert(check_id, (object.clone(), deadline));
+        self.check_deadlines.insert((deadline, check_id));
+        self.counters.checks_dispatched += 1;
+        self.outputs.push_back(Output::Dispatch(CheckWork {
+            check_id,
+            object: object.clone(),
+            probe: def.probe,
+            timeout_ms: def.timeout_ms,
+        }));
+        self.set_next(&object, next);
+    }
+
+    fn handle_check_result(&mut self, now: Time, result: CheckResult) {
+        let Some((object, deadline)) = self.checks.remove(&result.check_id) else {
+            self.counters.check_results_dropped += 1;
+            return;
+        };
+        self.check_deadlines.remove(&(deadline, result.check_id));
+        let state = self.reader.object(&object).map(|v| v.state);
+        let Some(o) = self.owned.get_mut(&object) else {
+            // Ownership moved while the check ran: the new owner checks it; this result is not ours to write.
+            self.counters.check_results_dropped += 1;
+            return;
+        };
+        if o.inflight != Some(result.check_id) || state.is_none() {
+            self.counters.check_results_dropped += 1;
+            return;
+        }
+        o.inflight = None;
+        let from = o.expected;
+        let rerun = std::mem::take(&mut o.rerun);
+        if result.state != from {
+            o.expected = result.state;
+            self.counters.transitions_written += 1;
+            self.outputs.push_back(Output::Append(Event {
+                object: object.clone(),
+                epoch: self.reader.epoch(),
+                writer: self.cfg.me.clone(),
+                at: now,
+                command_id: None,
+                body: EventBody::Transition { from, to: result.state, output: truncate(result.output, 1024) },
+            }));
+        }
+        if rerun {
+            self.set_next(&object, Some(now));
+        }
+    }
+
+    /// Self-checks the simulator runs after every step.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (t, id) in &self.due {
+            match self.owned.get(id) {
+                Some(o) if o.next == Some(*t) => {}
+                _ => return Err(format!("{id} is due at {t} but not scheduled as owned")),
+            }
+        }
+        let scheduled = self.owned.values().filter(|o| o.next.is_some()).count();
+        if scheduled != self.due.len() {
+            return Err(format!("{scheduled} owned objects scheduled, {} due entries", self.due.len()));
+        }
+        if self.caught_up && !self.membership.is_leaving() {
+            if let Some(own) = self.reader.fence().current_ownership() {
+                for (id, view) in self.reader.objects() {
+                    let mine = own.is_owner(view.key, &self.cfg.me);
+                    if mine != self.owned.contains_key(id) {
+                        return Err(format!("{id}: HRW says owned={mine}, engine holds owned={}", !mine));
+                    }
+                }
+            }
+        }
+        if self.owned.keys().any(|id| self.reader.object(id).is_none()) {
+            return Err("an owned object is not in the log".into());
+        }
+        if self.awaiting.len() != self.reply_deadlines.len() {
+            return Err("awaiting commands and their deadlines disagree".into());
+        }
+        Ok(())
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}

@@ -1,0 +1,389 @@
+//! Reading the shared log: the fence and the fold.
+//!
+//! Epoch records and events share one totally ordered log, so at every position every reader knows the same
+//! epoch in force. The fence gives each event a verdict there: an event `(object, epoch e, writer w)` at a
+//! position where epoch `E` is in force is accepted iff `w` (id *and* incarnation) owned the object under
+//! every epoch record `e..=E`. A writer that lost the object at any point since it wrote is fenced; a writer
+//! that kept it throughout is never discarded because some other member joined or left.
+//!
+//! The fold turns accepted events into object state and remembers which command ids were applied, so any later
+//! owner can answer a retried command without applying it twice. Engines, the ui and a replay all run this
+//! same reader, so they reach the same verdicts and the same state (invariant 2).
+
+use crate::hrw::{self, Ownership};
+use crate::model::{
+    CommandId, EpochRecord, Event, EventBody, LogEntry, MemberId, MemberRef, ObjectDef, ObjectId, Outcome, State,
+};
+use crate::time::Time;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Why an event was discarded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StaleReason {
+    /// No epoch record precedes it, or it names epoch 0.
+    NoEpoch,
+    /// It names an epoch newer than the one in force where it stands: its writer made it up.
+    FutureEpoch { event_epoch: u64, in_force: u64 },
+    /// Its writer did not own the object under epoch `epoch` (someone else did, or nobody).
+    NotOwner { epoch: u64, owner: Option<MemberRef> },
+}
+
+impl fmt::Display for StaleReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StaleReason::NoEpoch => f.write_str("no epoch record in force"),
+            StaleReason::FutureEpoch { event_epoch, in_force } => {
+                write!(f, "event epoch {event_epoch} is ahead of the epoch in force {in_force}")
+            }
+            StaleReason::NotOwner { epoch, owner: Some(o) } => write!(f, "owned by {o} under epoch {epoch}"),
+            StaleReason::NotOwner { epoch, owner: None } => write!(f, "no owner under epoch {epoch}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Accepted,
+    Stale(StaleReason),
+}
+
+impl Verdict {
+    pub fn is_accepted(&self) -> bool {
+        matches!(self, Verdict::Accepted)
+    }
+}
+
+/// Why an epoch record in the log was not installed. Compare-and-set appends make these impossible from
+/// jaque itself; they are counted so a foreign or corrupt writer is visible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EpochRejection {
+    /// Not exactly one above the epoch in force.
+    OutOfSequence { got: u64, in_force: u64 },
+    /// Members unsorted or with a repeated id.
+    BadMembers,
+}
+
+/// The epoch records seen so far, each with its member list prepared for HRW.
+#[derive(Clone, Debug, Default)]
+pub struct Fence {
+    /// `records[i]` is epoch `i + 1`.
+    records: Vec<(EpochRecord, Ownership)>,
+}
+
+impl Fence {
+    /// The epoch in force: 0 before the first record.
+    pub fn epoch(&self) -> u64 {
+        self.records.len() as u64
+    }
+
+    pub fn current(&self) -> Option<&EpochRecord> {
+        self.records.last().map(|(r, _)| r)
+    }
+
+    pub fn current_ownership(&self) -> Option<&Ownership> {
+        self.records.last().map(|(_, o)| o)
+    }
+
+    pub fn record(&self, epoch: u64) -> Option<&EpochRecord> {
+        self.index(epoch).map(|i| &self.records[i].0)
+    }
+
+    pub fn ownership(&self, epoch: u64) -> Option<&Ownership> {
+        self.index(epoch).map(|i| &self.records[i].1)
+    }
+
+    fn index(&self, epoch: u64) -> Option<usize> {
+        let i = usize::try_from(epoch.checked_sub(1)?).ok()?;
+        (i < self.records.len()).then_some(i)
+    }
+
+    /// Installs the next epoch record, or says why not.
+    pub fn install(&mut self, record: &EpochRecord) -> Result<(), EpochRejection> {
+        if record.epoch != self.epoch() + 1 {
+            return Err(EpochRejection::OutOfSequence { got: record.epoch, in_force: self.epoch() });
+        }
+        if !record.members.windows(2).all(|w| w[0].id < w[1].id) {
+            return Err(EpochRejection::BadMembers);
+        }
+        let ownership = Ownership::new(&record.members);
+        self.records.push((record.clone(), ownership));
+        Ok(())
+    }
+
+    /// The verdict on an event standing at the current position (after every record installed so far).
+    pub fn verdict(&self, event: &Event) -> Verdict {
+        self.verdict_for_key(hrw::key(event.object.as_str()), event.epoch, &event.writer)
+    }
+
+    /// The verdict with the object's key already hashed.
+    #[inline]
+    pub fn verdict_for_key(&self, object_key: u64, epoch: u64, writer: &MemberRef) -> Verdict {
+        let in_force = self.epoch();
+        if epoch == 0 || in_force == 0 {
+            return Verdict::Stale(StaleReason::NoEpoch);
+        }
+        if epoch > in_force {
+            return Verdict::Stale(StaleReason::FutureEpoch { event_epoch: epoch, in_force });
+        }
+        // Newest first: a writer that lost the object usually lost it in the latest change.
+        let from = (epoch - 1) as usize;
+        for (i, (_, own)) in self.records[from..].iter().enumerate().rev() {
+            let owner = own.owner_of_key(object_key);
+            if owner != Some(writer) {
+                return Verdict::Stale(StaleReason::NotOwner { epoch: epoch + i as u64, owner: owner.cloned() });
+            }
+        }
+        Verdict::Accepted
+    }
+}
+
+/// The last state change of an object, as the ui shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransitionInfo {
+    pub seq: u64,
+    pub from: State,
+    pub to: State,
+    pub at: Time,
+    pub epoch: u64,
+    pub writer: MemberId,
+    pub output: String,
+}
+
+/// An object as the log says it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectView {
+    pub def: ObjectDef,
+    /// HRW key of the object id, hashed once.
+    pub key: u64,
+    pub state: State,
+    pub paused: bool,
+    /// A problem state someone acknowledged; cleared by the next transition.
+    pub acked: bool,
+    /// The check schedule's anchor: the time of the put that last (re)defined the object.
+    pub anchor: Time,
+    /// The time of the last accepted check-now request, if any.
+    pub check_requested: Option<Time>,
+    pub last_transition: Option<TransitionInfo>,
+    /// Log position of the last accepted event on this object.
+    pub last_seq: u64,
+}
+
+/// What reading one log entry did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Read {
+    /// A position at or below one already read: delivered twice, skipped.
+    Duplicate,
+    EpochInstalled,
+    EpochRejected(EpochRejection),
+    Event {
+        verdict: Verdict,
+        effect: Effect,
+    },
+}
+
+/// What an event did to the objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Stale: no effect at all.
+    None,
+    /// A command event folded; `outcome` is what its submitter is told (applied, or not found).
+    Command(Outcome),
+    /// A command event whose id was applied before: no effect, the first outcome stands.
+    DuplicateCommand(Outcome),
+    /// A state transition took effect.
+    Transitioned,
+    /// A command-shaped event without a command id took effect; nobody waits for it.
+    Folded,
+    /// An accepted event with nothing to act on (a transition on a deleted object, or to the current state).
+    Ignored,
+}
+
+/// Counters a reader keeps; every reader of the same log counts the same.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReaderCounters {
+    /// Events discarded by the fence (`jaque_engine_stale_epoch_total`).
+    pub stale_epoch_total: u64,
+    pub epochs_rejected_total: u64,
+    pub duplicate_positions_total: u64,
+    pub duplicate_commands_total: u64,
+}
+
+/// Follows the log: fence, fold, and the record of applied command ids.
+#[derive(Clone, Debug, Default)]
+pub struct LogReader {
+    fence: Fence,
+    position: u64,
+    objects: BTreeMap<ObjectId, ObjectView>,
+    applied: BTreeMap<CommandId, Outcome>,
+    /// Log position of the epoch record in force (the compare-and-set precondition for the next proposal).
+    epoch_seq: Option<u64>,
+    pub counters: ReaderCounters,
+}
+
+impl LogReader {
+    pub fn new() -> LogReader {
+        LogReader::default()
+    }
+
+    pub fn fence(&self) -> &Fence {
+        &self.fence
+    }
+
+    /// The last log position read.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.fence.epoch()
+    }
+
+    pub fn epoch_seq(&self) -> Option<u64> {
+        self.epoch_seq
+    }
+
+    pub fn objects(&self) -> &BTreeMap<ObjectId, ObjectView> {
+        &self.objects
+    }
+
+    pub fn object(&self, id: &ObjectId) -> Option<&ObjectView> {
+        self.objects.get(id)
+    }
+
+    /// The outcome a command id got when it was applied, if it was.
+    pub fn applied(&self, id: &CommandId) -> Option<&Outcome> {
+        self.applied.get(id)
+    }
+
+    /// The owner of an object under the epoch in force.
+    pub fn owner(&self, object: &ObjectId) -> Option<&MemberRef> {
+        self.fence.current_ownership()?.owner(object)
+    }
+
+    /// Reads the entry at log position `seq`. Positions must grow; a repeated or older one is skipped.
+    pub fn read(&mut self, seq: u64, entry: &LogEntry) -> Read {
+        if seq <= self.position && self.position != 0 {
+            self.counters.duplicate_positions_total += 1;
+            return Read::Duplicate;
+        }
+        self.position = seq;
+        match entry {
+            LogEntry::Epoch(record) => match self.fence.install(record) {
+                Ok(()) => {
+                    self.epoch_seq = Some(seq);
+                    Read::EpochInstalled
+                }
+                Err(e) => {
+                    self.counters.epochs_rejected_total += 1;
+                    Read::EpochRejected(e)
+                }
+            },
+            LogEntry::Event(event) => {
+                let key = hrw::key(event.object.as_str());
+                let verdict = self.fence.verdict_for_key(key, event.epoch, &event.writer);
+                let effect = if verdict.is_accepted() {
+                    self.fold(seq, key, event)
+                } else {
+                    self.counters.stale_epoch_total += 1;
+                    Effect::None
+                };
+                Read::Event { verdict, effect }
+            }
+        }
+    }
+
+    fn fold(&mut self, seq: u64, key: u64, event: &Event) -> Effect {
+        if let Some(id) = &event.command_id {
+            if let Some(first) = self.applied.get(id) {
+                self.counters.duplicate_commands_total += 1;
+                return Effect::DuplicateCommand(first.clone());
+            }
+        }
+        let applied = |event: &Event| Outcome::Applied {
+            command_id: event.command_id.clone().expect("command events carry an id"),
+            owner: event.writer.id.clone(),
+            epoch: event.epoch,
+            seq,
+        };
+        let effect = match &event.body {
+            EventBody::Put { def } => {
+                let view = self.objects.entry(event.object.clone()).or_insert_with(|| ObjectView {
+                    def: def.clone(),
+                    key,
+                    state: State::Pending,
+                    paused: false,
+                    acked: false,
+                    anchor: event.at,
+                    check_requested: None,
+                    last_transition: None,
+                    last_seq: seq,
+                });
+                view.def = def.clone();
+                view.anchor = event.at;
+                view.last_seq = seq;
+                command_effect(event, applied)
+            }
+            EventBody::Transition { to, from, output } => match self.objects.get_mut(&event.object) {
+                Some(view) if view.state != *to => {
+                    view.last_transition = Some(TransitionInfo {
+                        seq,
+                        from: *from,
+                        to: *to,
+                        at: event.at,
+                        epoch: event.epoch,
+                        writer: event.writer.id.clone(),
+                        output: output.clone(),
+                    });
+                    view.state = *to;
+                    view.acked = false;
+                    view.last_seq = seq;
+                    Effect::Transitioned
+                }
+                _ => Effect::Ignored,
+            },
+            EventBody::Delete => {
+                if self.objects.remove(&event.object).is_some() {
+                    command_effect(event, applied)
+                } else {
+                    not_found(event)
+                }
+            }
+            body @ (EventBody::Pause | EventBody::Resume | EventBody::Ack | EventBody::CheckRequested) => {
+                match self.objects.get_mut(&event.object) {
+                    Some(view) => {
+                        match body {
+                            EventBody::Pause => view.paused = true,
+                            EventBody::Resume => view.paused = false,
+                            EventBody::Ack => view.acked = view.state.is_problem(),
+                            _ => view.check_requested = Some(event.at),
+                        }
+                        view.last_seq = seq;
+                        command_effect(event, applied)
+                    }
+                    None => not_found(event),
+                }
+            }
+        };
+        // Only applied commands are remembered: a command that found no object may be retried once it exists.
+        if let (Some(id), Effect::Command(outcome @ Outcome::Applied { .. })) = (&event.command_id, &effect) {
+            self.applied.insert(id.clone(), outcome.clone());
+        }
+        effect
+    }
+}
+
+fn command_effect(event: &Event, applied: impl Fn(&Event) -> Outcome) -> Effect {
+    match event.command_id {
+        Some(_) => Effect::Command(applied(event)),
+        // A command-shaped event without an id still takes effect; nobody waits for it.
+        None => Effect::Folded,
+    }
+}
+
+fn not_found(event: &Event) -> Effect {
+    match &event.command_id {
+        Some(id) => Effect::Command(Outcome::NotFound { command_id: id.clone() }),
+        None => Effect::Ignored,
+    }
+}

@@ -1,0 +1,398 @@
+//! The nouns of the product page: members, buckets, objects, checks, commands, outcomes, and the entries of
+//! the shared log (epoch records and events). Everything here is plain data; the machines live elsewhere.
+
+use crate::time::Time;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// Why an identifier was refused. The message says what is allowed, so a user can fix the input.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("{what} must not be empty")]
+    Empty { what: &'static str },
+    #[error("{what} is {len} bytes long; at most {max} are allowed")]
+    TooLong { what: &'static str, len: usize, max: usize },
+    #[error("{what} contains {found:?}; allowed are letters, digits and {allowed}")]
+    BadChar { what: &'static str, found: char, allowed: &'static str },
+}
+
+fn check_id(what: &'static str, s: &str, max: usize, extra: &'static str) -> Result<(), IdError> {
+    if s.is_empty() {
+        return Err(IdError::Empty { what });
+    }
+    if s.len() > max {
+        return Err(IdError::TooLong { what, len: s.len(), max });
+    }
+    if let Some(found) = s.chars().find(|c| !(c.is_ascii_alphanumeric() || extra.contains(*c))) {
+        return Err(IdError::BadChar { what, found, allowed: extra });
+    }
+    Ok(())
+}
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident, $what:literal, $max:literal, $extra:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            pub const MAX_LEN: usize = $max;
+            pub const ALLOWED: &'static str = $extra;
+
+            pub fn new(s: impl Into<String>) -> Result<Self, IdError> {
+                let s = s.into();
+                check_id($what, &s, $max, $extra)?;
+                Ok($name(s))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = IdError;
+            fn try_from(s: String) -> Result<Self, IdError> {
+                $name::new(s)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+string_id!(
+    /// A member's id within its bucket. It is a NATS subject token (`jaque.cmd.<engine-id>`), so no dots,
+    /// wildcards or spaces.
+    MemberId, "member id", 64, "_-"
+);
+string_id!(
+    /// An object's id as users write it in `/api/objects/{id}`.
+    ObjectId, "object id", 200, "._:@-"
+);
+string_id!(
+    /// A command's id: the ui's `Idempotency-Key`, or one it makes. The owner applies an id at most once.
+    CommandId, "command id", 128, "._:@-"
+);
+
+/// A membership bucket: each role that scales on its own has one. The names are the page's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bucket {
+    Engine,
+    Sink,
+    Notifier,
+}
+
+impl Bucket {
+    pub const ALL: [Bucket; 3] = [Bucket::Engine, Bucket::Sink, Bucket::Notifier];
+
+    /// The bucket's name as the page writes it: `membership/`, `sink/membership/`, `notifier/membership/`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Bucket::Engine => "membership/",
+            Bucket::Sink => "sink/membership/",
+            Bucket::Notifier => "notifier/membership/",
+        }
+    }
+
+    /// The bucket whose prefix starts `key`, and the member id after it.
+    pub fn split_key(key: &str) -> Option<(Bucket, &str)> {
+        // Longest prefixes first: `membership/` is a suffix of the other two, never a prefix, but be explicit.
+        Bucket::ALL.iter().find_map(|b| key.strip_prefix(b.prefix()).map(|rest| (*b, rest)))
+    }
+}
+
+/// One process's membership in one bucket. A restarted process comes back with a new incarnation and so is
+/// a new member, even under the same id.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct MemberRef {
+    pub id: MemberId,
+    pub incarnation: u64,
+}
+
+impl fmt::Display for MemberRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.id, self.incarnation)
+    }
+}
+
+/// How a check looks at an object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Probe {
+    /// GET `url`; 2xx and 3xx are ok unless `expect_status` names the one status that is.
+    Http {
+        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expect_status: Option<u16>,
+    },
+    /// Connect to `addr` (`host:port`).
+    Tcp { addr: String },
+    /// Run `plugin` from the plugin directory with `args`; Nagios exit codes.
+    Exec {
+        plugin: String,
+        #[serde(default)]
+        args: Vec<String>,
+    },
+}
+
+/// What an object is and how often to look at it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectDef {
+    pub probe: Probe,
+    pub interval_ms: u64,
+    pub timeout_ms: u64,
+}
+
+/// Bounds that keep a definition sane: a zero interval would make the owner spin.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+pub const MAX_INTERVAL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DefError {
+    #[error("interval must be between {min:?} and {max:?}, got {got:?}")]
+    Interval { got: Duration, min: Duration, max: Duration },
+    #[error("timeout must be more than zero and at most the interval ({interval:?}), got {got:?}")]
+    Timeout { got: Duration, interval: Duration },
+    #[error("{0}")]
+    Probe(String),
+}
+
+impl ObjectDef {
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms)
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    /// Checks a definition the way the owner will rely on it.
+    pub fn validate(&self) -> Result<(), DefError> {
+        let interval = self.interval();
+        if interval < MIN_INTERVAL || interval > MAX_INTERVAL {
+            return Err(DefError::Interval { got: interval, min: MIN_INTERVAL, max: MAX_INTERVAL });
+        }
+        if self.timeout_ms == 0 || self.timeout_ms > self.interval_ms {
+            return Err(DefError::Timeout { got: self.timeout(), interval });
+        }
+        match &self.probe {
+            Probe::Http { url, expect_status } => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() > 2048 {
+                    return Err(DefError::Probe(format!(
+                        "http probe url must start with http:// or https:// (at most 2048 bytes), got {url:?}"
+                    )));
+                }
+                if let Some(s) = expect_status {
+                    if !(100..=599).contains(s) {
+                        return Err(DefError::Probe(format!("expect_status must be 100..=599, got {s}")));
+                    }
+                }
+            }
+            Probe::Tcp { addr } => {
+                let ok = addr
+                    .rsplit_once(':')
+                    .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0));
+                if !ok || addr.len() > 512 {
+                    return Err(DefError::Probe(format!("tcp probe addr must be host:port, got {addr:?}")));
+                }
+            }
+            Probe::Exec { plugin, args } => {
+                let ok = !plugin.is_empty()
+                    && plugin.len() <= 128
+                    && plugin.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+                    && !plugin.starts_with('.');
+                if !ok {
+                    return Err(DefError::Probe(format!(
+                        "exec plugin must be a file name in the plugin directory (letters, digits, ._-), got {plugin:?}"
+                    )));
+                }
+                if args.len() > 64 || args.iter().any(|a| a.len() > 4096) {
+                    return Err(DefError::Probe("exec args: at most 64, each at most 4096 bytes".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An object's state. `Pending` until its first check result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    #[default]
+    Pending,
+    Ok,
+    Warning,
+    Critical,
+    Unknown,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Pending => "pending",
+            State::Ok => "ok",
+            State::Warning => "warning",
+            State::Critical => "critical",
+            State::Unknown => "unknown",
+        }
+    }
+
+    /// A state someone may acknowledge.
+    pub fn is_problem(self) -> bool {
+        matches!(self, State::Warning | State::Critical | State::Unknown)
+    }
+
+    /// The Nagios plugin convention: 0 ok, 1 warning, 2 critical, anything else unknown.
+    pub fn from_nagios_exit(code: i32) -> State {
+        match code {
+            0 => State::Ok,
+            1 => State::Warning,
+            2 => State::Critical,
+            _ => State::Unknown,
+        }
+    }
+
+    /// An HTTP status as a check verdict: 2xx/3xx ok, unless the definition expects one exact status.
+    pub fn from_http_status(status: u16, expect: Option<u16>) -> State {
+        match expect {
+            Some(e) if status == e => State::Ok,
+            Some(_) => State::Critical,
+            None if (200..400).contains(&status) => State::Ok,
+            None => State::Critical,
+        }
+    }
+}
+
+/// What a command asks the owner to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CommandKind {
+    Put { def: ObjectDef },
+    Delete,
+    Pause,
+    Resume,
+    CheckNow,
+    Ack,
+}
+
+impl CommandKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            CommandKind::Put { .. } => "put",
+            CommandKind::Delete => "delete",
+            CommandKind::Pause => "pause",
+            CommandKind::Resume => "resume",
+            CommandKind::CheckNow => "check",
+            CommandKind::Ack => "ack",
+        }
+    }
+}
+
+/// A command as it travels: from the ui or a local caller (hop 0), or forwarded once (hop 1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Command {
+    pub id: CommandId,
+    pub object: ObjectId,
+    #[serde(flatten)]
+    pub kind: CommandKind,
+    /// 0 when submitted, 1 after the one forward. Nothing ever carries 2.
+    #[serde(default)]
+    pub hop: u8,
+}
+
+/// How a command ended, as its submitter learns it. Every command ends in exactly one outcome.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Its event is in the log and accepted (the fence let it through). `seq` is its log position.
+    Applied { command_id: CommandId, owner: MemberId, epoch: u64, seq: u64 },
+    /// The command needs an object that does not exist (pause, resume, check, ack, delete of nothing).
+    NotFound { command_id: CommandId },
+    /// A forwarded command reached an engine that does not own its object: dropped, never a second hop.
+    NotOwned,
+    /// The command itself is invalid (a bad definition); retrying it will not help (the ui answers 400).
+    Rejected { reason: String },
+    /// No owner could be reached or the cluster is not ready; retry later (the ui answers 503 Retry-After).
+    Unavailable { reason: String },
+}
+
+/// The epoch record: who the engines are, as of one membership change. Ownership is a pure function of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    pub epoch: u64,
+    /// Sorted by id, unique ids.
+    pub members: Vec<MemberRef>,
+    /// The membership store's revision this member list was read at. A member whose own view is older than
+    /// this must not propose: it would only undo a change it has not seen yet.
+    pub members_rev: u64,
+}
+
+/// What happened to an object. Commands' events carry the command id, so any later owner knows it was applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventBody {
+    Put {
+        def: ObjectDef,
+    },
+    Delete,
+    Pause,
+    Resume,
+    CheckRequested,
+    Ack,
+    /// The state changed after a check; written only on a change.
+    Transition {
+        from: State,
+        to: State,
+        output: String,
+    },
+}
+
+impl EventBody {
+    pub fn from_command(kind: &CommandKind) -> EventBody {
+        match kind {
+            CommandKind::Put { def } => EventBody::Put { def: def.clone() },
+            CommandKind::Delete => EventBody::Delete,
+            CommandKind::Pause => EventBody::Pause,
+            CommandKind::Resume => EventBody::Resume,
+            CommandKind::CheckNow => EventBody::CheckRequested,
+            CommandKind::Ack => EventBody::Ack,
+        }
+    }
+}
+
+/// An event in the log: written by `writer` under `epoch`. The fence decides, in log order, whether it counts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub object: ObjectId,
+    pub epoch: u64,
+    pub writer: MemberRef,
+    /// The writer's clock when it wrote the event: anchors the check schedule, shown in the ui.
+    pub at: Time,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<CommandId>,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// One entry of the shared, totally ordered log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "entry", rename_all = "snake_case")]
+pub enum LogEntry {
+    Epoch(EpochRecord),
+    Event(Event),
+}

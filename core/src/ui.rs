@@ -1,0 +1,56 @@
+//! Where a ui write goes, and how its outcome reads over HTTP. Pure decisions, so the simulator and the tests
+//! exercise the same rules the shell serves.
+
+use crate::model::Outcome;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteRoute {
+    /// An engine runs in this process: hand the command to it (it forwards if it does not own the object).
+    LocalEngine,
+    /// No engine here but NATS coordination: a request on `jaque.work.cmd.ingress` (engines' queue group).
+    Ingress,
+    /// No engine here and no coordination: the page says 503.
+    Reject,
+}
+
+pub fn write_route(local_engine: bool, nats_coordination: bool) -> WriteRoute {
+    if local_engine {
+        WriteRoute::LocalEngine
+    } else if nats_coordination {
+        WriteRoute::Ingress
+    } else {
+        WriteRoute::Reject
+    }
+}
+
+/// Seconds a caller should wait before retrying a 503.
+pub const RETRY_AFTER_SECS: u32 = 1;
+
+/// The HTTP status of an outcome, and whether it carries `Retry-After`.
+pub fn http_status(outcome: &Outcome) -> (u16, bool) {
+    match outcome {
+        Outcome::Applied { .. } => (200, false),
+        Outcome::NotFound { .. } => (404, false),
+        Outcome::Rejected { .. } => (400, false),
+        Outcome::NotOwned | Outcome::Unavailable { .. } => (503, true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ui_without_engine_or_coordination_rejects_writes() {
+        assert_eq!(write_route(false, false), WriteRoute::Reject);
+        assert_eq!(write_route(false, true), WriteRoute::Ingress);
+        assert_eq!(write_route(true, false), WriteRoute::LocalEngine);
+    }
+
+    #[test]
+    fn not_owned_and_unavailable_are_503_with_retry_after() {
+        assert_eq!(http_status(&Outcome::NotOwned), (503, true));
+        assert_eq!(http_status(&Outcome::Unavailable { reason: "x".into() }), (503, true));
+        assert_eq!(http_status(&Outcome::Rejected { reason: "x".into() }), (400, false));
+    }
+}
