@@ -58,10 +58,9 @@ mod tests {
     #[test]
     fn takeover_runs_a_possibly_missed_slot_late_and_otherwise_continues() {
         let window = 14 * S;
-        // Slot at 100s, taken over at 105s: inside the window, run at 114s (before the next slot at 160s).
-        assert_eq!(takeover_due(Time(0), 60 * S, Time(105_000), window), Time(114_000));
-        // Slot at 60s, taken over at 105s: outside the window, continue at 120s.
-        assert_eq!(takeover_due(Time(0), 60 * S, Time(105_000), window), Time(114_000).min(Time(120_000)));
+        // Slot at 100s, taken over at 105s: inside the window, run at 114s (before the next slot at 150s).
+        assert_eq!(takeover_due(Time(0), 50 * S, Time(105_000), window), Time(114_000));
+        // Slot at 60s, taken over at 90s: outside the window, continue at the next slot, 120s.
         assert_eq!(takeover_due(Time(0), 60 * S, Time(90_000), window), Time(120_000));
         // Short intervals: the next slot comes first.
         assert_eq!(takeover_due(Time(0), 5 * S, Time(12_000), window), Time(15_000));
