@@ -1,0 +1,284 @@
+//! A tiny, fault-free world for driving engines in tests: a membership store with revisions and TTLs, one
+//! ordered log with the compare-and-set rule, instant request/reply between engines and an instant worker.
+//! The simulator (`jaque-sim`) is the faulty, seeded version of this; here every delivery is immediate and in
+//! a fixed order, so tests read like scripts.
+#![allow(dead_code)]
+
+use jaque_core::*;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+pub fn member(id: &str, inc: u64) -> MemberRef {
+    MemberRef { id: MemberId::new(id).unwrap(), incarnation: inc }
+}
+
+pub fn oid(s: &str) -> ObjectId {
+    ObjectId::new(s).unwrap()
+}
+
+pub fn def(interval_s: u64) -> ObjectDef {
+    ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: interval_s * 1000, timeout_ms: 1000 }
+}
+
+pub fn cmd(id: &str, object: &str, kind: CommandKind) -> Command {
+    Command { id: CommandId::new(id).unwrap(), object: oid(object), kind, hop: 0 }
+}
+
+pub const TTL: Duration = Duration::from_secs(9);
+
+#[derive(Default)]
+pub struct World {
+    pub now: Time,
+    pub engines: BTreeMap<String, Engine>,
+    /// Engines that are "paused": they receive nothing and their timers do not fire.
+    pub paused: Vec<String>,
+    pub log: Vec<LogEntry>,
+    /// Next log position each engine reads (index into `log`).
+    cursor: BTreeMap<String, usize>,
+    kv_rev: u64,
+    /// id -> (incarnation, expires at)
+    kv: BTreeMap<String, (u64, Time)>,
+    /// Membership changes not yet delivered: (rev, change) per engine.
+    watch: BTreeMap<String, VecDeque<MemberObservation>>,
+    pub replies: BTreeMap<u64, Vec<Outcome>>,
+    next_reply: u64,
+    /// Forwards in flight: (from engine, forward id) by the ReplyTo used at the target.
+    forwards: BTreeMap<(String, u64), (String, ForwardId)>,
+    pub dispatched: Vec<(String, CheckWork, Time)>,
+    /// Check results to return: object -> state.
+    pub truth: BTreeMap<String, State>,
+    pub max_hop_seen: u8,
+    pub forwarded: Vec<(String, String)>,
+}
+
+impl World {
+    pub fn new() -> World {
+        World { now: Time(1_000_000), ..World::default() }
+    }
+
+    pub fn add_engine(&mut self, id: &str, inc: u64) {
+        let mut e = Engine::new(EngineConfig::new(member(id, inc), TTL));
+        e.handle(self.now, Input::Start);
+        self.engines.insert(id.to_string(), e);
+        self.cursor.insert(id.to_string(), 0);
+        // A new watcher gets a snapshot of the live keys.
+        let snapshot: VecDeque<MemberObservation> = self
+            .kv
+            .iter()
+            .map(|(k, (inc, _))| MemberObservation {
+                bucket: Bucket::Engine,
+                rev: self.kv_rev,
+                change: MemberChange::Up(member(k, *inc)),
+            })
+            .collect();
+        // Snapshot entries share a revision; give each a distinct one below the current (like a KV's history).
+        let n = snapshot.len() as u64;
+        let snapshot = snapshot.into_iter().enumerate().map(|(i, mut o)| {
+            o.rev = self.kv_rev.saturating_sub(n - 1 - i as u64);
+            o
+        });
+        self.watch.insert(id.to_string(), snapshot.collect());
+        self.run();
+        let e = self.engines.get_mut(id).unwrap();
+        e.handle(self.now, Input::CaughtUp);
+        self.run();
+    }
+
+    pub fn remove_engine(&mut self, id: &str) -> Engine {
+        self.cursor.remove(id);
+        self.watch.remove(id);
+        self.engines.remove(id).unwrap()
+    }
+
+    fn kv_change(&mut self, change: MemberChange) {
+        self.kv_rev += 1;
+        for (id, q) in self.watch.iter_mut() {
+            let _ = id;
+            q.push_back(MemberObservation { bucket: Bucket::Engine, rev: self.kv_rev, change: change.clone() });
+        }
+    }
+
+    pub fn submit(&mut self, at: &str, c: Command) -> u64 {
+        let r = self.next_reply;
+        self.next_reply += 1;
+        self.engines.get_mut(at).unwrap().handle(self.now, Input::Command { reply: ReplyTo(r), cmd: c });
+        self.run();
+        r
+    }
+
+    pub fn outcome(&self, r: u64) -> &Outcome {
+        let v = &self.replies[&r];
+        assert_eq!(v.len(), 1, "exactly one outcome per command, got {v:?}");
+        &v[0]
+    }
+
+    /// Delivers everything deliverable until quiet (without advancing time).
+    pub fn run(&mut self) {
+        for _ in 0..10_000 {
+            if !self.step() {
+                return;
+            }
+        }
+        panic!("world did not become quiet");
+    }
+
+    fn step(&mut self) -> bool {
+        let ids: Vec<String> = self.engines.keys().cloned().collect();
+        let mut progress = false;
+        for id in ids {
+            if self.paused.contains(&id) {
+                continue;
+            }
+            // Outputs first.
+            while let Some(out) = self.engines.get_mut(&id).unwrap().poll_output() {
+                progress = true;
+                self.carry_out(&id, out);
+            }
+            // Then membership observations.
+            if let Some(obs) = self.watch.get_mut(&id).and_then(|q| q.pop_front()) {
+                progress = true;
+                self.engines.get_mut(&id).unwrap().handle(self.now, Input::Member(obs));
+            }
+            // Then the log.
+            let c = self.cursor[&id];
+            if c < self.log.len() {
+                progress = true;
+                let entry = self.log[c].clone();
+                self.cursor.insert(id.clone(), c + 1);
+                self.engines.get_mut(&id).unwrap().handle(self.now, Input::Log { seq: c as u64 + 1, entry });
+            }
+        }
+        progress
+    }
+
+    fn last_epoch_seq(&self) -> Option<u64> {
+        self.log.iter().rposition(|e| matches!(e, LogEntry::Epoch(_))).map(|i| i as u64 + 1)
+    }
+
+    fn carry_out(&mut self, from: &str, out: Output) {
+        let now = self.now;
+        match out {
+            Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => {
+                let changed = self.kv.get(member.id.as_str()).map(|(i, _)| *i) != Some(member.incarnation);
+                self.kv.insert(member.id.to_string(), (member.incarnation, now + ttl));
+                let _ = changed;
+                self.kv_change(MemberChange::Up(member));
+            }
+            Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
+                self.kv.remove(member.id.as_str());
+                self.kv_change(MemberChange::Down(member.id));
+            }
+            Output::ProposeEpoch { record, after_seq } => {
+                let won = self.last_epoch_seq() == after_seq;
+                if won {
+                    self.log.push(LogEntry::Epoch(record.clone()));
+                }
+                self.engines.get_mut(from).unwrap().handle(now, Input::ProposeResult { epoch: record.epoch, won });
+            }
+            Output::Append(event) => self.log.push(LogEntry::Event(event)),
+            Output::Forward { id, to, cmd } => {
+                self.max_hop_seen = self.max_hop_seen.max(cmd.hop);
+                self.forwarded.push((from.to_string(), to.id.to_string()));
+                let target = to.id.to_string();
+                if self.engines.contains_key(&target) && !self.paused.contains(&target) {
+                    let r = self.next_reply;
+                    self.next_reply += 1;
+                    self.forwards.insert((target.clone(), r), (from.to_string(), id));
+                    self.engines.get_mut(&target).unwrap().handle(now, Input::Command { reply: ReplyTo(r), cmd });
+                } else {
+                    self.engines
+                        .get_mut(from)
+                        .unwrap()
+                        .handle(now, Input::ForwardResult { id, result: Err("no responders".into()) });
+                }
+            }
+            Output::Reply { to, outcome } => {
+                if let Some((origin, fid)) = self.forwards.remove(&(from.to_string(), to.0)) {
+                    if let Some(e) = self.engines.get_mut(&origin) {
+                        e.handle(now, Input::ForwardResult { id: fid, result: Ok(outcome) });
+                    }
+                } else {
+                    self.replies.entry(to.0).or_default().push(outcome);
+                }
+            }
+            Output::Dispatch(work) => {
+                self.dispatched.push((from.to_string(), work.clone(), now));
+                let state = self.truth.get(work.object.as_str()).copied().unwrap_or(State::Ok);
+                self.engines.get_mut(from).unwrap().handle(
+                    now,
+                    Input::CheckResult(CheckResult {
+                        check_id: work.check_id,
+                        object: work.object,
+                        state,
+                        output: String::new(),
+                    }),
+                );
+            }
+        }
+    }
+
+    /// Advances time to `t`, firing timers and expiring keys in order.
+    pub fn advance_to(&mut self, t: Time) {
+        loop {
+            let next_timer = self
+                .engines
+                .iter()
+                .filter(|(id, _)| !self.paused.contains(id))
+                .filter_map(|(_, e)| e.poll_timeout().map(|(t, _)| t))
+                .min();
+            let next_expiry = self.kv.values().map(|(_, exp)| *exp).min();
+            let next = [next_timer, next_expiry].into_iter().flatten().min();
+            match next {
+                Some(n) if n <= t => {
+                    self.now = self.now.max(n);
+                    let expired: Vec<String> =
+                        self.kv.iter().filter(|(_, (_, exp))| *exp <= self.now).map(|(k, _)| k.clone()).collect();
+                    for k in expired {
+                        self.kv.remove(&k);
+                        self.kv_change(MemberChange::Down(MemberId::new(k).unwrap()));
+                    }
+                    let ids: Vec<String> = self.engines.keys().cloned().collect();
+                    for id in ids {
+                        if self.paused.contains(&id) {
+                            continue;
+                        }
+                        let e = self.engines.get_mut(&id).unwrap();
+                        if e.poll_timeout().is_some_and(|(d, _)| d <= self.now) {
+                            e.handle_timeout(self.now);
+                        }
+                    }
+                    self.run();
+                }
+                _ => break,
+            }
+        }
+        self.now = t;
+        self.run();
+        self.check();
+    }
+
+    pub fn advance(&mut self, d: Duration) {
+        self.advance_to(self.now + d);
+    }
+
+    pub fn check(&self) {
+        for (id, e) in &self.engines {
+            if let Err(err) = e.check_invariants() {
+                panic!("engine {id}: {err}");
+            }
+        }
+    }
+
+    /// A reader of the whole log, as the ui or a replay would hold it.
+    pub fn oracle(&self) -> LogReader {
+        let mut r = LogReader::new();
+        for (i, e) in self.log.iter().enumerate() {
+            r.read(i as u64 + 1, e);
+        }
+        r
+    }
+
+    pub fn owner_of(&self, object: &str) -> Option<String> {
+        self.oracle().owner(&oid(object)).map(|m| m.id.to_string())
+    }
+}
