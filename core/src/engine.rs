@@ -550,7 +550,10 @@ impl Engine {
                 _ => {}
             }
         }
-        if !verdict.is_accepted() || !self.owned.contains_key(&event.object) && !self.may_gain(&event) {
+        // Only an event that changed the object moves its schedule: a repeated command id, a command that found
+        // no object and a fenced event changed nothing.
+        let changed = matches!(effect, Effect::Command(Outcome::Applied { .. }) | Effect::Folded);
+        if !verdict.is_accepted() || !changed || !self.owned.contains_key(&event.object) && !self.may_gain(&event) {
             return;
         }
         match &event.body {

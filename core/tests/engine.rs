@@ -319,3 +319,31 @@ fn memory_mode_forwards_nothing() {
     assert!(!outs.iter().any(|o| matches!(o, Output::Forward { .. })));
     assert!(matches!(&outs[..], [Output::Reply { outcome: Outcome::Unavailable { .. }, .. }]));
 }
+
+#[test]
+fn a_repeated_command_id_on_another_object_changes_nothing() {
+    // Found by the forwarding property: a delete reusing an applied id was a no-op in the log, but the owner
+    // still dropped the object from its schedule.
+    let mut w = World::new();
+    w.add_engine("a", 1);
+    w.submit("a", cmd("put-web", "web", CommandKind::Put { def: def(30) }));
+    w.submit("a", cmd("reused", "db", CommandKind::Put { def: def(30) }));
+    let log_len = w.log.len();
+    // An event reusing the applied id "reused" for another object folds as a duplicate.
+    w.engines.get_mut("a").unwrap().handle(
+        w.now,
+        Input::Log {
+            seq: log_len as u64 + 1,
+            entry: LogEntry::Event(Event {
+                object: oid("web"),
+                epoch: 1,
+                writer: member("a", 1),
+                at: w.now,
+                command_id: Some(CommandId::new("reused").unwrap()),
+                body: EventBody::Delete,
+            }),
+        },
+    );
+    w.check();
+    assert!(w.engines["a"].owns(&oid("web")), "the duplicate delete did not unschedule web");
+}

@@ -106,6 +106,14 @@ impl World {
         r
     }
 
+    /// Hands a command to an engine without running the world: it travels with whatever happens next.
+    pub fn submit_nowait(&mut self, at: &str, c: Command) -> u64 {
+        let r = self.next_reply;
+        self.next_reply += 1;
+        self.engines.get_mut(at).unwrap().handle(self.now, Input::Command { reply: ReplyTo(r), cmd: c });
+        r
+    }
+
     pub fn outcome(&self, r: u64) -> &Outcome {
         let v = &self.replies[&r];
         assert_eq!(v.len(), 1, "exactly one outcome per command, got {v:?}");
