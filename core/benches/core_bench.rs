@@ -1,1 +1,234 @@
-fn main() {}
+//! Core benchmarks: HRW reassignment and the fence verdict, each beside the raw cost it is built on, measured
+//! in the same run. Run: `cargo bench -p jaque-core` (prints a table; ratios are what to compare).
+
+use jaque_core::hrw::{self, Ownership};
+use jaque_core::*;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Median time of `f` over `runs` runs.
+fn median(runs: usize, mut f: impl FnMut()) -> Duration {
+    let mut t: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed()
+        })
+        .collect();
+    t.sort();
+    t[runs / 2]
+}
+
+fn m(i: usize, inc: u64) -> MemberRef {
+    MemberRef { id: MemberId::new(format!("engine-{i}")).unwrap(), incarnation: inc }
+}
+
+fn ns(d: Duration, n: usize) -> f64 {
+    d.as_nanos() as f64 / n as f64
+}
+
+fn main() {
+    const OBJECTS: usize = 100_000;
+    const MEMBERS: usize = 10;
+    let ids: Vec<String> = (0..OBJECTS).map(|i| format!("object-{i:06}")).collect();
+    let keys: Vec<u64> = ids.iter().map(|s| hrw::key(s)).collect();
+    let members: Vec<MemberRef> = (0..MEMBERS).map(|i| m(i, 1)).collect();
+    let member_keys: Vec<u64> = members.iter().map(|x| hrw::key(x.id.as_str())).collect();
+
+    // --- P4: reassignment of 100k objects over 10 members ---
+    // Raw: the scores HRW cannot avoid (objects x members), summed in a bare loop.
+    let raw = median(21, || {
+        let mut acc = 0u64;
+        for &k in &keys {
+            for &mk in &member_keys {
+                acc = acc.wrapping_add(hrw::score(mk, k));
+            }
+        }
+        black_box(acc);
+    });
+    let mut out = Vec::new();
+    let assign = median(21, || {
+        let own = Ownership::new(black_box(&members));
+        hrw::assign(&own, &keys, &mut out);
+        black_box(&out);
+    });
+    // Including hashing the object ids themselves (a reader that has not cached the keys).
+    let raw_hash = median(11, || {
+        let mut acc = 0u64;
+        for s in &ids {
+            acc ^= hrw::key(s);
+        }
+        black_box(acc);
+    });
+
+    // The engine's whole reaction to an epoch change with 100k objects: recompute what it owns, schedule
+    // what it gained, unschedule what it lost.
+    let engine_reassign = engine_epoch_change(&ids, &members);
+
+    // --- P5: the fence verdict per event ---
+    let mut fence = Fence::default();
+    for e in 1..=4u64 {
+        let ms: Vec<MemberRef> = (0..MEMBERS).filter(|i| e == 4 || *i as u64 != e).map(|i| m(i, 1)).collect();
+        fence.install(&EpochRecord { epoch: e, members: ms, members_rev: e }).unwrap();
+    }
+    let own = fence.current_ownership().unwrap().clone();
+    // Events by their owners under the epoch in force (the common case), 1 in 8 written one epoch back.
+    let events: Vec<(u64, u64, MemberRef)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| (k, if i % 8 == 0 { 3 } else { 4 }, own.owner_of_key(k).unwrap().clone()))
+        .collect();
+    let bare = median(21, || {
+        let mut acc = 0u64;
+        for (k, e, w) in &events {
+            acc = acc.wrapping_add(*k ^ *e ^ w.incarnation);
+        }
+        black_box(acc);
+    });
+    let mut accepted = 0;
+    let verdicts = median(21, || {
+        accepted = 0;
+        for (k, e, w) in &events {
+            accepted += usize::from(fence.verdict_for_key(*k, *e, w).is_accepted());
+        }
+        black_box(accepted);
+    });
+    let full_events: Vec<Event> = ids
+        .iter()
+        .zip(&events)
+        .map(|(id, (_, e, w))| Event {
+            object: ObjectId::new(id.as_str()).unwrap(),
+            epoch: *e,
+            writer: w.clone(),
+            at: Time(0),
+            command_id: None,
+            body: EventBody::Ack,
+        })
+        .collect();
+    let verdicts_hashing = median(11, || {
+        let mut n = 0;
+        for ev in &full_events {
+            n += usize::from(fence.verdict(ev).is_accepted());
+        }
+        black_box(n);
+    });
+
+    println!("jaque-core benchmarks ({OBJECTS} objects, {MEMBERS} members; medians)");
+    println!("| measure | time | per item | ratio | target |");
+    println!("|---|---|---|---|---|");
+    println!("| P4 raw HRW scores (bare loop) | {:.2?} | {:.1} ns/object | 1.00 | |", raw, ns(raw, OBJECTS));
+    println!(
+        "| P4 reassign (hrw::assign) | {:.2?} | {:.1} ns/object | {:.2}x raw | <= 1.5x |",
+        assign,
+        ns(assign, OBJECTS),
+        assign.as_secs_f64() / raw.as_secs_f64()
+    );
+    println!(
+        "| P4 engine epoch change (recompute + schedule) | {:.2?} | {:.1} ns/object | {:.2}x raw | |",
+        engine_reassign,
+        ns(engine_reassign, OBJECTS),
+        engine_reassign.as_secs_f64() / raw.as_secs_f64()
+    );
+    println!("| raw xxh3 of object ids | {:.2?} | {:.1} ns/object | | |", raw_hash, ns(raw_hash, OBJECTS));
+    println!("| P5 bare loop over events | {:.2?} | {:.1} ns/event | 1.00 | |", bare, ns(bare, OBJECTS));
+    println!(
+        "| P5 fence verdict (key cached) | {:.2?} | {:.1} ns/event | {:.1}x bare | <= 100 ns/event |",
+        verdicts,
+        ns(verdicts, OBJECTS),
+        verdicts.as_secs_f64() / bare.as_secs_f64()
+    );
+    println!(
+        "| P5 fence verdict (hashing the object id) | {:.2?} | {:.1} ns/event | {:.1}x bare | <= 100 ns/event |",
+        verdicts_hashing,
+        ns(verdicts_hashing, OBJECTS),
+        verdicts_hashing.as_secs_f64() / bare.as_secs_f64()
+    );
+    assert_eq!(accepted, OBJECTS - OBJECTS / 8 + count_kept(&fence, &events), "verdicts are what the bench expects");
+}
+
+/// Events written one epoch back that are still accepted (their writer kept the object).
+fn count_kept(fence: &Fence, events: &[(u64, u64, MemberRef)]) -> usize {
+    events.iter().filter(|(k, e, w)| *e == 3 && fence.verdict_for_key(*k, *e, w).is_accepted()).count()
+}
+
+/// Time for one engine to react to a join (10 -> 11 members) with 100k objects in the log, median of 5.
+fn engine_epoch_change(ids: &[String], members: &[MemberRef]) -> Duration {
+    let me = members[0].clone();
+    let def = ObjectDef { probe: Probe::Tcp { addr: "h:1".into() }, interval_ms: 60_000, timeout_ms: 1000 };
+    let mut base = Engine::new(EngineConfig::new(me.clone(), Duration::from_secs(9)));
+    base.handle(Time(0), Input::Start);
+    base.handle(Time(0), Input::CaughtUp);
+    let mut seq = 1;
+    base.handle(
+        Time(0),
+        Input::Log {
+            seq,
+            entry: LogEntry::Epoch(EpochRecord { epoch: 1, members: members.to_vec(), members_rev: 1 }),
+        },
+    );
+    for id in ids {
+        seq += 1;
+        base.handle(
+            Time(0),
+            Input::Log {
+                seq,
+                entry: LogEntry::Event(Event {
+                    object: ObjectId::new(id.as_str()).unwrap(),
+                    epoch: 1,
+                    writer: me.clone(),
+                    at: Time(0),
+                    command_id: None,
+                    body: EventBody::Put { def: def.clone() },
+                }),
+            },
+        );
+    }
+    while base.poll_output().is_some() {}
+    let mut joined = members.to_vec();
+    joined.push(m(99, 1));
+    joined.sort();
+    let record = LogEntry::Epoch(EpochRecord { epoch: 2, members: joined, members_rev: 2 });
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let mut e = clone_engine(&base, ids, members, &def);
+        let start = Instant::now();
+        e.handle(Time(1000), Input::Log { seq: seq + 1, entry: record.clone() });
+        times.push(start.elapsed());
+        black_box(e.owned_count());
+    }
+    times.sort();
+    times[2]
+}
+
+/// Engines are not Clone (they hold queues of I/O requests); rebuild one in the same state.
+fn clone_engine(_base: &Engine, ids: &[String], members: &[MemberRef], def: &ObjectDef) -> Engine {
+    let me = members[0].clone();
+    let mut e = Engine::new(EngineConfig::new(me.clone(), Duration::from_secs(9)));
+    e.handle(Time(0), Input::Start);
+    e.handle(Time(0), Input::CaughtUp);
+    e.handle(
+        Time(0),
+        Input::Log {
+            seq: 1,
+            entry: LogEntry::Epoch(EpochRecord { epoch: 1, members: members.to_vec(), members_rev: 1 }),
+        },
+    );
+    for (i, id) in ids.iter().enumerate() {
+        e.handle(
+            Time(0),
+            Input::Log {
+                seq: i as u64 + 2,
+                entry: LogEntry::Event(Event {
+                    object: ObjectId::new(id.as_str()).unwrap(),
+                    epoch: 1,
+                    writer: me.clone(),
+                    at: Time(0),
+                    command_id: None,
+                    body: EventBody::Put { def: def.clone() },
+                }),
+            },
+        );
+    }
+    while e.poll_output().is_some() {}
+    e
+}
