@@ -347,3 +347,58 @@ fn a_repeated_command_id_on_another_object_changes_nothing() {
     w.check();
     assert!(w.engines["a"].owns(&oid("web")), "the duplicate delete did not unschedule web");
 }
+
+fn epoch_records(w: &World) -> Vec<EpochRecord> {
+    w.log
+        .iter()
+        .filter_map(|e| match e {
+            LogEntry::Epoch(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn epochs_grow_by_one_and_only_on_a_membership_change() {
+    let mut w = three();
+    let records = epoch_records(&w);
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(r.epoch, i as u64 + 1, "epochs are contiguous");
+        if i > 0 {
+            assert_ne!(r.members, records[i - 1].members, "each record is a membership change");
+            assert!(r.members_rev > records[i - 1].members_rev);
+        }
+    }
+    assert_eq!(records.last().unwrap().members.len(), 3);
+    // Many heartbeat refreshes later: no new epoch.
+    let n = records.len();
+    w.advance(Duration::from_secs(120));
+    assert_eq!(epoch_records(&w).len(), n, "refreshes are not membership changes");
+    // Every engine proposed at most once per record it saw differ; lost proposals left no record.
+    let proposed: u64 = w.engines.values().map(|e| e.counters.epochs_proposed).sum();
+    let won: u64 = w.engines.values().map(|e| e.counters.epochs_won).sum();
+    assert_eq!(won as usize, n, "exactly one proposal won per epoch");
+    assert!(proposed >= won);
+}
+
+#[test]
+fn an_engine_does_not_propose_from_a_view_older_than_the_record() {
+    let mut e = Engine::new(EngineConfig::new(member("a", 1), TTL));
+    e.handle(Time(0), Input::Start);
+    e.handle(Time(0), Input::CaughtUp);
+    let record = EpochRecord { epoch: 1, members: vec![member("a", 1), member("b", 1)], members_rev: 10 };
+    e.handle(Time(0), Input::Log { seq: 1, entry: LogEntry::Epoch(record) });
+    // Its watcher has only reached revision 5, where b had not joined yet.
+    let up = |rev, id| {
+        Input::Member(MemberObservation { bucket: Bucket::Engine, rev, change: MemberChange::Up(member(id, 1)) })
+    };
+    e.handle(Time(0), up(5, "a"));
+    let proposals = |e: &mut Engine| {
+        std::iter::from_fn(|| e.poll_output()).filter(|o| matches!(o, Output::ProposeEpoch { .. })).count()
+    };
+    assert_eq!(proposals(&mut e), 0, "a view older than the record must not undo it");
+    e.handle(Time(0), up(10, "b"));
+    assert_eq!(proposals(&mut e), 0, "the view now equals the record");
+    e.handle(Time(0), up(11, "c"));
+    assert_eq!(proposals(&mut e), 1, "a newer, different view proposes");
+}
