@@ -1,0 +1,69 @@
+//! Wire decoding: every decoder in `jaque_core::wire` on the same arbitrary bytes.
+//!
+//! Checked: each decoder returns a value or an error, never panics; whatever decodes re-encodes to bytes that
+//! decode to the same value, and encoding is stable (encode(decode(encode(x))) == encode(x)); error messages
+//! format; a decoded log entry can be read by a `LogReader`, a decoded command's definition validated.
+
+use jaque_core::wire::{self, Heartbeat, WireError};
+use jaque_core::{EventBody, LogEntry, LogReader};
+use std::fmt::Debug;
+
+fn round_trip<T, D>(what: &str, data: &[u8], decode: D) -> Option<T>
+where
+    T: serde::Serialize + PartialEq + Debug,
+    D: Fn(&[u8]) -> Result<T, WireError>,
+{
+    match decode(data) {
+        Ok(value) => {
+            let bytes = wire::encode(&value);
+            let again = match decode(&bytes) {
+                Ok(v) => v,
+                Err(e) => panic!("{what}: {value:?} encodes to {:?}, which does not decode: {e}", show(&bytes)),
+            };
+            assert_eq!(again, value, "{what}: decode(encode(x)) != x");
+            assert_eq!(wire::encode(&again), bytes, "{what}: encoding is not stable");
+            Some(value)
+        }
+        Err(e) => {
+            let _ = e.to_string();
+            None
+        }
+    }
+}
+
+fn show(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+pub fn check(data: &[u8]) {
+    if let Some(cmd) = round_trip("command", data, wire::decode_command) {
+        assert!(cmd.hop <= 1, "a command with hop {} decoded", cmd.hop);
+        if let EventBody::Put { def } = EventBody::from_command(&cmd.kind) {
+            if let Err(e) = def.validate() {
+                let _ = e.to_string();
+            }
+        }
+        let _ = cmd.kind.name();
+    }
+    round_trip("outcome", data, wire::decode_outcome);
+    if let Some(entry) = round_trip("log entry", data, wire::decode_log_entry) {
+        if let LogEntry::Epoch(r) = &entry {
+            assert!(r.members.windows(2).all(|w| w[0].id < w[1].id), "unsorted epoch record decoded");
+        }
+        let mut reader = LogReader::new();
+        let _ = reader.read(1, &entry);
+        let _ = reader.read(1, &entry);
+    }
+    round_trip("check work", data, wire::decode_check_work);
+    round_trip("check result", data, wire::decode_check_result);
+
+    // A heartbeat's member id comes from the key; try a fixed good id and the input itself as one.
+    let as_id = String::from_utf8_lossy(&data[..data.len().min(80)]).into_owned();
+    for id in ["e1", as_id.as_str()] {
+        if let Ok(m) = wire::decode_heartbeat(id, data) {
+            assert_eq!(m.id.as_str(), id);
+            let bytes = wire::encode(&Heartbeat { incarnation: m.incarnation });
+            assert_eq!(wire::decode_heartbeat(id, &bytes).expect("an encoded heartbeat decodes"), m);
+        }
+    }
+}
