@@ -214,6 +214,8 @@ pub struct ReaderCounters {
 pub struct LogReader {
     fence: Fence,
     position: u64,
+    /// Whether any position was read yet: a log numbered from 0 has a real position 0 that can be re-delivered.
+    started: bool,
     objects: BTreeMap<ObjectId, ObjectView>,
     applied: BTreeMap<CommandId, Outcome>,
     /// Log position of the epoch record in force (the compare-and-set precondition for the next proposal).
@@ -263,10 +265,11 @@ impl LogReader {
 
     /// Reads the entry at log position `seq`. Positions must grow; a repeated or older one is skipped.
     pub fn read(&mut self, seq: u64, entry: &LogEntry) -> Read {
-        if seq <= self.position && self.position != 0 {
+        if self.started && seq <= self.position {
             self.counters.duplicate_positions_total += 1;
             return Read::Duplicate;
         }
+        self.started = true;
         self.position = seq;
         match entry {
             LogEntry::Epoch(record) => match self.fence.install(record) {
