@@ -453,19 +453,22 @@ impl Engine {
         let Some(own) = self.reader.fence().current_ownership() else { return };
         let me = &self.cfg.me;
         let (mut gained, mut lost) = (Vec::new(), Vec::new());
+        // Both maps are sorted by id and `owned` should be a subset of the objects: walk them side by side
+        // instead of looking every object up (this runs over every object on every epoch change).
+        let mut held = self.owned.keys().peekable();
         for (id, view) in self.reader.objects() {
+            // Held ids that sort before this object are no longer in the log (deleted): they cannot be owned.
+            while let Some(gone) = held.next_if(|h| *h < id) {
+                lost.push(gone.clone());
+            }
+            let is_held = held.next_if(|h| *h == id).is_some();
             let mine = own.is_owner(view.key, me);
-            if mine != self.owned.contains_key(id) {
+            if mine != is_held {
                 if mine { &mut gained } else { &mut lost }.push(id.clone());
             }
         }
+        lost.extend(held.cloned());
         for id in lost {
-            self.lose(id);
-        }
-        // Objects deleted from the log but still held cannot be owned.
-        let gone: Vec<ObjectId> =
-            self.owned.keys().filter(|id| !self.reader.objects().contains_key(*id)).cloned().collect();
-        for id in gone {
             self.lose(id);
         }
         let window = self.cfg.takeover_window();
