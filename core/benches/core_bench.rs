@@ -173,8 +173,41 @@ fn main() {
         ns(verdicts_hashing, rounds * WINDOW),
         verdicts_hashing.as_secs_f64() / bare.as_secs_f64()
     );
+    // --- P7: objects moved per join and per leave, beside HRW's theoretical share ---
+    println!();
+    println!(
+        "| P7 members n | moved on a join (n -> n+1) | theory 1/(n+1) | moved on a leave (n -> n-1) | theory 1/n |"
+    );
+    println!("|---|---|---|---|---|");
+    let mut out_before = Vec::new();
+    let mut out_after = Vec::new();
+    for n in [1usize, 2, 3, 5, 7, 10] {
+        let before: Vec<MemberRef> = (0..n).map(|i| m(i, 1)).collect();
+        let after_join: Vec<MemberRef> = (0..=n).map(|i| m(i, 1)).collect();
+        let own = Ownership::new(&before);
+        hrw::assign(&own, &keys, &mut out_before);
+        let owner_ids = |o: &Ownership, idx: &[u32]| -> Vec<String> {
+            idx.iter().map(|i| o.members()[*i as usize].id.to_string()).collect()
+        };
+        let b = owner_ids(&own, &out_before);
+        let joined = Ownership::new(&after_join);
+        hrw::assign(&joined, &keys, &mut out_after);
+        let j = owner_ids(&joined, &out_after);
+        let moved_join = b.iter().zip(&j).filter(|(x, y)| x != y).count() as f64 / OBJECTS as f64;
+        let leave = if n > 1 {
+            let left = Ownership::new(&before[1..]);
+            hrw::assign(&left, &keys, &mut out_after);
+            let l = owner_ids(&left, &out_after);
+            let moved = b.iter().zip(&l).filter(|(x, y)| x != y).count() as f64 / OBJECTS as f64;
+            format!("{:.4} | {:.4}", moved, 1.0 / n as f64)
+        } else {
+            "- | -".to_string()
+        };
+        p7 += &format!("| {n} | {:.4} | {:.4} | {leave} |\n", moved_join, 1.0 / (n + 1) as f64);
+    }
     let per_round = events.iter().filter(|(_, e, _)| *e == 4).count() + count_kept(&fence, &events);
     assert_eq!(accepted, per_round * rounds, "verdicts are what the bench expects");
+    print!("{p7}");
 }
 
 /// Events written one epoch back that are still accepted (their writer kept the object).
