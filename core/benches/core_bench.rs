@@ -174,11 +174,10 @@ fn main() {
         verdicts_hashing.as_secs_f64() / bare.as_secs_f64()
     );
     // --- P7: objects moved per join and per leave, beside HRW's theoretical share ---
-    println!();
-    println!(
-        "| P7 members n | moved on a join (n -> n+1) | theory 1/(n+1) | moved on a leave (n -> n-1) | theory 1/n |"
+    let mut p7 = String::from(
+        "\n| P7 members n | moved on a join (n -> n+1) | theory 1/(n+1) | moved on a leave (n -> n-1) | theory 1/n |\n\
+         |---|---|---|---|---|\n",
     );
-    println!("|---|---|---|---|---|");
     let mut out_before = Vec::new();
     let mut out_after = Vec::new();
     for n in [1usize, 2, 3, 5, 7, 10] {
