@@ -1,0 +1,227 @@
+//! The oracle: an independent reader of the whole log, fed every entry the moment it lands. It holds the
+//! invariants that are about the log itself (DESIGN §4: 1 single writer, 5 epochs, 6 stable ownership,
+//! 8 no false fencing, and "no command applied twice" from 4) and remembers, for every position, a summary
+//! that any engine's reader at that position must match (invariant 2).
+
+use jaque_core::hrw;
+use jaque_core::log::ObjectView;
+use jaque_core::log::{Effect, LogReader, Read, StaleReason, Verdict};
+use jaque_core::{CommandId, EpochRecord, LogEntry, MemberRef, Outcome};
+use std::collections::BTreeMap;
+
+/// What every reader must hold after reading up to one position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Summary {
+    pub stale_total: u64,
+    pub epoch: u64,
+    pub objects: usize,
+    /// The view of the object the entry at this position is about (0 for epoch records or a deleted object).
+    pub view: u64,
+}
+
+/// A broken invariant found in the log.
+#[derive(Clone, Debug)]
+pub struct LogViolation {
+    pub invariant: &'static str,
+    pub message: String,
+}
+
+#[derive(Default)]
+pub struct Oracle {
+    pub reader: LogReader,
+    summaries: Vec<Summary>,
+    applied: BTreeMap<CommandId, u64>,
+    /// Stale events by reason kind, for reports.
+    pub stale_not_owner: u64,
+}
+
+fn v(invariant: &'static str, message: String) -> Result<(), LogViolation> {
+    Err(LogViolation { invariant, message })
+}
+
+/// HRW owner computed here from the published definition, not through `hrw::Ownership`.
+pub fn hrw_owner<'a>(members: &'a [MemberRef], object: &str) -> Option<&'a MemberRef> {
+    let ok = hrw::key(object);
+    members.iter().max_by(|a, b| {
+        let sa = hrw::score(hrw::key(a.id.as_str()), ok);
+        let sb = hrw::score(hrw::key(b.id.as_str()), ok);
+        sa.cmp(&sb).then_with(|| a.id.as_str().as_bytes().cmp(b.id.as_str().as_bytes()))
+    })
+}
+
+/// A cheap fingerprint of an object view (readers must agree on it field by field).
+pub fn view_hash(view: &ObjectView) -> u64 {
+    use crate::params::mix;
+    let mut h = mix(view.key);
+    for x in [
+        view.state as u64,
+        view.paused as u64,
+        view.acked as u64,
+        view.anchor.0,
+        view.check_requested.map_or(u64::MAX, |t| t.0),
+        view.last_seq,
+        view.last_transition.as_ref().map_or(0, |t| t.seq),
+        view.def.interval_ms,
+        view.def.timeout_ms,
+    ] {
+        h = mix(h ^ x);
+    }
+    h
+}
+
+impl Oracle {
+    pub fn new() -> Oracle {
+        Oracle::default()
+    }
+
+    pub fn position(&self) -> u64 {
+        self.reader.position()
+    }
+
+    /// The summary every reader must hold after reading position `seq`.
+    pub fn summary(&self, seq: u64) -> Option<&Summary> {
+        self.summaries.get(usize::try_from(seq.checked_sub(1)?).ok()?)
+    }
+
+    /// Reads the entry at `seq` (the next position). `live_at(rev)` is the store's live set hash at a
+    /// membership revision, to check that every epoch record describes a real state of the bucket.
+    pub fn read(
+        &mut self,
+        seq: u64,
+        entry: &LogEntry,
+        live_at: impl Fn(u64) -> Option<u64>,
+    ) -> Result<(), LogViolation> {
+        if let LogEntry::Epoch(rec) = entry {
+            self.check_epoch(rec, &live_at)?;
+        }
+        let read = self.reader.read(seq, entry);
+        let mut view = 0;
+        match (&read, entry) {
+            (Read::Duplicate, _) => return v("log", format!("position {seq} read twice by the oracle")),
+            (Read::EpochRejected(e), _) => {
+                return v("5 epochs only grow", format!("epoch record at {seq} rejected: {e:?}"));
+            }
+            (Read::EpochInstalled, _) => {}
+            (Read::Event { verdict, effect }, LogEntry::Event(ev)) => {
+                let records: Vec<&EpochRecord> =
+                    (1..=self.reader.epoch()).filter_map(|e| self.reader.fence().record(e)).collect();
+                match verdict {
+                    Verdict::Accepted => {
+                        let cur = records.last().map(|r| &r.members[..]).unwrap_or(&[]);
+                        let owner = hrw_owner(cur, ev.object.as_str());
+                        if owner != Some(&ev.writer) {
+                            return v(
+                                "1 single writer",
+                                format!(
+                                    "accepted event at {seq} on {} by {} but the owner is {owner:?}",
+                                    ev.object, ev.writer
+                                ),
+                            );
+                        }
+                    }
+                    Verdict::Stale(StaleReason::NotOwner { epoch, owner }) => {
+                        self.stale_not_owner += 1;
+                        // Independently: the writer must really have lost the object somewhere in ev.epoch..=now.
+                        let lost = (ev.epoch..=self.reader.epoch()).find(|e| {
+                            let members = &records[(*e - 1) as usize].members;
+                            hrw_owner(members, ev.object.as_str()) != Some(&ev.writer)
+                        });
+                        let Some(at) = lost else {
+                            return v(
+                                "8 no false fencing",
+                                format!(
+                                    "event at {seq} on {} by {} (epoch {}) fenced ({epoch}, {owner:?}) though its writer owned it under every epoch since",
+                                    ev.object, ev.writer, ev.epoch
+                                ),
+                            );
+                        };
+                        let _ = at;
+                    }
+                    Verdict::Stale(reason) => {
+                        return v(
+                            "8 no false fencing",
+                            format!(
+                                "event at {seq} on {} by {} stale for a reason no engine may cause: {reason}",
+                                ev.object, ev.writer
+                            ),
+                        );
+                    }
+                }
+                if let (Some(id), Effect::Command(Outcome::Applied { .. })) = (&ev.command_id, effect) {
+                    let n = self.applied.entry(id.clone()).or_default();
+                    *n += 1;
+                    if *n > 1 {
+                        return v("4 accounting", format!("command {id} applied twice (again at {seq})"));
+                    }
+                }
+                view = self.reader.object(&ev.object).map_or(0, view_hash);
+            }
+            (Read::Event { .. }, LogEntry::Epoch(_)) => unreachable!("epoch records read as epochs"),
+        }
+        self.summaries.push(Summary {
+            stale_total: self.reader.counters.stale_epoch_total,
+            epoch: self.reader.epoch(),
+            objects: self.reader.objects().len(),
+            view,
+        });
+        Ok(())
+    }
+
+    fn check_epoch(&self, rec: &EpochRecord, live_at: &impl Fn(u64) -> Option<u64>) -> Result<(), LogViolation> {
+        if rec.epoch != self.reader.epoch() + 1 {
+            return v("5 epochs only grow", format!("epoch {} follows {}", rec.epoch, self.reader.epoch()));
+        }
+        if live_at(rec.members_rev) != Some(members_hash(&rec.members)) {
+            return v(
+                "5 epochs only grow",
+                format!(
+                    "epoch {} lists {:?}, which is not the bucket's live set at revision {}",
+                    rec.epoch, rec.members, rec.members_rev
+                ),
+            );
+        }
+        let Some(prev) = self.reader.fence().current() else { return Ok(()) };
+        if prev.members == rec.members {
+            return v(
+                "5 epochs only grow",
+                format!("epoch {} repeats the member list of epoch {}", rec.epoch, prev.epoch),
+            );
+        }
+        if rec.members_rev <= prev.members_rev {
+            return v(
+                "5 epochs only grow",
+                format!(
+                    "epoch {} is at revision {} not after epoch {}'s {}",
+                    rec.epoch, rec.members_rev, prev.epoch, prev.members_rev
+                ),
+            );
+        }
+        // 6: an object moves only if its old owner left or its new owner joined.
+        for id in self.reader.objects().keys() {
+            let (a, b) = (hrw_owner(&prev.members, id.as_str()), hrw_owner(&rec.members, id.as_str()));
+            if a != b {
+                let left = a.is_none_or(|a| !rec.members.contains(a));
+                let joined = b.is_none_or(|b| !prev.members.contains(b));
+                if !left && !joined {
+                    return v(
+                        "6 stable ownership",
+                        format!(
+                            "{id} moves from {a:?} to {b:?} at epoch {} though both are members before and after",
+                            rec.epoch
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An order-independent hash of a member list (id and incarnation).
+pub fn members_hash(members: &[MemberRef]) -> u64 {
+    members.iter().fold(0u64, |h, m| h.wrapping_add(member_hash(m)))
+}
+
+pub fn member_hash(m: &MemberRef) -> u64 {
+    crate::params::mix(hrw::key(m.id.as_str()) ^ crate::params::mix(m.incarnation))
+}

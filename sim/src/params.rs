@@ -1,0 +1,292 @@
+//! What one seed draws: the world's size and timing, the fault mix (swarm testing: some kinds switched off,
+//! each fault with a minimum duration) and the workload. Every random choice of a run comes from a sub-seed of
+//! the master seed, one per concern, so changing how one concern draws never moves the others.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::fmt;
+
+/// The concerns that get their own random stream.
+#[derive(Clone, Copy, Debug)]
+pub enum Stream {
+    Params = 1,
+    Network = 2,
+    Faults = 3,
+    Workload = 4,
+    Truth = 5,
+    /// Per node: `Node as u64 + index`.
+    Node = 100,
+}
+
+/// The SplitMix64 finalizer, used to derive sub-seeds and to hash traces.
+pub fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The random stream for one concern of one seed.
+pub fn stream(seed: u64, s: Stream, index: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mix(seed ^ mix((s as u64).wrapping_add(index).wrapping_mul(0x2545_f491_4f6c_dd1d))))
+}
+
+/// The fault kinds of the swarm. Each seed switches some of them off entirely.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// State lost; the process comes back later as a new incarnation (or not).
+    Crash,
+    /// No inputs or timers processed for a while (sometimes longer than the ttl), then a backlog.
+    Pause,
+    /// An engine and the store cannot talk, both ways.
+    StorePartition,
+    /// Only one direction between an engine and the store is cut (its writes vanish, or its reads stop).
+    StoreOneWay,
+    /// Two engines cannot reach each other (request/reply), one way or both.
+    EnginePartition,
+    /// One engine is cut from everything.
+    IsolateOne,
+    /// An engine's heartbeats are lost while everything else works.
+    HeartbeatLoss,
+    /// Messages to and from an engine are held (delayed a lot) and released later: clogging.
+    Clog,
+    /// A clean leave (SIGTERM); the process may come back later as a new incarnation.
+    Leave,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::Crash,
+        FaultKind::Pause,
+        FaultKind::StorePartition,
+        FaultKind::StoreOneWay,
+        FaultKind::EnginePartition,
+        FaultKind::IsolateOne,
+        FaultKind::HeartbeatLoss,
+        FaultKind::Clog,
+        FaultKind::Leave,
+    ];
+}
+
+/// Every parameter of one run. `draw` makes a swarm mix from a seed; scenarios build one by hand.
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub seed: u64,
+    pub engines: usize,
+    /// `-heartbeat-ttl`, whole seconds as NATS has them.
+    pub ttl_ms: u64,
+    /// The store reports an expired key this late at most (uniform 0..=max per expiry).
+    pub expiry_lag_max_ms: u64,
+    pub objects: usize,
+    pub interval_ms: (u64, u64),
+
+    // Network and store timing.
+    /// One-way latency of a message through NATS, uniform in `0..=net_delay_max_ms` (plus 1 ms).
+    pub net_delay_max_ms: u64,
+    /// Extra lag of a log reader, per entry, uniform 0..=max.
+    pub log_lag_max_ms: u64,
+    /// Extra lag of a membership watcher, per change, uniform 0..=max.
+    pub watch_lag_max_ms: u64,
+    /// The shell's request timeout for forwards; a forward to an unreachable engine ends in `timeout`.
+    pub forward_timeout_ms: u64,
+    /// A publish to the log that gets no ack ends in `AppendFailed` after this long.
+    pub append_timeout_ms: u64,
+    /// Probability that the answer to a compare-and-set proposal is lost.
+    pub propose_answer_loss: f64,
+    /// Probability that an append lands but its ack is lost (`AppendFailed` on a landed event).
+    pub append_ack_loss: f64,
+    /// Probability that an append times out and lands later anyway.
+    pub append_late: f64,
+    /// Probability that a log entry or a membership change is delivered twice to a reader.
+    pub duplicate: f64,
+    /// Probability that a check result is lost (the worker died).
+    pub check_loss: f64,
+    /// Delay from boot to the delivery of the snapshot and backlog.
+    pub boot_delay_max_ms: u64,
+
+    // Faults.
+    pub faults: Vec<FaultKind>,
+    /// Mean time between two fault starts in the safety phase.
+    pub fault_every_ms: u64,
+    /// Every fault lasts at least this long (VOPR's "stability"), at most `fault_max_ms`.
+    pub fault_min_ms: u64,
+    pub fault_max_ms: u64,
+    /// A paused engine stays paused up to this long; sometimes more than the ttl.
+    pub pause_max_ms: u64,
+    /// Share of heartbeats dropped during a heartbeat-loss fault.
+    pub heartbeat_loss: f64,
+
+    // Workload.
+    /// Mean time between two submitted commands.
+    pub command_every_ms: u64,
+    /// Share of commands that go through ingress (the rest are submitted at a random engine).
+    pub ingress_share: f64,
+    /// Probability that a command that ended `unavailable` is submitted again with the same id.
+    pub retry: f64,
+    /// Mean length of a period in which an object's simulated truth is constant.
+    pub truth_period_ms: u64,
+
+    // Phases.
+    pub safety_ms: u64,
+    /// Probability that an engine down at the heal comes back for the liveness phase.
+    pub restart_at_heal: f64,
+}
+
+impl Params {
+    /// A swarm mix: every seed draws its own world, fault kinds and rates.
+    pub fn draw(seed: u64) -> Params {
+        let mut r = stream(seed, Stream::Params, 0);
+        let ttl_ms = r.random_range(2..=10u64) * 1000;
+        let mut faults: Vec<FaultKind> = FaultKind::ALL.iter().copied().filter(|_| r.random_bool(0.6)).collect();
+        // A seed with no fault at all tests little; a few of them are fine.
+        if faults.is_empty() && r.random_bool(0.8) {
+            faults.push(FaultKind::ALL[r.random_range(0..FaultKind::ALL.len())]);
+        }
+        let lo = r.random_range(1..=10u64) * 500;
+        let fault_min_ms = r.random_range(200..=2_000u64);
+        Params {
+            seed,
+            engines: r.random_range(1..=7),
+            ttl_ms,
+            expiry_lag_max_ms: r.random_range(0..=1_500),
+            objects: r.random_range(1..=120),
+            interval_ms: (lo, lo * r.random_range(1..=6u64)),
+            net_delay_max_ms: r.random_range(0..=30),
+            log_lag_max_ms: r.random_range(0..=200),
+            watch_lag_max_ms: r.random_range(0..=300),
+            forward_timeout_ms: r.random_range(1..=5u64) * 1000,
+            append_timeout_ms: r.random_range(1..=5u64) * 1000,
+            propose_answer_loss: pick(&mut r, &[0.0, 0.05, 0.3]),
+            append_ack_loss: pick(&mut r, &[0.0, 0.01, 0.1]),
+            append_late: pick(&mut r, &[0.0, 0.01, 0.05]),
+            duplicate: pick(&mut r, &[0.0, 0.02, 0.2]),
+            check_loss: pick(&mut r, &[0.0, 0.01, 0.1]),
+            boot_delay_max_ms: r.random_range(0..=500),
+            faults,
+            fault_every_ms: r.random_range(1..=20u64) * 1000,
+            fault_min_ms,
+            fault_max_ms: fault_min_ms + r.random_range(0..=3u64) * ttl_ms,
+            pause_max_ms: ttl_ms * r.random_range(1..=3u64),
+            heartbeat_loss: pick(&mut r, &[0.5, 0.9, 1.0]),
+            command_every_ms: r.random_range(20..=2_000),
+            ingress_share: pick(&mut r, &[0.0, 0.5, 0.9, 1.0]),
+            retry: pick(&mut r, &[0.0, 0.3, 0.8]),
+            truth_period_ms: r.random_range(2..=120u64) * 1000,
+            safety_ms: r.random_range(20..=120u64) * 1000,
+            restart_at_heal: pick(&mut r, &[0.0, 0.5, 1.0]),
+        }
+    }
+
+    /// A quiet world for hand-written scenarios: no random faults, a light workload off, small delays.
+    pub fn scripted(seed: u64, engines: usize) -> Params {
+        Params {
+            seed,
+            engines,
+            ttl_ms: 3_000,
+            expiry_lag_max_ms: 300,
+            objects: 0,
+            interval_ms: (2_000, 2_000),
+            net_delay_max_ms: 2,
+            log_lag_max_ms: 10,
+            watch_lag_max_ms: 10,
+            forward_timeout_ms: 2_000,
+            append_timeout_ms: 2_000,
+            propose_answer_loss: 0.0,
+            append_ack_loss: 0.0,
+            append_late: 0.0,
+            duplicate: 0.0,
+            check_loss: 0.0,
+            boot_delay_max_ms: 50,
+            faults: Vec::new(),
+            fault_every_ms: 1_000,
+            fault_min_ms: 1_000,
+            fault_max_ms: 1_000,
+            pause_max_ms: 1_000,
+            heartbeat_loss: 1.0,
+            command_every_ms: 0,
+            ingress_share: 1.0,
+            retry: 0.0,
+            truth_period_ms: 3_600_000,
+            safety_ms: 0,
+            restart_at_heal: 1.0,
+        }
+    }
+
+    /// The benchmark's world: 5 engines, 1000 objects, every fault kind at a moderate rate.
+    pub fn bench(seed: u64) -> Params {
+        let mut p = Params::draw(seed);
+        p.engines = 5;
+        p.objects = 1000;
+        p.ttl_ms = 10_000;
+        p.interval_ms = (10_000, 60_000);
+        p.faults = FaultKind::ALL.to_vec();
+        p.fault_every_ms = 20_000;
+        p.fault_min_ms = 1_000;
+        p.fault_max_ms = 30_000;
+        p.pause_max_ms = 20_000;
+        p.command_every_ms = 200;
+        p.truth_period_ms = 300_000;
+        p.safety_ms = 600_000;
+        p
+    }
+
+    /// ttl + ttl/3 + the store's expiry lag: invariant 7's budget.
+    pub fn takeover_window_ms(&self) -> u64 {
+        self.ttl_ms + self.ttl_ms / 3 + self.expiry_lag_max_ms
+    }
+
+    /// The longest one message can take through NATS when nothing is clogged.
+    pub fn max_hop_ms(&self) -> u64 {
+        self.net_delay_max_ms + 1 + self.log_lag_max_ms.max(self.watch_lag_max_ms)
+    }
+}
+
+fn pick(r: &mut ChaCha8Rng, options: &[f64]) -> f64 {
+    options[r.random_range(0..options.len())]
+}
+
+impl fmt::Display for Params {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let faults: Vec<String> = self.faults.iter().map(|k| format!("{k:?}")).collect();
+        let off: Vec<String> =
+            FaultKind::ALL.iter().filter(|k| !self.faults.contains(k)).map(|k| format!("{k:?}")).collect();
+        writeln!(f, "seed {}", self.seed)?;
+        writeln!(
+            f,
+            "  world: engines={} objects={} interval={}..{}ms ttl={}ms expiry_lag<={}ms",
+            self.engines, self.objects, self.interval_ms.0, self.interval_ms.1, self.ttl_ms, self.expiry_lag_max_ms
+        )?;
+        writeln!(
+            f,
+            "  network: delay<={}ms log_lag<={}ms watch_lag<={}ms forward_timeout={}ms append_timeout={}ms boot<={}ms",
+            self.net_delay_max_ms,
+            self.log_lag_max_ms,
+            self.watch_lag_max_ms,
+            self.forward_timeout_ms,
+            self.append_timeout_ms,
+            self.boot_delay_max_ms
+        )?;
+        writeln!(
+            f,
+            "  loss: propose_answer={} append_ack={} append_late={} duplicate={} check={}",
+            self.propose_answer_loss, self.append_ack_loss, self.append_late, self.duplicate, self.check_loss
+        )?;
+        writeln!(
+            f,
+            "  faults on: [{}] off: [{}] every~{}ms lasting {}..{}ms pause<={}ms heartbeat_loss={}",
+            faults.join(","),
+            off.join(","),
+            self.fault_every_ms,
+            self.fault_min_ms,
+            self.fault_max_ms,
+            self.pause_max_ms,
+            self.heartbeat_loss
+        )?;
+        writeln!(
+            f,
+            "  workload: command every~{}ms ingress_share={} retry={} truth_period~{}ms",
+            self.command_every_ms, self.ingress_share, self.retry, self.truth_period_ms
+        )?;
+        write!(f, "  phases: safety={}ms then liveness (restart_at_heal={})", self.safety_ms, self.restart_at_heal)
+    }
+}

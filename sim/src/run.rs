@@ -1,0 +1,89 @@
+//! One seed from start to verdict. A panic anywhere (the core's or the simulator's) is caught and reported as
+//! its own category; a failure is replayed with tracing on to print the last trace lines.
+
+use crate::params::Params;
+use crate::world::{Category, Sim, Stats, Violation};
+use std::cell::RefCell;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+/// What one run ended with.
+pub struct Report {
+    pub params: Params,
+    pub result: Result<(), Violation>,
+    pub trace_hash: u64,
+    pub sim_time: Duration,
+    pub real_time: Duration,
+    pub stats: Stats,
+    /// The last trace lines (only when run with a trace).
+    pub trace: Vec<String>,
+}
+
+thread_local! {
+    static PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+static HOOK: Once = Once::new();
+
+/// Panics inside a run are recorded instead of printed; the report prints them.
+fn install_hook() {
+    HOOK.call_once(|| {
+        let default = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            let recorded = PANIC.with(|p| {
+                let mut p = p.borrow_mut();
+                if let Some(slot) = p.as_mut() {
+                    let loc = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+                    *slot = format!("{}{loc}", payload(info.payload()));
+                    true
+                } else {
+                    false
+                }
+            });
+            if !recorded {
+                default(info);
+            }
+        }));
+    });
+}
+
+fn payload(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".into()
+    }
+}
+
+/// Runs one swarm seed with `params`; `trace` keeps that many last trace lines.
+pub fn run_seed(params: Params, trace: usize) -> Report {
+    install_hook();
+    let start = Instant::now();
+    PANIC.with(|p| *p.borrow_mut() = Some(String::new()));
+    let mut sim = Sim::new(params.clone());
+    if trace > 0 {
+        sim = sim.with_trace(trace);
+    }
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+        sim.start_swarm();
+        sim.run()
+    }));
+    sim.stats.stale = sim.oracle.reader.counters.stale_epoch_total;
+    let msg = PANIC.with(|p| p.borrow_mut().take()).unwrap_or_default();
+    let result = match outcome {
+        Ok(r) => r,
+        Err(_) => Err(Violation { category: Category::Panic, invariant: "panic".into(), message: msg, at: sim.now() }),
+    };
+    Report {
+        params,
+        result,
+        trace_hash: sim.trace_hash(),
+        sim_time: Duration::from_millis(sim.now().0),
+        real_time: start.elapsed(),
+        stats: sim.stats.clone(),
+        trace: sim.trace_lines(),
+    }
+}
