@@ -1,1 +1,212 @@
-fn main() {}
+//! `jaque`: the production binary. Adapters only — it turns I/O into `jaque-core` inputs and the core's
+//! outputs into I/O. See the README for the flags, topologies, API and metrics.
+
+mod cli;
+mod coord;
+mod driver;
+mod http;
+mod metrics;
+mod nats;
+mod views;
+mod worker;
+
+use clap::Parser;
+use cli::{Config, Endpoint};
+use coord::{Coordination, NatsCoord};
+use driver::{EngineLoop, WorkQueue};
+use jaque_core::ui::write_route;
+use jaque_core::{EngineConfig, MemberRef};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+
+/// Ends the process when a part it cannot run without has stopped: a supervisor restarts it whole, which is
+/// simpler and safer than rebuilding a view that may have missed changes.
+pub fn fatal(msg: &str) -> ! {
+    tracing::error!("{msg}");
+    std::process::exit(1)
+}
+
+fn main() -> ExitCode {
+    let argv = cli::normalize_args(std::env::args());
+    let args = match cli::Args::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) => e.exit(),
+    };
+    let cfg = match Config::from_args(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("jaque: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_max_level(cfg.log_level)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    if cfg.log_json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("jaque: error: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cfg)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("jaque: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cfg: Config) -> Result<(), String> {
+    let incarnation = driver::now().as_millis();
+    let me = MemberRef { id: cfg.id.clone(), incarnation };
+    let mut engine_cfg = EngineConfig::new(me.clone(), cfg.ttl);
+    engine_cfg.forwarding = cfg.coordination.is_nats();
+    tracing::info!(
+        member = %me,
+        engine = cfg.roles.engine,
+        worker = cfg.roles.worker,
+        ui = cfg.roles.ui,
+        coordination = ?cfg.coordination,
+        queue = ?cfg.queue,
+        ttl = ?cfg.ttl,
+        "starting"
+    );
+
+    // Bind first: a taken port fails before anything joins the cluster.
+    let listener =
+        tokio::net::TcpListener::bind(cfg.listen).await.map_err(|e| format!("-listen {}: {e}", cfg.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+
+    let name = format!("jaque {me}");
+    let needs_coordination = cfg.roles.engine || cfg.roles.ui;
+    let coord_link = match &cfg.coordination {
+        Endpoint::Nats(url) if needs_coordination => Some(nats::connect(url, &cfg.nats, &name).await?),
+        _ => None,
+    };
+    let coord = match &coord_link {
+        Some(link) => Coordination::Nats(Box::new(NatsCoord::open(link.clone()).await?)),
+        None => Coordination::memory(),
+    };
+    let queue_link = match &cfg.queue {
+        Some(Endpoint::Nats(url)) if cfg.roles.engine || cfg.roles.worker => match &coord_link {
+            Some(link) if &link.url == url => Some(link.clone()),
+            _ => Some(nats::connect(url, &cfg.nats, &name).await?),
+        },
+        _ => None,
+    };
+
+    let (shutdown_tx, shutdown) = watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received, shutting down");
+        let _ = shutdown_tx.send(true);
+    });
+
+    let mut tasks = tokio::task::JoinSet::new();
+
+    // Worker: in memory it is fed by the engine of this same process.
+    let mut mem_queue = None;
+    if cfg.roles.worker {
+        let prober = worker::Prober::new(cfg.plugin_dir.clone())?;
+        let concurrency = cfg.worker_concurrency;
+        match &queue_link {
+            Some(link) => {
+                let link = link.clone();
+                tasks.spawn(async move { worker::serve_nats(prober, link, concurrency).await });
+            }
+            None => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                mem_queue = Some(tx);
+                tasks.spawn(async move {
+                    worker::serve_memory(prober, rx, concurrency).await;
+                    Ok(())
+                });
+            }
+        }
+    }
+
+    let (ui_tx, ui_rx) = mpsc::channel(256);
+    let mut backend = None;
+    let mut engine_task = None;
+    if cfg.roles.engine {
+        let queue = match (&queue_link, mem_queue) {
+            (Some(link), _) => WorkQueue::Nats(link.clone()),
+            (None, Some(tx)) => WorkQueue::Memory(tx),
+            (None, None) => return Err("internal: -queue memory without a worker in this process".into()),
+        };
+        let engine = EngineLoop::new(engine_cfg.clone(), coord.clone(), coord_link.clone(), queue);
+        let shutdown = shutdown.clone();
+        engine_task = Some(tokio::spawn(async move { engine.run(ui_rx, shutdown).await }));
+        backend = Some(ui_tx);
+    } else if cfg.roles.ui {
+        let coord = coord.clone();
+        tasks.spawn(async move { driver::run_reader(coord, ui_rx).await });
+        backend = Some(ui_tx);
+    }
+
+    let state = Arc::new(http::Http {
+        backend,
+        ui: cfg.roles.ui,
+        route: write_route(cfg.roles.engine, coord.is_nats()),
+        ingress: coord_link.clone(),
+        write_token: cfg.write_token.clone(),
+        worker: cfg.roles.worker,
+        id_prefix: format!("{}-{}", me.id, me.incarnation),
+        next_id: AtomicU64::new(0),
+        engine_cfg,
+    });
+    let app = http::router(state);
+    let mut http_shutdown = shutdown.clone();
+    tasks.spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = http_shutdown.wait_for(|s| *s).await;
+            })
+            .await
+            .map_err(|e| format!("http server: {e}"))
+    });
+    tracing::info!(%addr, "listening");
+
+    let mut shutdown = shutdown;
+    match engine_task {
+        Some(task) => {
+            // The engine leaves the bucket on the signal and returns once it has.
+            tokio::select! {
+                r = task => r.map_err(|e| e.to_string())??,
+                Some(r) = tasks.join_next() => r.map_err(|e| e.to_string())??,
+            }
+        }
+        None => {
+            tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => {}
+                Some(r) = tasks.join_next() => r.map_err(|e| e.to_string())??,
+            }
+        }
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

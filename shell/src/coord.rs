@@ -1,0 +1,448 @@
+//! The `-coordination` store: membership keys with a per-key TTL and a watch, and the log (epoch records and
+//! events in one ordered stream, epoch records appended by compare-and-set). Two implementations with the same
+//! semantics — an in-process one for `-coordination memory` and JetStream for `nats://` — so the engine and the
+//! ui run the same code path over either.
+
+use crate::metrics;
+use crate::nats::{self, NatsLink};
+use async_nats::jetstream::{self, consumer, context::PublishErrorKind, message::PublishMessage, stream};
+use futures_util::StreamExt;
+use jaque_core::wire::{self, Heartbeat};
+use jaque_core::{Bucket, EpochRecord, Event, LogEntry, MemberChange, MemberId, MemberObservation, MemberRef};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+
+/// What a membership watcher reports: every change in revision order, and once, the end of the snapshot of
+/// keys that existed when the watch began.
+#[derive(Debug)]
+pub enum MemberEvent {
+    Observed(MemberObservation),
+    SnapshotDone,
+}
+
+/// What a log follower reports: every entry in log order, and once, the end of the backlog present at start.
+#[derive(Debug)]
+pub enum LogEvent {
+    Entry { seq: u64, entry: LogEntry },
+    CaughtUp,
+}
+
+#[derive(Clone)]
+pub enum Coordination {
+    Memory(Arc<MemStore>),
+    Nats(Box<NatsCoord>),
+}
+
+impl Coordination {
+    pub fn memory() -> Coordination {
+        Coordination::Memory(MemStore::start())
+    }
+
+    pub fn is_nats(&self) -> bool {
+        matches!(self, Coordination::Nats(_))
+    }
+
+    pub async fn put_heartbeat(&self, bucket: Bucket, member: &MemberRef, ttl: Duration) -> Result<(), String> {
+        match self {
+            Coordination::Memory(m) => {
+                m.put(bucket, member, ttl);
+                Ok(())
+            }
+            Coordination::Nats(n) => n.put_heartbeat(bucket, member, ttl).await,
+        }
+    }
+
+    pub async fn delete_heartbeat(&self, bucket: Bucket, member: &MemberRef) -> Result<(), String> {
+        match self {
+            Coordination::Memory(m) => {
+                m.delete(&key(bucket, &member.id));
+                Ok(())
+            }
+            Coordination::Nats(n) => n.kv.delete(key(bucket, &member.id)).await.map_err(|e| e.to_string()),
+        }
+    }
+
+    pub async fn watch_members(&self) -> Result<UnboundedReceiver<MemberEvent>, String> {
+        match self {
+            Coordination::Memory(m) => Ok(m.watch_members()),
+            Coordination::Nats(n) => n.watch_members().await,
+        }
+    }
+
+    pub async fn follow_log(&self) -> Result<UnboundedReceiver<LogEvent>, String> {
+        match self {
+            Coordination::Memory(m) => Ok(m.follow_log()),
+            Coordination::Nats(n) => n.follow_log().await,
+        }
+    }
+
+    /// Appends `record` only if the log's last epoch record is still at `after_seq`. `Ok(false)`: another
+    /// proposal won. `Err`: the outcome is unknown (it may still land).
+    pub async fn propose(&self, record: &EpochRecord, after_seq: Option<u64>) -> Result<bool, String> {
+        match self {
+            Coordination::Memory(m) => Ok(m.propose(record, after_seq)),
+            Coordination::Nats(n) => n.propose(record, after_seq).await,
+        }
+    }
+
+    /// Sends an event to the log. The returned ack resolves when the store has it; appends sent one after the
+    /// other land in that order.
+    pub async fn append(&self, event: Event) -> Result<AppendAck, String> {
+        match self {
+            Coordination::Memory(m) => {
+                m.append(LogEntry::Event(event));
+                Ok(AppendAck::Done)
+            }
+            Coordination::Nats(n) => {
+                let payload = wire::encode(&LogEntry::Event(event));
+                let ack =
+                    n.js.send_publish(EVENT_SUBJECT, PublishMessage::build().payload(payload.into()))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                Ok(AppendAck::Nats(ack))
+            }
+        }
+    }
+}
+
+pub enum AppendAck {
+    Done,
+    Nats(jetstream::context::PublishAckFuture),
+}
+
+impl AppendAck {
+    pub async fn wait(self) -> Result<(), String> {
+        match self {
+            AppendAck::Done => Ok(()),
+            AppendAck::Nats(f) => f.await.map(|_| ()).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// The page's key name: `membership/<id>`, `sink/membership/<id>`, `notifier/membership/<id>`.
+pub fn key(bucket: Bucket, id: &MemberId) -> String {
+    format!("{}{}", bucket.prefix(), id)
+}
+
+/// A key's change as an observation, or `None` for a key that is not a member key (counted).
+fn observe(rev: u64, key: &str, up: Option<&[u8]>) -> Option<MemberObservation> {
+    let Some((bucket, id)) = Bucket::split_key(key) else {
+        metrics::wire_error("membership key");
+        return None;
+    };
+    let change = match up {
+        Some(bytes) => match wire::decode_heartbeat(id, bytes) {
+            Ok(m) => MemberChange::Up(m),
+            Err(e) => {
+                tracing::warn!(key, error = %e, "skipping a malformed heartbeat");
+                metrics::wire_error("heartbeat");
+                return None;
+            }
+        },
+        None => match MemberId::new(id) {
+            Ok(id) => MemberChange::Down(id),
+            Err(_) => {
+                metrics::wire_error("membership key");
+                return None;
+            }
+        },
+    };
+    Some(MemberObservation { bucket, rev, change })
+}
+
+// ---- memory ----
+
+/// The in-process store: the same semantics as the JetStream one (revisions, TTL expiry seen by watchers as a
+/// delete, compare-and-set on the last epoch record), for a single process.
+pub struct MemStore {
+    inner: Mutex<MemInner>,
+}
+
+#[derive(Default)]
+struct MemInner {
+    rev: u64,
+    keys: BTreeMap<String, (Vec<u8>, Instant, u64)>,
+    member_watchers: Vec<UnboundedSender<MemberEvent>>,
+    log: Vec<LogEntry>,
+    last_epoch_seq: Option<u64>,
+    log_followers: Vec<UnboundedSender<LogEvent>>,
+}
+
+impl MemInner {
+    fn change(&mut self, key: &str, up: Option<&[u8]>) {
+        self.rev += 1;
+        if let Some(obs) = observe(self.rev, key, up) {
+            self.member_watchers.retain(|w| w.send(MemberEvent::Observed(obs.clone())).is_ok());
+        }
+    }
+}
+
+impl MemStore {
+    /// Starts the store and its expiry sweep (needs a Tokio runtime).
+    pub fn start() -> Arc<MemStore> {
+        let store = Arc::new(MemStore { inner: Mutex::new(MemInner::default()) });
+        let weak = Arc::downgrade(&store);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                tick.tick().await;
+                let Some(store) = weak.upgrade() else { return };
+                store.expire(Instant::now());
+            }
+        });
+        store
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn put(&self, bucket: Bucket, member: &MemberRef, ttl: Duration) {
+        let key = key(bucket, &member.id);
+        let value = wire::encode(&Heartbeat { incarnation: member.incarnation });
+        let mut inner = self.lock();
+        inner.change(&key, Some(&value));
+        let rev = inner.rev;
+        inner.keys.insert(key, (value, Instant::now() + ttl, rev));
+    }
+
+    fn delete(&self, key: &str) {
+        let mut inner = self.lock();
+        if inner.keys.remove(key).is_some() {
+            inner.change(key, None);
+        }
+    }
+
+    fn expire(&self, now: Instant) {
+        let mut inner = self.lock();
+        let expired: Vec<String> =
+            inner.keys.iter().filter(|(_, (_, t, _))| *t <= now).map(|(k, _)| k.clone()).collect();
+        for key in expired {
+            inner.keys.remove(&key);
+            inner.change(&key, None);
+        }
+    }
+
+    fn watch_members(&self) -> UnboundedReceiver<MemberEvent> {
+        let (tx, rx) = unbounded_channel();
+        let mut inner = self.lock();
+        // The snapshot: each live key at the revision of its last write, in revision order.
+        let mut snapshot: Vec<_> = inner.keys.iter().map(|(k, (v, _, rev))| (*rev, k, v)).collect();
+        snapshot.sort();
+        for (rev, key, value) in snapshot {
+            if let Some(obs) = observe(rev, key, Some(value)) {
+                let _ = tx.send(MemberEvent::Observed(obs));
+            }
+        }
+        let _ = tx.send(MemberEvent::SnapshotDone);
+        inner.member_watchers.push(tx);
+        rx
+    }
+
+    fn follow_log(&self) -> UnboundedReceiver<LogEvent> {
+        let (tx, rx) = unbounded_channel();
+        let mut inner = self.lock();
+        for (i, entry) in inner.log.iter().enumerate() {
+            let _ = tx.send(LogEvent::Entry { seq: i as u64 + 1, entry: entry.clone() });
+        }
+        let _ = tx.send(LogEvent::CaughtUp);
+        inner.log_followers.push(tx);
+        rx
+    }
+
+    fn append(&self, entry: LogEntry) -> u64 {
+        let mut inner = self.lock();
+        inner.log.push(entry.clone());
+        let seq = inner.log.len() as u64;
+        inner.log_followers.retain(|f| f.send(LogEvent::Entry { seq, entry: entry.clone() }).is_ok());
+        seq
+    }
+
+    fn propose(&self, record: &EpochRecord, after_seq: Option<u64>) -> bool {
+        // Check and append under one lock: the compare-and-set.
+        let mut inner = self.lock();
+        if inner.last_epoch_seq != after_seq {
+            return false;
+        }
+        let entry = LogEntry::Epoch(record.clone());
+        inner.log.push(entry.clone());
+        let seq = inner.log.len() as u64;
+        inner.last_epoch_seq = Some(seq);
+        inner.log_followers.retain(|f| f.send(LogEvent::Entry { seq, entry: entry.clone() }).is_ok());
+        true
+    }
+}
+
+// ---- NATS JetStream ----
+
+pub const KV_BUCKET: &str = "jaque_membership";
+pub const LOG_STREAM: &str = "JAQUE_LOG";
+pub const EPOCH_SUBJECT: &str = "jaque.log.epoch";
+pub const EVENT_SUBJECT: &str = "jaque.log.event";
+/// How long an expiry or delete marker stays in the membership bucket. Watchers get markers as they are
+/// written; the lifetime only has to outlast a watcher that is reconnecting.
+const MARKER_TTL: Duration = Duration::from_secs(60);
+
+#[derive(Clone)]
+pub struct NatsCoord {
+    link: NatsLink,
+    js: jetstream::Context,
+    kv: jetstream::kv::Store,
+}
+
+impl NatsCoord {
+    /// Creates (or opens) the membership bucket and the log stream.
+    pub async fn open(link: NatsLink) -> Result<NatsCoord, String> {
+        let js = jetstream::new(link.client.clone());
+        let kv = js
+            .create_or_update_key_value(jetstream::kv::Config {
+                bucket: KV_BUCKET.into(),
+                description: "jaque membership: one key per live member, refreshed every ttl/3".into(),
+                history: 1,
+                limit_markers: Some(MARKER_TTL),
+                storage: stream::StorageType::File,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("creating the membership bucket {KV_BUCKET} on {}: {e}", link.url))?;
+        js.get_or_create_stream(stream::Config {
+            name: LOG_STREAM.into(),
+            description: Some("jaque log: epoch records and events, one total order".into()),
+            subjects: vec!["jaque.log.>".into()],
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("creating the log stream {LOG_STREAM} on {}: {e}", link.url))?;
+        Ok(NatsCoord { link, js, kv })
+    }
+
+    async fn put_heartbeat(&self, bucket: Bucket, member: &MemberRef, ttl: Duration) -> Result<(), String> {
+        let subject = format!("$KV.{KV_BUCKET}.{}", key(bucket, &member.id));
+        let payload = wire::encode(&Heartbeat { incarnation: member.incarnation });
+        let ack = self
+            .js
+            .send_publish(subject, PublishMessage::build().payload(payload.into()).ttl(ttl))
+            .await
+            .map_err(|e| e.to_string())?;
+        ack.await.map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    async fn propose(&self, record: &EpochRecord, after_seq: Option<u64>) -> Result<bool, String> {
+        let payload = wire::encode(&LogEntry::Epoch(record.clone()));
+        // The compare-and-set: epoch records are the only messages on their subject, so "the last message on
+        // the epoch subject is at after_seq" is "the epoch record in force is still the one we read" (0: none).
+        let publish =
+            PublishMessage::build().payload(payload.into()).expected_last_subject_sequence(after_seq.unwrap_or(0));
+        let ack = self.js.send_publish(EPOCH_SUBJECT, publish).await.map_err(|e| e.to_string())?;
+        match ack.await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Ok(false),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// An ordered push consumer over a stream, reporting the number of messages pending at its creation.
+    async fn ordered(
+        &self,
+        stream: &str,
+        filter: &str,
+        deliver_policy: consumer::DeliverPolicy,
+    ) -> Result<(u64, consumer::push::Ordered), String> {
+        let s = self.js.get_stream(stream).await.map_err(|e| format!("opening stream {stream}: {e}"))?;
+        let c = s
+            .create_consumer(consumer::push::OrderedConfig {
+                deliver_subject: self.link.client.new_inbox(),
+                filter_subject: filter.into(),
+                deliver_policy,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("following stream {stream}: {e}"))?;
+        let pending = c.cached_info().num_pending;
+        let messages = c.messages().await.map_err(|e| format!("following stream {stream}: {e}"))?;
+        Ok((pending, messages))
+    }
+
+    async fn watch_members(&self) -> Result<UnboundedReceiver<MemberEvent>, String> {
+        let prefix = format!("$KV.{KV_BUCKET}.");
+        // The last entry per key is the snapshot; every later change follows in revision order.
+        let (pending, mut messages) = self
+            .ordered(&format!("KV_{KV_BUCKET}"), &format!("{prefix}>"), consumer::DeliverPolicy::LastPerSubject)
+            .await?;
+        let (tx, rx) = unbounded_channel();
+        let mut snapshot_done = pending == 0;
+        if snapshot_done {
+            let _ = tx.send(MemberEvent::SnapshotDone);
+        }
+        tokio::spawn(async move {
+            while let Some(msg) = messages.next().await {
+                let msg = match msg {
+                    Ok(m) => m,
+                    Err(e) => {
+                        // Missed heartbeats and reconnects surface here; the ordered consumer carries on.
+                        tracing::warn!(error = %e, "membership watch");
+                        continue;
+                    }
+                };
+                let Ok(info) = msg.info() else { continue };
+                let (rev, left) = (info.stream_sequence, info.pending);
+                let key = msg.subject.as_str().strip_prefix(prefix.as_str()).unwrap_or_default();
+                let up = nats::kv_is_put(msg.headers.as_ref()).then_some(&msg.payload[..]);
+                if let Some(obs) = observe(rev, key, up) {
+                    if tx.send(MemberEvent::Observed(obs)).is_err() {
+                        return;
+                    }
+                }
+                if !snapshot_done && left == 0 {
+                    snapshot_done = true;
+                    let _ = tx.send(MemberEvent::SnapshotDone);
+                }
+            }
+            crate::fatal("the membership watch ended; restart to rebuild the view");
+        });
+        Ok(rx)
+    }
+
+    async fn follow_log(&self) -> Result<UnboundedReceiver<LogEvent>, String> {
+        let (pending, mut messages) = self.ordered(LOG_STREAM, "jaque.log.>", consumer::DeliverPolicy::All).await?;
+        let (tx, rx) = unbounded_channel();
+        let mut caught_up = pending == 0;
+        if caught_up {
+            let _ = tx.send(LogEvent::CaughtUp);
+        }
+        tokio::spawn(async move {
+            while let Some(msg) = messages.next().await {
+                let msg = match msg {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "log follower");
+                        continue;
+                    }
+                };
+                let Ok(info) = msg.info() else { continue };
+                let (seq, left) = (info.stream_sequence, info.pending);
+                match wire::decode_log_entry(&msg.payload) {
+                    Ok(entry) => {
+                        if tx.send(LogEvent::Entry { seq, entry }).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(seq, error = %e, "skipping a malformed log entry");
+                        metrics::wire_error("log entry");
+                    }
+                }
+                if !caught_up && left == 0 {
+                    caught_up = true;
+                    let _ = tx.send(LogEvent::CaughtUp);
+                }
+            }
+            crate::fatal("the log follower ended; restart to read the log again");
+        });
+        Ok(rx)
+    }
+}

@@ -1,0 +1,535 @@
+//! The engine loop, in the manner of quinn's driver: one task waits on whichever comes first — a membership
+//! change, a log entry, a NATS command or a result, a ui request, or the core's single timer — feeds it to
+//! the core, then carries out every output the core has. Every decision is the core's.
+//!
+//! Also the ui's reader loop for a process without an engine: the same log follower and membership watch,
+//! folded by a `LogReader`, serving reads.
+
+use crate::coord::{AppendAck, Coordination, LogEvent, MemberEvent};
+use crate::metrics::{self, Exposition};
+use crate::nats::NatsLink;
+use crate::views::{self, Buckets, UiRequest};
+use crate::worker::{MemWork, WORK_SUBJECT};
+use futures_util::StreamExt;
+use jaque_core::membership::MembershipOutput;
+use jaque_core::wire;
+use jaque_core::{
+    Bucket, CheckResult, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef,
+    Outcome, Output, ReplyTo, Time,
+};
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// The subject all engines join as one queue group for ui writes.
+pub const INGRESS_SUBJECT: &str = "jaque.work.cmd.ingress";
+pub const INGRESS_GROUP: &str = "jaque-engines";
+
+/// The subject an engine takes forwarded commands on.
+pub fn cmd_subject(id: &jaque_core::MemberId) -> String {
+    format!("jaque.cmd.{id}")
+}
+
+/// Wall-clock Unix milliseconds: the shell's `Time`.
+pub fn now() -> Time {
+    Time(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
+}
+
+fn instant_at(t: Time) -> tokio::time::Instant {
+    tokio::time::Instant::now() + t.saturating_since(now())
+}
+
+/// Where check work goes.
+pub enum WorkQueue {
+    Memory(mpsc::UnboundedSender<MemWork>),
+    Nats(NatsLink),
+}
+
+/// What the I/O tasks hand back to the loop.
+enum Done {
+    ProposeResult {
+        epoch: u64,
+        won: bool,
+    },
+    AppendFailed {
+        event: Event,
+        reason: String,
+    },
+    /// A command from NATS (ingress, hop 0, or a forward, hop 1) with the subject its outcome goes to.
+    Command {
+        cmd: Command,
+        reply: async_nats::Subject,
+    },
+    ForwardResult {
+        id: ForwardId,
+        result: Result<Outcome, String>,
+    },
+    CheckResult(CheckResult),
+}
+
+/// Where a `Reply` output goes.
+enum Waiter {
+    Http(oneshot::Sender<Outcome>),
+    Nats(async_nats::Subject),
+}
+
+/// How long a ui request may wait for an engine's outcome before it is answered `unavailable`.
+pub fn write_deadline(cfg: &EngineConfig) -> Duration {
+    cfg.reply_timeout + Duration::from_secs(2)
+}
+
+pub struct EngineLoop {
+    engine: Engine,
+    coord: Coordination,
+    /// The coordination NATS connection (forwards, ingress), when there is one.
+    nats: Option<NatsLink>,
+    queue: WorkQueue,
+    done_tx: mpsc::UnboundedSender<Done>,
+    heartbeats: mpsc::UnboundedSender<(MembershipOutput, Option<oneshot::Sender<()>>)>,
+    appends: mpsc::UnboundedSender<Event>,
+    waiters: HashMap<u64, Waiter>,
+    next_reply: u64,
+    buckets: Buckets,
+    results_subject: String,
+}
+
+impl EngineLoop {
+    pub fn new(cfg: EngineConfig, coord: Coordination, nats: Option<NatsLink>, queue: WorkQueue) -> EngineLoop {
+        let (done_tx, _) = mpsc::unbounded_channel();
+        let results_subject = format!("jaque.work.result.{}.{}", cfg.me.id, cfg.me.incarnation);
+        EngineLoop {
+            engine: Engine::new(cfg),
+            heartbeats: spawn_heartbeat_writer(coord.clone()),
+            appends: mpsc::unbounded_channel().0,
+            coord,
+            nats,
+            queue,
+            done_tx,
+            waiters: HashMap::new(),
+            next_reply: 0,
+            buckets: Buckets::default(),
+            results_subject,
+        }
+    }
+
+    /// Runs until `shutdown` flips, then leaves the bucket (deletes its key), answers what is in flight and
+    /// returns.
+    pub async fn run(
+        mut self,
+        mut ui: mpsc::Receiver<UiRequest>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<(), String> {
+        let (done_tx, mut done) = mpsc::unbounded_channel();
+        self.done_tx = done_tx;
+        self.appends = spawn_appender(self.coord.clone(), self.done_tx.clone());
+        let mut members = self.coord.watch_members().await?;
+        let mut log = self.coord.follow_log().await?;
+        self.subscribe().await?;
+
+        let (mut snapshot_done, mut log_caught_up, mut caught_up) = (false, false, false);
+        let mut leave_by: Option<tokio::time::Instant> = None;
+        self.engine.handle(now(), Input::Start);
+        self.drain();
+        loop {
+            let timer = self.engine.poll_timeout().map(|(t, _)| instant_at(t));
+            tokio::select! {
+                Some(ev) = members.recv() => match ev {
+                    MemberEvent::Observed(obs) => {
+                        self.buckets.observe(&obs);
+                        self.engine.handle(now(), Input::Member(obs));
+                    }
+                    MemberEvent::SnapshotDone => snapshot_done = true,
+                },
+                Some(ev) = log.recv() => match ev {
+                    LogEvent::Entry { seq, entry } => self.engine.handle(now(), Input::Log { seq, entry }),
+                    LogEvent::CaughtUp => log_caught_up = true,
+                },
+                Some(d) = done.recv() => self.handle_done(d),
+                Some(req) = ui.recv() => self.handle_ui(req),
+                _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => {
+                    self.engine.handle_timeout(now());
+                }
+                _ = shutdown.changed(), if leave_by.is_none() => {
+                    tracing::info!(member = %self.engine.me(), "leaving the engine bucket");
+                    self.engine.handle(now(), Input::Leave);
+                    leave_by = Some(tokio::time::Instant::now() + Duration::from_secs(3));
+                }
+                _ = tokio::time::sleep_until(leave_by.unwrap_or_else(far_future)), if leave_by.is_some() => break,
+            }
+            if !caught_up && snapshot_done && log_caught_up {
+                caught_up = true;
+                tracing::info!(epoch = self.engine.epoch(), position = self.engine.reader().position(), "caught up");
+                self.engine.handle(now(), Input::CaughtUp);
+            }
+            self.drain();
+            if leave_by.is_some() && self.engine.is_idle() {
+                break;
+            }
+        }
+        // Wait for the key's delete to reach the store, so the others move our objects at once.
+        let (tx, rx) = oneshot::channel();
+        let _ = self.heartbeats.send((
+            MembershipOutput::DeleteHeartbeat { bucket: Bucket::Engine, member: self.engine.me().clone() },
+            Some(tx),
+        ));
+        let _ = tokio::time::timeout(Duration::from_secs(2), rx).await;
+        Ok(())
+    }
+
+    /// Joins `jaque.cmd.<id>` (forwards), the ingress queue group, and the check results subject.
+    async fn subscribe(&self) -> Result<(), String> {
+        if let Some(link) = &self.nats {
+            let forwards = link
+                .client
+                .subscribe(cmd_subject(&self.engine.me().id))
+                .await
+                .map_err(|e| format!("subscribing to forwards on {}: {e}", link.url))?;
+            let ingress = link
+                .client
+                .queue_subscribe(INGRESS_SUBJECT, INGRESS_GROUP.into())
+                .await
+                .map_err(|e| format!("joining {INGRESS_SUBJECT} on {}: {e}", link.url))?;
+            for mut sub in [forwards, ingress] {
+                let tx = self.done_tx.clone();
+                tokio::spawn(async move {
+                    while let Some(msg) = sub.next().await {
+                        let Some(reply) = msg.reply else {
+                            metrics::wire_error("command without reply subject");
+                            continue;
+                        };
+                        match wire::decode_command(&msg.payload) {
+                            Ok(cmd) => {
+                                if tx.send(Done::Command { cmd, reply }).is_err() {
+                                    return;
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "skipping a malformed command");
+                                metrics::wire_error("command");
+                            }
+                        }
+                    }
+                });
+            }
+        }
+        if let WorkQueue::Nats(link) = &self.queue {
+            let mut results = link
+                .client
+                .subscribe(self.results_subject.clone())
+                .await
+                .map_err(|e| format!("subscribing to check results on {}: {e}", link.url))?;
+            let tx = self.done_tx.clone();
+            tokio::spawn(async move {
+                while let Some(msg) = results.next().await {
+                    match wire::decode_check_result(&msg.payload) {
+                        Ok(r) => {
+                            if tx.send(Done::CheckResult(r)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "skipping a malformed check result");
+                            metrics::wire_error("check result");
+                        }
+                    }
+                }
+            });
+        }
+        Ok(())
+    }
+
+    fn handle_done(&mut self, d: Done) {
+        let t = now();
+        match d {
+            Done::ProposeResult { epoch, won } => self.engine.handle(t, Input::ProposeResult { epoch, won }),
+            Done::AppendFailed { event, reason } => self.engine.handle(t, Input::AppendFailed { event, reason }),
+            Done::Command { cmd, reply } => {
+                let to = self.waiter(Waiter::Nats(reply));
+                self.engine.handle(t, Input::Command { reply: to, cmd });
+            }
+            Done::ForwardResult { id, result } => self.engine.handle(t, Input::ForwardResult { id, result }),
+            Done::CheckResult(r) => self.engine.handle(t, Input::CheckResult(r)),
+        }
+    }
+
+    fn waiter(&mut self, w: Waiter) -> ReplyTo {
+        let n = self.next_reply;
+        self.next_reply += 1;
+        self.waiters.insert(n, w);
+        ReplyTo(n)
+    }
+
+    fn handle_ui(&mut self, req: UiRequest) {
+        let reader = self.engine.reader();
+        match req {
+            UiRequest::Write { cmd, reply } => {
+                let to = self.waiter(Waiter::Http(reply));
+                self.engine.handle(now(), Input::Command { reply: to, cmd });
+            }
+            UiRequest::Objects { id, reply } => {
+                let _ = reply.send(views::objects(reader, id.as_ref()));
+            }
+            UiRequest::Cluster { reply } => {
+                let _ = reply.send(views::cluster(reader, &self.buckets));
+            }
+            UiRequest::Metrics { reply } => {
+                let _ = reply.send(self.metrics());
+            }
+            UiRequest::Health { reply } => {
+                let status = if self.engine.is_leaving() {
+                    (false, "leaving".to_string())
+                } else if self.engine.is_ready() {
+                    (true, "ready".to_string())
+                } else {
+                    (false, "starting: reading the log and waiting for an epoch".to_string())
+                };
+                let _ = reply.send(status);
+            }
+        }
+    }
+
+    /// Carries out every output the core has.
+    fn drain(&mut self) {
+        while let Some(out) = self.engine.poll_output() {
+            match out {
+                Output::Membership(m) => {
+                    let _ = self.heartbeats.send((m, None));
+                }
+                Output::ProposeEpoch { record, after_seq } => {
+                    let (coord, tx) = (self.coord.clone(), self.done_tx.clone());
+                    tracing::info!(epoch = record.epoch, members = record.members.len(), "proposing an epoch");
+                    tokio::spawn(async move {
+                        match coord.propose(&record, after_seq).await {
+                            Ok(won) => {
+                                let _ = tx.send(Done::ProposeResult { epoch: record.epoch, won });
+                            }
+                            // Unknown outcome: the core proposes again after its timeout.
+                            Err(e) => tracing::warn!(epoch = record.epoch, error = %e, "epoch proposal"),
+                        }
+                    });
+                }
+                Output::Append(event) => {
+                    let _ = self.appends.send(event);
+                }
+                Output::Forward { id, to, cmd } => self.forward(id, to, cmd),
+                Output::Reply { to, outcome } => match self.waiters.remove(&to.0) {
+                    Some(Waiter::Http(tx)) => {
+                        let _ = tx.send(outcome);
+                    }
+                    Some(Waiter::Nats(subject)) => {
+                        if let Some(link) = &self.nats {
+                            let client = link.client.clone();
+                            tokio::spawn(async move {
+                                if let Err(e) = client.publish(subject, wire::encode(&outcome).into()).await {
+                                    tracing::warn!(error = %e, "replying to a command");
+                                }
+                            });
+                        }
+                    }
+                    None => tracing::warn!(reply = to.0, "a reply for nobody"),
+                },
+                Output::Dispatch(work) => self.dispatch(work),
+            }
+        }
+    }
+
+    fn forward(&self, id: ForwardId, to: MemberRef, cmd: Command) {
+        let tx = self.done_tx.clone();
+        let Some(link) = &self.nats else {
+            let _ = tx.send(Done::ForwardResult { id, result: Err("no NATS coordination to forward over".into()) });
+            return;
+        };
+        let client = link.client.clone();
+        let deadline = write_deadline(self.engine.config());
+        tokio::spawn(async move {
+            let request = client.request(cmd_subject(&to.id), wire::encode(&cmd).into());
+            let result = match tokio::time::timeout(deadline, request).await {
+                Ok(Ok(msg)) => wire::decode_outcome(&msg.payload).map_err(|e| e.to_string()),
+                Ok(Err(e)) => Err(format!("request to {to}: {e}")),
+                Err(_) => Err(format!("no answer from {to} in time")),
+            };
+            let _ = tx.send(Done::ForwardResult { id, result });
+        });
+    }
+
+    fn dispatch(&self, work: CheckWork) {
+        match &self.queue {
+            WorkQueue::Memory(tx) => {
+                let (reply, mut results) = mpsc::unbounded_channel();
+                if tx.send(MemWork { work, reply }).is_ok() {
+                    let done = self.done_tx.clone();
+                    tokio::spawn(async move {
+                        if let Some(r) = results.recv().await {
+                            let _ = done.send(Done::CheckResult(r));
+                        }
+                    });
+                }
+            }
+            WorkQueue::Nats(link) => {
+                let (client, reply) = (link.client.clone(), self.results_subject.clone());
+                tokio::spawn(async move {
+                    let payload = wire::encode(&work).into();
+                    if let Err(e) = client.publish_with_reply(WORK_SUBJECT, reply, payload).await {
+                        // The core counts the check as lost at its deadline.
+                        tracing::warn!(error = %e, "dispatching check work");
+                    }
+                });
+            }
+        }
+    }
+
+    fn metrics(&self) -> String {
+        let e = &self.engine;
+        let c = &e.counters;
+        let mut m = Exposition::default();
+        m.one(
+            "jaque_engine_stale_epoch_total",
+            "counter",
+            "Events in the log discarded by the epoch fence (their writer had lost the object).",
+            e.reader().counters.stale_epoch_total,
+        );
+        m.header(
+            "jaque_engine_commands_forwarded_total",
+            "counter",
+            "Commands forwarded once to their owner over jaque.cmd.<engine-id>, by outcome of the attempt.",
+        );
+        m.sample("jaque_engine_commands_forwarded_total", &[("outcome", "sent")], c.forwarded_sent);
+        m.sample("jaque_engine_commands_forwarded_total", &[("outcome", "error")], c.forwarded_error);
+        m.one(
+            "jaque_engine_not_owned_total",
+            "counter",
+            "Forwarded commands that reached an engine not owning their object: dropped, never a second hop.",
+            c.not_owned,
+        );
+        m.one("jaque_engine_epoch", "gauge", "The epoch in force.", e.epoch());
+        m.one(
+            "jaque_engine_objects_owned",
+            "gauge",
+            "Objects this engine owns under the epoch in force.",
+            e.owned_count() as u64,
+        );
+        m.one("jaque_engine_objects", "gauge", "Objects in the log.", e.reader().objects().len() as u64);
+        m.one("jaque_engine_log_position", "gauge", "The last log position read.", e.reader().position());
+        m.header("jaque_membership_live_members", "gauge", "Live members per membership bucket.");
+        for b in Bucket::ALL {
+            m.sample("jaque_membership_live_members", &[("bucket", b.prefix())], self.buckets.live(b) as u64);
+        }
+        let counters: [(&str, &str, u64); 11] = [
+            ("jaque_engine_commands_applied_total", "Commands applied (their event accepted).", c.commands_applied),
+            ("jaque_engine_commands_duplicate_total", "Retried commands answered from the log.", c.commands_duplicate),
+            ("jaque_engine_commands_rejected_total", "Invalid commands refused.", c.commands_rejected),
+            ("jaque_engine_commands_unavailable_total", "Commands answered unavailable.", c.commands_unavailable),
+            ("jaque_engine_epochs_proposed_total", "Epoch proposals made.", c.epochs_proposed),
+            ("jaque_engine_epochs_won_total", "Epoch proposals that won the compare-and-set.", c.epochs_won),
+            ("jaque_engine_checks_dispatched_total", "Checks sent to workers.", c.checks_dispatched),
+            ("jaque_engine_checks_lost_total", "Checks with no result by their deadline.", c.checks_lost),
+            ("jaque_engine_check_results_dropped_total", "Check results not used.", c.check_results_dropped),
+            ("jaque_engine_transitions_written_total", "State transitions appended.", c.transitions_written),
+            ("jaque_engine_appends_failed_total", "Log appends that failed.", c.appends_failed),
+        ];
+        for (name, help, v) in counters {
+            m.one(name, "counter", help, v);
+        }
+        m.0
+    }
+}
+
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86_400)
+}
+
+/// Writes heartbeats and deletes one at a time, in order, so a late put never resurrects a deleted key.
+fn spawn_heartbeat_writer(
+    coord: Coordination,
+) -> mpsc::UnboundedSender<(MembershipOutput, Option<oneshot::Sender<()>>)> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(MembershipOutput, Option<oneshot::Sender<()>>)>();
+    tokio::spawn(async move {
+        while let Some((out, done)) = rx.recv().await {
+            let r = match &out {
+                MembershipOutput::PutHeartbeat { bucket, member, ttl } => {
+                    coord.put_heartbeat(*bucket, member, *ttl).await
+                }
+                MembershipOutput::DeleteHeartbeat { bucket, member } => coord.delete_heartbeat(*bucket, member).await,
+            };
+            if let Err(e) = r {
+                // A missed refresh is retried at the next one; two may be lost before the key expires.
+                tracing::warn!(error = %e, "writing the membership key");
+            }
+            if let Some(done) = done {
+                let _ = done.send(());
+            }
+        }
+    });
+    tx
+}
+
+/// Sends appends in the order the core produced them and waits for their acks concurrently.
+fn spawn_appender(coord: Coordination, done: mpsc::UnboundedSender<Done>) -> mpsc::UnboundedSender<Event> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    tokio::spawn(async move {
+        while let Some(event) = rx.recv().await {
+            let failed = |reason: String| Done::AppendFailed { event: event.clone(), reason };
+            match coord.append(event.clone()).await {
+                Ok(AppendAck::Done) => {}
+                Ok(ack) => {
+                    let done = done.clone();
+                    let ev = event.clone();
+                    tokio::spawn(async move {
+                        if let Err(reason) = ack.wait().await {
+                            tracing::warn!(error = %reason, object = %ev.object, "append");
+                            let _ = done.send(Done::AppendFailed { event: ev, reason });
+                        }
+                    });
+                }
+                Err(reason) => {
+                    tracing::warn!(error = %reason, "append");
+                    let _ = done.send(failed(reason));
+                }
+            }
+        }
+    });
+    tx
+}
+
+/// The ui's loop in a process without an engine: follows the log and membership, answers reads.
+pub async fn run_reader(coord: Coordination, mut ui: mpsc::Receiver<UiRequest>) -> Result<(), String> {
+    let mut members = coord.watch_members().await?;
+    let mut log = coord.follow_log().await?;
+    let mut reader = LogReader::new();
+    let mut buckets = Buckets::default();
+    let mut caught_up = false;
+    loop {
+        tokio::select! {
+            Some(ev) = members.recv() => if let MemberEvent::Observed(obs) = ev { buckets.observe(&obs) },
+            Some(ev) = log.recv() => match ev {
+                LogEvent::Entry { seq, entry } => { reader.read(seq, &entry); }
+                LogEvent::CaughtUp => caught_up = true,
+            },
+            req = ui.recv() => match req {
+                None => return Ok(()),
+                Some(UiRequest::Objects { id, reply }) => { let _ = reply.send(views::objects(&reader, id.as_ref())); }
+                Some(UiRequest::Cluster { reply }) => { let _ = reply.send(views::cluster(&reader, &buckets)); }
+                Some(UiRequest::Metrics { reply }) => {
+                    let mut m = Exposition::default();
+                    m.one("jaque_ui_epoch", "gauge", "The epoch in force in the log this ui follows.", reader.epoch());
+                    m.one("jaque_ui_log_position", "gauge", "The last log position read.", reader.position());
+                    m.one("jaque_ui_stale_events_total", "counter", "Events in the log discarded by the fence.",
+                        reader.counters.stale_epoch_total);
+                    m.header("jaque_membership_live_members", "gauge", "Live members per membership bucket.");
+                    for b in Bucket::ALL {
+                        m.sample("jaque_membership_live_members", &[("bucket", b.prefix())], buckets.live(b) as u64);
+                    }
+                    let _ = reply.send(m.0);
+                }
+                Some(UiRequest::Health { reply }) => {
+                    let status = if caught_up { (true, "ready".into()) } else { (false, "reading the log".into()) };
+                    let _ = reply.send(status);
+                }
+                Some(UiRequest::Write { reply, .. }) => {
+                    // Writes of an engine-less ui go through ingress in the HTTP layer; this is a wiring bug.
+                    let _ = reply.send(Outcome::Unavailable { reason: "no engine in this process".into() });
+                }
+            },
+        }
+    }
+}

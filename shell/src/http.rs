@@ -1,0 +1,277 @@
+//! The HTTP side of every process: `/metrics` and `/healthz` always; with `-target ui`, the JSON API.
+//! A write becomes a command and goes where `jaque_core::ui::write_route` says: the local engine, the
+//! ingress queue group, or nowhere (503). Its HTTP status is `jaque_core::ui::http_status` of the outcome.
+
+use crate::driver::{write_deadline, INGRESS_SUBJECT};
+use crate::metrics::{self, Exposition};
+use crate::nats::NatsLink;
+use crate::views::UiRequest;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use jaque_core::ui::{http_status, WriteRoute, RETRY_AFTER_SECS};
+use jaque_core::wire;
+use jaque_core::{Command, CommandId, CommandKind, EngineConfig, ObjectDef, ObjectId, Outcome, Probe};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+pub struct Http {
+    /// The loop holding the log (an engine's or the ui's reader), if this process has one.
+    pub backend: Option<mpsc::Sender<UiRequest>>,
+    pub ui: bool,
+    pub route: WriteRoute,
+    /// The coordination NATS connection, for ingress.
+    pub ingress: Option<NatsLink>,
+    pub write_token: Option<String>,
+    pub worker: bool,
+    /// Prefix of command ids this process makes (member id and incarnation: unique across restarts).
+    pub id_prefix: String,
+    pub next_id: AtomicU64,
+    pub engine_cfg: EngineConfig,
+}
+
+pub fn router(state: Arc<Http>) -> Router {
+    let mut r = Router::new().route("/metrics", get(metrics_text)).route("/healthz", get(healthz));
+    if state.ui {
+        r = r
+            .route("/api/objects", get(list_objects))
+            .route("/api/objects/{id}", put(put_object).delete(delete_object).get(get_object))
+            .route("/api/objects/{id}/actions/{action}", post(action))
+            .route("/api/cluster", get(cluster));
+    }
+    r.with_state(state)
+}
+
+fn error(status: StatusCode, outcome: &str, reason: impl Into<String>) -> Response {
+    let mut resp = (status, Json(json!({ "outcome": outcome, "reason": reason.into() }))).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        resp.headers_mut().insert("retry-after", HeaderValue::from(RETRY_AFTER_SECS));
+    }
+    resp
+}
+
+fn bad_request(reason: impl Into<String>) -> Response {
+    error(StatusCode::BAD_REQUEST, "rejected", reason)
+}
+
+fn outcome_response(outcome: &Outcome) -> Response {
+    let (status, retry_after) = http_status(outcome);
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = (status, Json(outcome)).into_response();
+    if retry_after {
+        resp.headers_mut().insert("retry-after", HeaderValue::from(RETRY_AFTER_SECS));
+    }
+    resp
+}
+
+/// Asks the backend loop something; `None` when there is none or it is gone.
+async fn ask<T>(s: &Http, make: impl FnOnce(oneshot::Sender<T>) -> UiRequest) -> Option<T> {
+    let backend = s.backend.as_ref()?;
+    let (tx, rx) = oneshot::channel();
+    backend.send(make(tx)).await.ok()?;
+    rx.await.ok()
+}
+
+async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
+    let mut text = ask(&s, |reply| UiRequest::Metrics { reply }).await.unwrap_or_default();
+    let mut process = Exposition::default();
+    metrics::process(&mut process, s.worker);
+    text.push_str(&process.0);
+    ([("content-type", "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
+}
+
+async fn healthz(State(s): State<Arc<Http>>) -> Response {
+    if s.backend.is_none() {
+        return Json(json!({ "status": "ready" })).into_response();
+    }
+    match ask(&s, |reply| UiRequest::Health { reply }).await {
+        Some((true, status)) => Json(json!({ "status": status })).into_response(),
+        Some((false, status)) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": status }))).into_response(),
+        None => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "stopping" }))).into_response(),
+    }
+}
+
+fn parse_id(id: &str) -> Result<ObjectId, String> {
+    ObjectId::new(id).map_err(|e| format!("object id: {e}"))
+}
+
+async fn list_objects(State(s): State<Arc<Http>>) -> Response {
+    match ask(&s, |reply| UiRequest::Objects { id: None, reply }).await {
+        Some(v) => Json(v).into_response(),
+        None => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no log reader in this process"),
+    }
+}
+
+async fn get_object(State(s): State<Arc<Http>>, Path(id): Path<String>) -> Response {
+    let id = match parse_id(&id) {
+        Ok(id) => id,
+        Err(e) => return bad_request(e),
+    };
+    match ask(&s, |reply| UiRequest::Objects { id: Some(id.clone()), reply }).await {
+        Some(Value::Null) => {
+            (StatusCode::NOT_FOUND, Json(json!({ "error": format!("no object {id}") }))).into_response()
+        }
+        Some(v) => Json(v).into_response(),
+        None => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no log reader in this process"),
+    }
+}
+
+async fn cluster(State(s): State<Arc<Http>>) -> Response {
+    match ask(&s, |reply| UiRequest::Cluster { reply }).await {
+        Some(v) => Json(v).into_response(),
+        None => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no log reader in this process"),
+    }
+}
+
+/// The body of `PUT /api/objects/{id}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PutBody {
+    probe: Probe,
+    #[serde(default)]
+    interval: Option<String>,
+    #[serde(default)]
+    timeout: Option<String>,
+}
+
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn parse_def(body: &[u8]) -> Result<ObjectDef, String> {
+    let b: PutBody = serde_json::from_slice(body).map_err(|e| format!("invalid body: {e}"))?;
+    let dur = |what: &str, s: &Option<String>| -> Result<Option<Duration>, String> {
+        s.as_deref()
+            .map(|s| {
+                humantime::parse_duration(s)
+                    .map_err(|e| format!("{what}: {s:?} is not a duration ({e}); write e.g. 30s"))
+            })
+            .transpose()
+    };
+    let interval = dur("interval", &b.interval)?.unwrap_or(DEFAULT_INTERVAL);
+    let timeout = dur("timeout", &b.timeout)?.unwrap_or(DEFAULT_TIMEOUT.min(interval));
+    let def = ObjectDef {
+        probe: b.probe,
+        interval_ms: interval.as_millis().try_into().unwrap_or(u64::MAX),
+        timeout_ms: timeout.as_millis().try_into().unwrap_or(u64::MAX),
+    };
+    def.validate().map_err(|e| e.to_string())?;
+    Ok(def)
+}
+
+async fn put_object(
+    State(s): State<Arc<Http>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    write(&s, &id, &headers, |_| parse_def(&body).map(|def| CommandKind::Put { def })).await
+}
+
+async fn delete_object(State(s): State<Arc<Http>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    write(&s, &id, &headers, |_| Ok(CommandKind::Delete)).await
+}
+
+async fn action(
+    State(s): State<Arc<Http>>,
+    Path((id, action)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    write(&s, &id, &headers, |_| match action.as_str() {
+        "pause" => Ok(CommandKind::Pause),
+        "resume" => Ok(CommandKind::Resume),
+        "check" => Ok(CommandKind::CheckNow),
+        "ack" => Ok(CommandKind::Ack),
+        other => Err(format!("unknown action {other:?}; actions are pause, resume, check, ack")),
+    })
+    .await
+}
+
+/// Every write: token, then route (a process that cannot take writes answers 503 whatever the body), then
+/// the id and body, then the command goes out and its outcome comes back as the answer.
+async fn write(
+    s: &Http,
+    id: &str,
+    headers: &HeaderMap,
+    kind: impl FnOnce(()) -> Result<CommandKind, String>,
+) -> Response {
+    if let Some(token) = &s.write_token {
+        let given = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        if given != Some(token.as_str()) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                Json(json!({ "error": "writes need Authorization: Bearer <token> (the -write-token)" })),
+            )
+                .into_response();
+        }
+    }
+    if s.route == WriteRoute::Reject {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "this ui has no engine and no NATS coordination to submit writes to; run it with -coordination nats://host:port",
+        );
+    }
+    let object = match parse_id(id) {
+        Ok(o) => o,
+        Err(e) => return bad_request(e),
+    };
+    let kind = match kind(()) {
+        Ok(k) => k,
+        Err(e) => return bad_request(e),
+    };
+    let command_id = match headers.get("idempotency-key") {
+        Some(v) => {
+            match v.to_str().map_err(|e| e.to_string()).and_then(|v| CommandId::new(v).map_err(|e| e.to_string())) {
+                Ok(id) => id,
+                Err(e) => return bad_request(format!("Idempotency-Key: {e}")),
+            }
+        }
+        None => {
+            let n = s.next_id.fetch_add(1, Ordering::Relaxed);
+            match CommandId::new(format!("{}-{n}", s.id_prefix)) {
+                Ok(id) => id,
+                Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "unavailable", e.to_string()),
+            }
+        }
+    };
+    let cmd = Command { id: command_id, object, kind, hop: 0 };
+    let deadline = write_deadline(&s.engine_cfg);
+    let outcome = match s.route {
+        WriteRoute::LocalEngine => {
+            match tokio::time::timeout(deadline, ask(s, |reply| UiRequest::Write { cmd, reply })).await {
+                Ok(Some(o)) => o,
+                Ok(None) => Outcome::Unavailable { reason: "the engine is stopping".into() },
+                Err(_) => Outcome::Unavailable { reason: "no outcome from the engine in time".into() },
+            }
+        }
+        WriteRoute::Ingress => submit_ingress(s, &cmd, deadline).await,
+        WriteRoute::Reject => unreachable!("answered above"),
+    };
+    outcome_response(&outcome)
+}
+
+/// A request on `jaque.work.cmd.ingress`: exactly one engine of the queue group claims it and answers with
+/// the outcome (after forwarding it to the owner if need be).
+async fn submit_ingress(s: &Http, cmd: &Command, deadline: Duration) -> Outcome {
+    let Some(link) = &s.ingress else {
+        return Outcome::Unavailable { reason: "no NATS coordination".into() };
+    };
+    let request = link.client.request(INGRESS_SUBJECT, wire::encode(cmd).into());
+    match tokio::time::timeout(deadline, request).await {
+        Ok(Ok(msg)) => wire::decode_outcome(&msg.payload).unwrap_or_else(|e| {
+            metrics::wire_error("outcome");
+            Outcome::Unavailable { reason: format!("an engine answered garbage: {e}") }
+        }),
+        Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+            Outcome::Unavailable { reason: "no engine is running".into() }
+        }
+        Ok(Err(e)) => Outcome::Unavailable { reason: format!("ingress request: {e}") },
+        Err(_) => Outcome::Unavailable { reason: "no outcome from the engines in time".into() },
+    }
+}

@@ -1,0 +1,63 @@
+//! Prometheus text exposition. The page's names are a contract: `jaque_engine_stale_epoch_total`,
+//! `jaque_engine_commands_forwarded_total{outcome}`, `jaque_engine_not_owned_total`. Process-wide counters
+//! (wire errors, worker checks) live here as atomics; the engine's come from its own counters.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+static WIRE_ERRORS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
+pub static WORKER_CHECKS: [AtomicU64; 5] =
+    [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Counts a message that could not be decoded and was skipped.
+pub fn wire_error(what: &'static str) {
+    *WIRE_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).entry(what).or_default() += 1;
+}
+
+/// A text exposition being written.
+#[derive(Default)]
+pub struct Exposition(pub String);
+
+impl Exposition {
+    pub fn header(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {
+        if labels.is_empty() {
+            let _ = writeln!(self.0, "{name} {value}");
+        } else {
+            let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
+            let _ = writeln!(self.0, "{name}{{{}}} {value}", l.join(","));
+        }
+    }
+
+    pub fn one(&mut self, name: &str, kind: &str, help: &str, value: u64) {
+        self.header(name, kind, help);
+        self.sample(name, &[], value);
+    }
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The process-wide part of /metrics.
+pub fn process(out: &mut Exposition, worker: bool) {
+    out.header("jaque_wire_decode_errors_total", "counter", "Messages that could not be decoded and were skipped.");
+    let errors = WIRE_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if errors.is_empty() {
+        out.sample("jaque_wire_decode_errors_total", &[("what", "any")], 0);
+    }
+    for (what, n) in errors {
+        out.sample("jaque_wire_decode_errors_total", &[("what", what)], n);
+    }
+    if worker {
+        out.header("jaque_worker_checks_total", "counter", "Checks this worker ran, by resulting state.");
+        for (i, state) in ["pending", "ok", "warning", "critical", "unknown"].iter().enumerate().skip(1) {
+            out.sample("jaque_worker_checks_total", &[("state", state)], WORKER_CHECKS[i].load(Ordering::Relaxed));
+        }
+    }
+}

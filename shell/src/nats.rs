@@ -1,0 +1,42 @@
+//! Connecting to NATS (credentials, TLS) and the small facts about its messages the shell needs.
+
+use crate::cli::NatsAuth;
+use async_nats::{Client, ConnectOptions, HeaderMap};
+use std::time::Duration;
+
+/// A connected client and the URL it was made for (for messages an operator reads).
+#[derive(Clone)]
+pub struct NatsLink {
+    pub url: String,
+    pub client: Client,
+}
+
+pub async fn connect(url: &str, auth: &NatsAuth, name: &str) -> Result<NatsLink, String> {
+    let mut opts = ConnectOptions::new().name(name).connection_timeout(Duration::from_secs(5));
+    if let Some(path) = &auth.creds {
+        opts = opts.credentials_file(path).await.map_err(|e| format!("-nats-creds {}: {e}", path.display()))?;
+    }
+    if let Some((user, password)) = &auth.user {
+        opts = opts.user_and_password(user.clone(), password.clone());
+    }
+    if let Some(token) = &auth.token {
+        opts = opts.token(token.clone());
+    }
+    if let Some(ca) = &auth.tls_ca {
+        opts = opts.add_root_certificates(ca.clone()).require_tls(true);
+    }
+    if let Some((cert, key)) = &auth.tls_client {
+        opts = opts.add_client_certificate(cert.clone(), key.clone()).require_tls(true);
+    }
+    let client = opts
+        .connect(url)
+        .await
+        .map_err(|e| format!("cannot connect to NATS at {url}: {e} (is nats-server running with -js?)"))?;
+    Ok(NatsLink { url: url.to_string(), client })
+}
+
+/// Whether a KV stream message is a put (not a delete, purge or an expiry marker).
+pub fn kv_is_put(headers: Option<&HeaderMap>) -> bool {
+    let Some(h) = headers else { return true };
+    h.get("KV-Operation").is_none() && h.get("Nats-Marker-Reason").is_none()
+}

@@ -1,0 +1,124 @@
+//! What the ui asks of the loop that holds the log (an engine's, or a ui's own reader) and the JSON it gets
+//! back. Rendering reads a `LogReader` and the live sets; it decides nothing.
+
+use jaque_core::log::ObjectView;
+use jaque_core::{Bucket, Command, LiveSet, LogReader, ObjectId, Outcome};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// A request from the HTTP side to the loop that holds the log.
+pub enum UiRequest {
+    /// Submit a command to the local engine; the outcome comes back when the engine replies.
+    Write {
+        cmd: Command,
+        reply: oneshot::Sender<Outcome>,
+    },
+    /// `GET /api/objects` (`None`) or `GET /api/objects/{id}` (`Some`, `Value::Null` when absent).
+    Objects {
+        id: Option<ObjectId>,
+        reply: oneshot::Sender<Value>,
+    },
+    Cluster {
+        reply: oneshot::Sender<Value>,
+    },
+    /// The loop's part of `/metrics`.
+    Metrics {
+        reply: oneshot::Sender<String>,
+    },
+    /// Ready (caught up, and for an engine: an epoch in force), with a reason when not.
+    Health {
+        reply: oneshot::Sender<(bool, String)>,
+    },
+}
+
+/// Live sets of every bucket, as the membership watch reports them.
+#[derive(Default)]
+pub struct Buckets(pub BTreeMap<Bucket, LiveSet>);
+
+impl Buckets {
+    pub fn observe(&mut self, obs: &jaque_core::MemberObservation) {
+        self.0.entry(obs.bucket).or_default().observe(obs.rev, &obs.change);
+    }
+
+    pub fn live(&self, bucket: Bucket) -> usize {
+        self.0.get(&bucket).map_or(0, LiveSet::len)
+    }
+}
+
+fn duration(ms: u64) -> String {
+    humantime::format_duration(Duration::from_millis(ms)).to_string()
+}
+
+pub fn object(reader: &LogReader, id: &ObjectId, view: &ObjectView) -> Value {
+    let owner = reader.owner(id);
+    json!({
+        "id": id,
+        "definition": {
+            "probe": view.def.probe,
+            "interval": duration(view.def.interval_ms),
+            "timeout": duration(view.def.timeout_ms),
+        },
+        "state": view.state,
+        "paused": view.paused,
+        "acknowledged": view.acked,
+        "owner": owner.map(|o| o.id.as_str()),
+        "epoch": reader.epoch(),
+        "last_transition": view.last_transition.as_ref().map(|t| json!({
+            "from": t.from,
+            "to": t.to,
+            "at_ms": t.at.as_millis(),
+            "epoch": t.epoch,
+            "writer": t.writer,
+            "output": t.output,
+            "seq": t.seq,
+        })),
+        "last_seq": view.last_seq,
+    })
+}
+
+pub fn objects(reader: &LogReader, id: Option<&ObjectId>) -> Value {
+    match id {
+        Some(id) => reader.object(id).map_or(Value::Null, |v| object(reader, id, v)),
+        None => Value::Array(reader.objects().iter().map(|(id, v)| object(reader, id, v)).collect()),
+    }
+}
+
+/// Per bucket: its live members; for the engine bucket also the epoch in force, its members, and how many
+/// objects each owns.
+pub fn cluster(reader: &LogReader, buckets: &Buckets) -> Value {
+    let empty = LiveSet::default();
+    let out: Vec<Value> = Bucket::ALL
+        .iter()
+        .map(|b| {
+            let live = buckets.0.get(b).unwrap_or(&empty);
+            let mut v = json!({
+                "bucket": b.prefix(),
+                "live_members": live.members(),
+            });
+            if *b == Bucket::Engine {
+                let mut per_owner: BTreeMap<String, u64> = BTreeMap::new();
+                let mut unowned = 0u64;
+                if let Some(record) = reader.fence().current() {
+                    for m in &record.members {
+                        per_owner.insert(m.id.to_string(), 0);
+                    }
+                }
+                for id in reader.objects().keys() {
+                    match reader.owner(id) {
+                        Some(o) => *per_owner.entry(o.id.to_string()).or_default() += 1,
+                        None => unowned += 1,
+                    }
+                }
+                v["epoch"] = json!(reader.epoch());
+                v["epoch_members"] = json!(reader.fence().current().map(|r| r.members.clone()).unwrap_or_default());
+                v["objects"] = json!(reader.objects().len());
+                v["objects_per_owner"] = json!(per_owner);
+                v["objects_unowned"] = json!(unowned);
+            }
+            v
+        })
+        .collect();
+    json!({ "log_position": reader.position(), "buckets": out })
+}

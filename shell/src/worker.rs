@@ -1,0 +1,160 @@
+//! The worker: takes check work from the `-queue`, runs the probe with its timeout, returns the result.
+//! Probes: `http` (GET, 2xx/3xx ok unless one status is expected), `tcp` (connect), `exec` (a plugin from
+//! `-plugin-dir`, Nagios exit codes, killed at its timeout). A timeout is critical.
+
+use crate::metrics::{self, WORKER_CHECKS};
+use crate::nats::NatsLink;
+use futures_util::StreamExt;
+use jaque_core::wire;
+use jaque_core::{CheckResult, CheckWork, Probe, State};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, Semaphore};
+
+/// Subject engines publish check work on (on the `-queue` server); workers take it as one queue group.
+pub const WORK_SUBJECT: &str = "jaque.work.check";
+pub const WORKER_GROUP: &str = "jaque-workers";
+
+/// One piece of work handed over in memory, with where its result goes.
+pub struct MemWork {
+    pub work: CheckWork,
+    pub reply: mpsc::UnboundedSender<CheckResult>,
+}
+
+#[derive(Clone)]
+pub struct Prober {
+    http: reqwest::Client,
+    plugin_dir: Option<PathBuf>,
+}
+
+impl Prober {
+    pub fn new(plugin_dir: Option<PathBuf>) -> Result<Prober, String> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("jaque/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("building the http probe client: {e}"))?;
+        Ok(Prober { http, plugin_dir })
+    }
+
+    pub async fn run(&self, work: &CheckWork) -> CheckResult {
+        let timeout = Duration::from_millis(work.timeout_ms.max(1));
+        let (state, output) = match tokio::time::timeout(timeout, self.probe(&work.probe, timeout)).await {
+            Ok(r) => r,
+            Err(_) => (State::Critical, format!("check timed out after {}", humantime::format_duration(timeout))),
+        };
+        WORKER_CHECKS[state as usize].fetch_add(1, Ordering::Relaxed);
+        CheckResult { check_id: work.check_id, object: work.object.clone(), state, output }
+    }
+
+    async fn probe(&self, probe: &Probe, timeout: Duration) -> (State, String) {
+        match probe {
+            Probe::Http { url, expect_status } => match self.http.get(url).timeout(timeout).send().await {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    (State::from_http_status(status, *expect_status), format!("HTTP {status}"))
+                }
+                Err(e) => (State::Critical, format!("GET {url}: {}", chain(&e))),
+            },
+            Probe::Tcp { addr } => match tokio::net::TcpStream::connect(addr.as_str()).await {
+                Ok(_) => (State::Ok, format!("connected to {addr}")),
+                Err(e) => (State::Critical, format!("connect {addr}: {e}")),
+            },
+            Probe::Exec { plugin, args } => self.exec(plugin, args).await,
+        }
+    }
+
+    async fn exec(&self, plugin: &str, args: &[String]) -> (State, String) {
+        let Some(dir) = &self.plugin_dir else {
+            return (State::Unknown, "exec probes need -plugin-dir on the worker".into());
+        };
+        // The core only lets plain file names through (no `/`, no leading dot), so this stays inside `dir`.
+        let path = dir.join(plugin);
+        if !path.is_file() {
+            return (State::Unknown, format!("plugin {plugin:?} is not in {}", dir.display()));
+        }
+        let child = tokio::process::Command::new(&path)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            // Dropping the future at the timeout kills the plugin.
+            .kill_on_drop(true)
+            .spawn();
+        let child = match child {
+            Ok(c) => c,
+            Err(e) => return (State::Unknown, format!("running {}: {e}", path.display())),
+        };
+        match child.wait_with_output().await {
+            Ok(out) => {
+                let state = out.status.code().map_or(State::Unknown, State::from_nagios_exit);
+                let text = String::from_utf8_lossy(&out.stdout);
+                (state, text.lines().next().unwrap_or_default().to_string())
+            }
+            Err(e) => (State::Unknown, format!("waiting for {}: {e}", path.display())),
+        }
+    }
+}
+
+/// An error with its causes, `a: b: c`, so the check output says why (refused, timed out, …).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// Serves in-process work (`-queue memory`).
+pub async fn serve_memory(prober: Prober, mut rx: mpsc::UnboundedReceiver<MemWork>, concurrency: usize) {
+    let limit = Arc::new(Semaphore::new(concurrency));
+    while let Some(item) = rx.recv().await {
+        let Ok(permit) = limit.clone().acquire_owned().await else { return };
+        let prober = prober.clone();
+        tokio::spawn(async move {
+            let result = prober.run(&item.work).await;
+            let _ = item.reply.send(result);
+            drop(permit);
+        });
+    }
+}
+
+/// Serves work from the `-queue` NATS server as a member of the workers' queue group.
+pub async fn serve_nats(prober: Prober, link: NatsLink, concurrency: usize) -> Result<(), String> {
+    let mut sub = link
+        .client
+        .queue_subscribe(WORK_SUBJECT, WORKER_GROUP.into())
+        .await
+        .map_err(|e| format!("subscribing to {WORK_SUBJECT} on {}: {e}", link.url))?;
+    let limit = Arc::new(Semaphore::new(concurrency));
+    while let Some(msg) = sub.next().await {
+        let work = match wire::decode_check_work(&msg.payload) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e, "skipping malformed check work");
+                metrics::wire_error("check work");
+                continue;
+            }
+        };
+        let Some(reply) = msg.reply else {
+            metrics::wire_error("check work without reply subject");
+            continue;
+        };
+        let Ok(permit) = limit.clone().acquire_owned().await else { break };
+        let (prober, client) = (prober.clone(), link.client.clone());
+        tokio::spawn(async move {
+            let result = prober.run(&work).await;
+            if let Err(e) = client.publish(reply, wire::encode(&result).into()).await {
+                tracing::warn!(error = %e, "returning a check result");
+            }
+            drop(permit);
+        });
+    }
+    Ok(())
+}
