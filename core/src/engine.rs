@@ -188,8 +188,9 @@ struct Awaiting {
 struct Owned {
     next: Option<Time>,
     inflight: Option<u64>,
-    /// The state this engine last wrote or saw for the object; a result differing from it is a transition.
-    expected: State,
+    /// A transition this engine appended and has not read back yet, with the time after which it is presumed
+    /// lost. A result is a transition when it differs from this state, or else from the log's.
+    written: Option<(State, Time)>,
     /// The next due time was set by a check-now, not by the slot grid.
     requested: bool,
     /// A check-now arrived while a check was in flight: check again when it returns.
@@ -475,16 +476,15 @@ impl Engine {
         for id in gained {
             let view = &self.reader.objects()[&id];
             let next = (!view.paused).then(|| schedule::takeover_due(view.anchor, view.def.interval(), now, window));
-            let expected = view.state;
-            self.own(id, next, expected);
+            self.own(id, next);
         }
     }
 
-    fn own(&mut self, id: ObjectId, next: Option<Time>, expected: State) {
+    fn own(&mut self, id: ObjectId, next: Option<Time>) {
         if let Some(t) = next {
             self.due.insert((t, id.clone()));
         }
-        self.owned.insert(id, Owned { next, inflight: None, expected, requested: false, rerun: false });
+        self.owned.insert(id, Owned { next, inflight: None, written: None, requested: false, rerun: false });
     }
 
     fn lose(&mut self, id: ObjectId) {
@@ -553,6 +553,16 @@ impl Engine {
                 _ => {}
             }
         }
+        // Our own transition is back: from now on the log's state is the one to compare with.
+        if let EventBody::Transition { to, .. } = &event.body {
+            if event.writer == self.cfg.me {
+                if let Some(o) = self.owned.get_mut(&event.object) {
+                    if o.written.is_some_and(|(s, _)| s == *to) {
+                        o.written = None;
+                    }
+                }
+            }
+        }
         // Only an event that changed the object moves its schedule: a repeated command id, a command that found
         // no object and a fenced event changed nothing.
         let changed = matches!(effect, Effect::Command(Outcome::Applied { .. }) | Effect::Folded);
@@ -564,8 +574,7 @@ impl Engine {
                 // A new object: owned here if HRW says so.
                 if let Some(view) = self.reader.object(&event.object) {
                     let next = (!view.paused).then_some(view.anchor);
-                    let expected = view.state;
-                    self.own(event.object.clone(), next, expected);
+                    self.own(event.object.clone(), next);
                 }
             }
             EventBody::Put { .. } => {
@@ -619,9 +628,8 @@ impl Engine {
             }
             (None, EventBody::Transition { .. }) => {
                 // Forget what we wrote: the next result is compared with what the log says.
-                let state = self.reader.object(&event.object).map(|v| v.state);
-                if let (Some(o), Some(state)) = (self.owned.get_mut(&event.object), state) {
-                    o.expected = state;
+                if let Some(o) = self.owned.get_mut(&event.object) {
+                    o.written = None;
                 }
             }
             _ => {}
@@ -743,21 +751,27 @@ impl Engine {
             return;
         };
         self.check_deadlines.remove(&(deadline, result.check_id));
-        let state = self.reader.object(&object).map(|v| v.state);
+        let Some(logged) = self.reader.object(&object).map(|v| v.state) else {
+            self.counters.check_results_dropped += 1;
+            return;
+        };
         let Some(o) = self.owned.get_mut(&object) else {
             // Ownership moved while the check ran: the new owner checks it; this result is not ours to write.
             self.counters.check_results_dropped += 1;
             return;
         };
-        if o.inflight != Some(result.check_id) || state.is_none() {
+        if o.inflight != Some(result.check_id) {
             self.counters.check_results_dropped += 1;
             return;
         }
         o.inflight = None;
-        let from = o.expected;
+        let from = match o.written {
+            Some((state, until)) if now < until => state,
+            _ => logged,
+        };
         let rerun = std::mem::take(&mut o.rerun);
         if result.state != from {
-            o.expected = result.state;
+            o.written = Some((result.state, now + self.cfg.reply_timeout));
             self.counters.transitions_written += 1;
             self.outputs.push_back(Output::Append(Event {
                 object: object.clone(),

@@ -402,3 +402,17 @@ fn an_engine_does_not_propose_from_a_view_older_than_the_record() {
     e.handle(Time(0), up(11, "c"));
     assert_eq!(proposals(&mut e), 1, "a newer, different view proposes");
 }
+
+#[test]
+fn a_transition_that_never_lands_is_written_again() {
+    let mut w = World::new();
+    w.add_engine("a", 1);
+    w.submit("a", cmd("c1", "web", CommandKind::Put { def: def(1) }));
+    w.truth.insert("web".into(), State::Critical);
+    w.lose_appends = 1;
+    w.advance(Duration::ZERO);
+    assert_eq!(w.oracle().object(&oid("web")).unwrap().state, State::Pending, "the transition was lost");
+    // Same result again and again: once the lost write is presumed lost, it is written again.
+    w.advance(Duration::from_secs(10));
+    assert_eq!(w.oracle().object(&oid("web")).unwrap().state, State::Critical);
+}

@@ -203,7 +203,8 @@ fn a_restarted_writer_is_not_its_old_incarnation() {
     let mut r = LogReader::new();
     r.read(1, &LogEntry::Epoch(EpochRecord { epoch: 1, members: vec![m(0, 1)], members_rev: 1 }));
     r.read(2, &LogEntry::Epoch(EpochRecord { epoch: 2, members: vec![m(0, 2)], members_rev: 2 }));
-    let old = Event { object: obj.clone(), epoch: 1, writer: m(0, 1), at: Time(0), command_id: None, body: EventBody::Ack };
+    let old =
+        Event { object: obj.clone(), epoch: 1, writer: m(0, 1), at: Time(0), command_id: None, body: EventBody::Ack };
     assert!(matches!(r.read(3, &LogEntry::Event(old)), Read::Event { verdict: Verdict::Stale(_), .. }));
     let new = Event { object: obj, epoch: 2, writer: m(0, 2), at: Time(0), command_id: None, body: EventBody::Ack };
     assert!(matches!(r.read(4, &LogEntry::Event(new)), Read::Event { verdict: Verdict::Accepted, .. }));
@@ -213,8 +214,18 @@ fn a_restarted_writer_is_not_its_old_incarnation() {
 fn events_before_any_epoch_or_ahead_of_it_are_stale() {
     let obj = ObjectId::new("web").unwrap();
     let mut r = LogReader::new();
-    let ev = |epoch| Event { object: obj.clone(), epoch, writer: m(0, 1), at: Time(0), command_id: None, body: EventBody::Ack };
-    assert!(matches!(r.read(1, &LogEntry::Event(ev(1))), Read::Event { verdict: Verdict::Stale(StaleReason::NoEpoch), .. }));
+    let ev = |epoch| Event {
+        object: obj.clone(),
+        epoch,
+        writer: m(0, 1),
+        at: Time(0),
+        command_id: None,
+        body: EventBody::Ack,
+    };
+    assert!(matches!(
+        r.read(1, &LogEntry::Event(ev(1))),
+        Read::Event { verdict: Verdict::Stale(StaleReason::NoEpoch), .. }
+    ));
     r.read(2, &LogEntry::Epoch(EpochRecord { epoch: 1, members: vec![m(0, 1)], members_rev: 1 }));
     assert!(matches!(
         r.read(3, &LogEntry::Event(ev(2))),

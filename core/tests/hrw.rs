@@ -49,7 +49,16 @@ fn generate() -> Vectors {
         vec!["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"],
         vec!["e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"],
     ];
-    let objects = ["web", "db:5432", "obj-0", "obj-1", "https.example", "x", "check_disk@host-7", "a-very-long-object-name.with.dots:and:colons"];
+    let objects = [
+        "web",
+        "db:5432",
+        "obj-0",
+        "obj-1",
+        "https.example",
+        "x",
+        "check_disk@host-7",
+        "a-very-long-object-name.with.dots:and:colons",
+    ];
     let mut owners = Vec::new();
     for (i, list) in lists.iter().enumerate() {
         let members: Vec<String> = list.iter().map(|s| s.to_string()).collect();

@@ -48,6 +48,8 @@ pub struct World {
     /// Check results to return: object -> state.
     pub truth: BTreeMap<String, State>,
     pub max_hop_seen: u8,
+    /// Appends to lose silently (neither landing nor failing), as a broken store would.
+    pub lose_appends: usize,
     pub forwarded: Vec<(String, String)>,
 }
 
@@ -183,6 +185,7 @@ impl World {
                 }
                 self.engines.get_mut(from).unwrap().handle(now, Input::ProposeResult { epoch: record.epoch, won });
             }
+            Output::Append(_) if self.lose_appends > 0 => self.lose_appends -= 1,
             Output::Append(event) => self.log.push(LogEntry::Event(event)),
             Output::Forward { id, to, cmd } => {
                 self.max_hop_seen = self.max_hop_seen.max(cmd.hop);
