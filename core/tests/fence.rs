@@ -162,7 +162,8 @@ proptest! {
             // Always keep the writer; others come and go. The writer had the highest score among all five, so
             // it has it among any subset that includes it.
             let members: Vec<MemberRef> = (0..5).filter(|i| *i == wi || mask & (1 << i) != 0).map(|i| m(i, 1)).collect();
-            prop_assert_eq!(Ownership::new(&members).owner(&obj), Some(&writer));
+            let owner = Ownership::new(&members).owner(&obj).cloned();
+            prop_assert_eq!(owner.as_ref(), Some(&writer));
             seq += 1;
             r.read(seq, &LogEntry::Epoch(EpochRecord { epoch, members, members_rev: seq }));
             seq += 1;
