@@ -98,9 +98,12 @@ pub fn normalize_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
             continue;
         }
         let single = arg.strip_prefix('-').filter(|s| !s.starts_with('-'));
-        match single {
-            Some(s) if longs.iter().any(|l| s.split('=').next() == Some(l.as_str())) => out.push(format!("-{arg}")),
-            Some("help") | Some("version") => out.push(format!("-{arg}")),
+        let name = single.map(|s| s.split('=').next().unwrap_or_default());
+        match name {
+            Some(n) if longs.iter().any(|l| l == n) || n == "help" || n == "version" => out.push(format!("-{arg}")),
+            // An unknown word after one dash is reported as the unknown long flag it looks like, not as a
+            // cluster of short flags.
+            Some(n) if n.len() > 1 && n.starts_with(|c: char| c.is_ascii_alphabetic()) => out.push(format!("-{arg}")),
             _ => out.push(arg),
         }
     }

@@ -1,0 +1,61 @@
+//! Point 2 of the shell issue: a configuration that cannot work is refused with a clear error, a non-zero
+//! exit, and nothing started.
+
+use jaque_tests::{jaque_refuses, Jaque};
+
+#[test]
+fn engine_or_worker_without_queue_is_refused() {
+    for target in ["engine", "worker", "engine,ui"] {
+        let out = jaque_refuses(&["-target", target]);
+        assert!(out.contains("needs -queue"), "{out}");
+        assert!(!out.contains("listening"), "nothing may start: {out}");
+    }
+}
+
+#[test]
+fn memory_queue_with_engine_and_worker_apart_is_refused() {
+    let out = jaque_refuses(&["-target", "engine", "-queue", "memory"]);
+    assert!(out.contains("-queue memory only works when engine and worker run in the same process"), "{out}");
+    let out = jaque_refuses(&["-target", "worker,ui", "-queue", "memory"]);
+    assert!(out.contains("same process"), "{out}");
+}
+
+#[test]
+fn malformed_urls_and_durations_are_refused() {
+    let out = jaque_refuses(&["-target", "engine,worker", "-queue", "nats:/127.0.0.1:4222"]);
+    assert!(out.contains("-queue: expected memory or nats://host:port"), "{out}");
+    let out = jaque_refuses(&["-target", "ui", "-coordination", "nats://127.0.0.1"]);
+    assert!(out.contains("-coordination: expected memory or nats://host:port"), "{out}");
+    let out = jaque_refuses(&["-target", "ui", "-heartbeat-ttl", "soon"]);
+    assert!(out.contains("-heartbeat-ttl") && out.contains("not a duration"), "{out}");
+}
+
+#[test]
+fn a_ttl_nats_cannot_hold_is_refused() {
+    for ttl in ["1500ms", "500ms", "0s"] {
+        let out = jaque_refuses(&["-target", "ui", "-heartbeat-ttl", ttl]);
+        assert!(out.contains("whole seconds"), "{ttl}: {out}");
+    }
+}
+
+#[test]
+fn unknown_roles_and_flags_are_refused() {
+    let out = jaque_refuses(&["-target", "engine,dancer", "-queue", "memory"]);
+    assert!(out.contains("unknown role \"dancer\""), "{out}");
+    let out = jaque_refuses(&["-target", "ui", "-no-such-flag", "x"]);
+    assert!(out.contains("no-such-flag"), "{out}");
+}
+
+#[test]
+fn single_dash_double_dash_equals_and_env_spellings_all_start() {
+    for args in [
+        &["-target", "engine,worker,ui", "-queue", "memory"][..],
+        &["--target", "engine,worker,ui", "--queue", "memory"],
+        &["--target=engine,worker,ui", "-queue=memory"],
+    ] {
+        let j = Jaque::start("jaque", args);
+        j.wait_ready();
+    }
+    let j = Jaque::start_env("jaque", &[], &[("JAQUE_TARGET", "engine,worker,ui"), ("JAQUE_QUEUE", "memory")]);
+    j.wait_ready();
+}
