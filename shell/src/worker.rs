@@ -81,13 +81,15 @@ impl Prober {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            // Dropping the future at the timeout kills the plugin.
+            // Its own process group, so the timeout kills whatever the plugin started too.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn();
         let child = match child {
             Ok(c) => c,
             Err(e) => return (State::Unknown, format!("running {}: {e}", path.display())),
         };
+        let _group = child.id().map(KillGroup);
         match child.wait_with_output().await {
             Ok(out) => {
                 let state = out.status.code().map_or(State::Unknown, State::from_nagios_exit);
@@ -95,6 +97,21 @@ impl Prober {
                 (state, text.lines().next().unwrap_or_default().to_string())
             }
             Err(e) => (State::Unknown, format!("waiting for {}: {e}", path.display())),
+        }
+    }
+}
+
+/// Kills a plugin's process group when its check ends: on time it is gone already, at the timeout (the
+/// future dropped) it and its children are killed.
+struct KillGroup(u32);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        if let Ok(pgid) = i32::try_from(self.0) {
+            // SAFETY: kill(2) with a negative pid signals that process group; no memory is involved.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
         }
     }
 }

@@ -1,0 +1,112 @@
+//! NATS mode: a real nats-server, three engine processes, a worker and a ui, all separate processes.
+//! Writes go through the ui's ingress to whichever engine claims them and are forwarded once to the owner.
+
+use jaque_tests::{poll, Jaque, Nats, Target};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+fn engine(nats: &Nats, id: &str) -> Jaque {
+    Jaque::start(
+        id,
+        &["-target", "engine", "-queue", &nats.url, "-coordination", &nats.url, "-id", id, "-heartbeat-ttl", "3s"],
+    )
+}
+
+fn engine_bucket(ui: &Jaque) -> Value {
+    ui.get("/api/cluster").json()["buckets"][0].clone()
+}
+
+fn ids(members: &Value) -> BTreeSet<String> {
+    members.as_array().into_iter().flatten().filter_map(|m| m["id"].as_str().map(String::from)).collect()
+}
+
+fn forwarded_sent(engines: &[Jaque]) -> f64 {
+    engines.iter().map(|e| e.metric("jaque_engine_commands_forwarded_total{outcome=\"sent\"}").unwrap_or(0.0)).sum()
+}
+
+#[test]
+fn three_engines_share_objects_forward_writes_and_check() {
+    let nats = Nats::start();
+    let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &nats.url]);
+    ui.wait_ready();
+
+    // No engine yet: a ui write has nobody to claim it.
+    let r = ui.put("/api/objects/early", &json!({"probe": {"type": "tcp", "addr": "127.0.0.1:9"}}));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.json()["outcome"], "unavailable");
+    assert!(r.header("retry-after").is_some());
+
+    let mut engines: Vec<Jaque> = ["e1", "e2", "e3"].iter().map(|id| engine(&nats, id)).collect();
+    let worker = Jaque::start("worker", &["-target", "worker", "-queue", &nats.url]);
+    for e in &engines {
+        e.wait_ready();
+    }
+    worker.wait_ready();
+    let all: BTreeSet<String> = ["e1", "e2", "e3"].map(String::from).into();
+    poll("an epoch with all three engines", || (ids(&engine_bucket(&ui)["epoch_members"]) == all).then_some(()));
+    for e in &engines {
+        poll("every engine in the epoch", || {
+            (e.metric("jaque_engine_epoch") == engine_bucket(&ui)["epoch"].as_f64()).then_some(())
+        });
+    }
+
+    // Writes through the ui until one has provably been forwarded: the claiming engine (any of the queue
+    // group) was not the owner, forwarded once, and the owner applied it.
+    let mut target = Target::start();
+    let mut objects = Vec::new();
+    for i in 0..60 {
+        let id = format!("obj-{i}");
+        let r = ui.put(
+            &format!("/api/objects/{id}"),
+            &json!({"probe": {"type": "http", "url": target.url()}, "interval": "1s", "timeout": "500ms"}),
+        );
+        assert_eq!(r.status, 200, "{id}: {}", r.text());
+        assert_eq!(r.json()["outcome"], "applied");
+        objects.push(id);
+        if i >= 5 && forwarded_sent(&engines) >= 1.0 {
+            break;
+        }
+    }
+    assert!(forwarded_sent(&engines) >= 1.0, "no write was forwarded in {} writes over three engines", objects.len());
+    assert_eq!(engines.iter().map(|e| e.metric("jaque_engine_not_owned_total").unwrap_or(-1.0)).sum::<f64>(), 0.0);
+
+    // Every object is owned by exactly one engine, in the ui's view and in the engines' own.
+    let n = objects.len() as f64;
+    poll("every object owned once", || {
+        let b = engine_bucket(&ui);
+        let per_owner: f64 = b["objects_per_owner"].as_object()?.values().filter_map(Value::as_f64).sum();
+        let owned: f64 = engines.iter().filter_map(|e| e.metric("jaque_engine_objects_owned")).sum();
+        (b["objects"].as_f64() == Some(n) && b["objects_unowned"] == 0 && per_owner == n && owned == n).then_some(())
+    });
+    let list = ui.get("/api/objects").json();
+    for o in list.as_array().unwrap() {
+        assert!(all.contains(o["owner"].as_str().unwrap_or_default()), "{o}");
+    }
+
+    // The checks run on the worker: ok, then critical once the server is gone.
+    poll("every object ok", || {
+        let list = ui.get("/api/objects").json();
+        list.as_array()?.iter().all(|o| o["state"] == "ok").then_some(())
+    });
+    target.stop();
+    poll("every object critical", || {
+        let list = ui.get("/api/objects").json();
+        list.as_array()?.iter().all(|o| o["state"] == "critical").then_some(())
+    });
+
+    // The compare-and-set on the log let exactly one proposal win per epoch, though all three proposed.
+    let epoch = engine_bucket(&ui)["epoch"].as_f64().unwrap();
+    let won: f64 = engines.iter().filter_map(|e| e.metric("jaque_engine_epochs_won_total")).sum();
+    assert_eq!(won, epoch, "one winning proposal per epoch");
+
+    // SIGTERM: e3 deletes its key on the way out and the others take its objects over.
+    let mut e3 = engines.pop().unwrap();
+    e3.proc.signal("TERM");
+    assert!(e3.proc.wait_exit().success());
+    let two: BTreeSet<String> = ["e1", "e2"].map(String::from).into();
+    poll("the epoch without e3", || (ids(&engine_bucket(&ui)["epoch_members"]) == two).then_some(()));
+    poll("e3's objects moved to e1 and e2", || {
+        let owned: f64 = engines.iter().filter_map(|e| e.metric("jaque_engine_objects_owned")).sum();
+        (owned == n).then_some(())
+    });
+}
