@@ -684,6 +684,12 @@ impl Engine {
     }
 
     fn apply(&mut self, now: Time, reply: ReplyTo, cmd: Command) {
+        // Several callers of one fenced command are rerouted one by one: the first appends again, the others
+        // wait for that event's verdict instead of replacing its waiters (who would never be answered).
+        if let Some(w) = self.awaiting.get_mut(&cmd.id) {
+            w.waiters.push((reply, cmd));
+            return;
+        }
         let event = Event {
             object: cmd.object.clone(),
             epoch: self.reader.epoch(),
