@@ -85,7 +85,7 @@ pub struct EngineLoop {
     nats: Option<NatsLink>,
     queue: WorkQueue,
     done_tx: mpsc::UnboundedSender<Done>,
-    heartbeats: mpsc::UnboundedSender<(MembershipOutput, Option<oneshot::Sender<()>>)>,
+    heartbeats: mpsc::UnboundedSender<HeartbeatJob>,
     appends: mpsc::UnboundedSender<Event>,
     waiters: HashMap<u64, Waiter>,
     next_reply: u64,
@@ -166,12 +166,10 @@ impl EngineLoop {
                 break;
             }
         }
-        // Wait for the key's delete to reach the store, so the others move our objects at once.
+        // Wait for the key's delete (queued by the core's Leave) to reach the store, so the others move our
+        // objects at once.
         let (tx, rx) = oneshot::channel();
-        let _ = self.heartbeats.send((
-            MembershipOutput::DeleteHeartbeat { bucket: Bucket::Engine, member: self.engine.me().clone() },
-            Some(tx),
-        ));
+        let _ = self.heartbeats.send(HeartbeatJob::Flush(tx));
         let _ = tokio::time::timeout(Duration::from_secs(2), rx).await;
         Ok(())
     }
@@ -293,7 +291,7 @@ impl EngineLoop {
         while let Some(out) = self.engine.poll_output() {
             match out {
                 Output::Membership(m) => {
-                    let _ = self.heartbeats.send((m, None));
+                    let _ = self.heartbeats.send(HeartbeatJob::Write(m));
                 }
                 Output::ProposeEpoch { record, after_seq } => {
                     let (coord, tx) = (self.coord.clone(), self.done_tx.clone());
@@ -438,25 +436,33 @@ fn far_future() -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(86_400)
 }
 
+/// Work for the membership key writer.
+enum HeartbeatJob {
+    Write(MembershipOutput),
+    /// Answered once every job before it is done.
+    Flush(oneshot::Sender<()>),
+}
+
 /// Writes heartbeats and deletes one at a time, in order, so a late put never resurrects a deleted key.
-fn spawn_heartbeat_writer(
-    coord: Coordination,
-) -> mpsc::UnboundedSender<(MembershipOutput, Option<oneshot::Sender<()>>)> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<(MembershipOutput, Option<oneshot::Sender<()>>)>();
+fn spawn_heartbeat_writer(coord: Coordination) -> mpsc::UnboundedSender<HeartbeatJob> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<HeartbeatJob>();
     tokio::spawn(async move {
-        while let Some((out, done)) = rx.recv().await {
-            let r = match &out {
-                MembershipOutput::PutHeartbeat { bucket, member, ttl } => {
-                    coord.put_heartbeat(*bucket, member, *ttl).await
+        while let Some(job) = rx.recv().await {
+            let r = match job {
+                HeartbeatJob::Write(MembershipOutput::PutHeartbeat { bucket, member, ttl }) => {
+                    coord.put_heartbeat(bucket, &member, ttl).await
                 }
-                MembershipOutput::DeleteHeartbeat { bucket, member } => coord.delete_heartbeat(*bucket, member).await,
+                HeartbeatJob::Write(MembershipOutput::DeleteHeartbeat { bucket, member }) => {
+                    coord.delete_heartbeat(bucket, &member).await
+                }
+                HeartbeatJob::Flush(done) => {
+                    let _ = done.send(());
+                    Ok(())
+                }
             };
             if let Err(e) = r {
                 // A missed refresh is retried at the next one; two may be lost before the key expires.
                 tracing::warn!(error = %e, "writing the membership key");
-            }
-            if let Some(done) = done {
-                let _ = done.send(());
             }
         }
     });

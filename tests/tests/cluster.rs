@@ -110,3 +110,43 @@ fn three_engines_share_objects_forward_writes_and_check() {
         (owned == n).then_some(())
     });
 }
+
+#[test]
+fn a_restarted_engine_reads_the_log_back_and_owns_its_objects_again() {
+    let nats = Nats::start();
+    let args = [
+        "-target",
+        "engine,worker,ui",
+        "-queue",
+        &nats.url,
+        "-coordination",
+        &nats.url,
+        "-id",
+        "solo",
+        "-heartbeat-ttl",
+        "2s",
+    ];
+    let mut first = Jaque::start("solo", &args);
+    first.wait_ready();
+    for id in ["a", "b", "c"] {
+        let r = first.put(
+            &format!("/api/objects/{id}"),
+            &json!({"probe": {"type": "tcp", "addr": "127.0.0.1:9"}, "interval": "1h"}),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let before = first.get("/api/cluster").json()["buckets"][0].clone();
+    first.proc.signal("TERM");
+    assert!(first.proc.wait_exit().success());
+
+    let second = Jaque::start("solo again", &args);
+    second.wait_ready();
+    let after = poll("a new epoch with the new incarnation", || {
+        let b = second.get("/api/cluster").json()["buckets"][0].clone();
+        (b["epoch"].as_u64() > before["epoch"].as_u64() && b["epoch_members"] != before["epoch_members"]).then_some(b)
+    });
+    assert_eq!(ids(&after["epoch_members"]), ["solo".to_string()].into());
+    assert_eq!(after["objects"], 3);
+    assert_eq!(after["objects_per_owner"]["solo"], 3);
+    poll("all three owned again", || (second.metric("jaque_engine_objects_owned") == Some(3.0)).then_some(()));
+}
