@@ -70,6 +70,10 @@ pub struct Node {
     store_out_cut: u32,
     store_in_cut: u32,
     leave_started: Option<Time>,
+    /// Scenarios: the log consumer of this node is held (a slow reader); released with a catch-up.
+    log_held: bool,
+    /// What reached this process while it was paused, in arrival order: handled when it resumes.
+    held: Vec<Ev>,
 }
 
 impl Node {
@@ -280,8 +284,11 @@ pub struct Sim {
     checked: BTreeMap<ObjectId, (usize, u64, Time)>,
     /// The first check result per object since the liveness phase converged.
     checked_since: BTreeMap<(ObjectId, usize, u64), Time>,
+    /// When an accepted command event last changed each object (its check budget starts no earlier).
+    touched: BTreeMap<ObjectId, Time>,
     truth_override: BTreeMap<ObjectId, State>,
     truth_seed: u64,
+    pause_on_dispatch: Option<(usize, ObjectId, u64)>,
 
     pair_cut: BTreeMap<(usize, usize), u32>,
     net: ChaCha8Rng,
@@ -328,6 +335,8 @@ impl Sim {
                 store_out_cut: 0,
                 store_in_cut: 0,
                 leave_started: None,
+                log_held: false,
+                held: Vec::new(),
             })
             .collect();
         let slot_of = nodes.iter().enumerate().map(|(i, n)| (n.id.clone(), i)).collect();
@@ -359,8 +368,10 @@ impl Sim {
             dispatched: BTreeMap::new(),
             checked: BTreeMap::new(),
             checked_since: BTreeMap::new(),
+            touched: BTreeMap::new(),
             truth_override: BTreeMap::new(),
             truth_seed,
+            pause_on_dispatch: None,
             pair_cut: BTreeMap::new(),
             net: stream(seed, Stream::Network, 0),
             faults: stream(seed, Stream::Faults, 0),
@@ -541,9 +552,9 @@ impl Sim {
         self.h(ev.code());
         if let Some((n, inc)) = ev.target() {
             if self.nodes[n].inc == inc && self.nodes[n].engine.is_some() {
-                if let Some(until) = self.nodes[n].paused_until {
+                if self.nodes[n].is_paused() {
                     // A paused process handles nothing; what reaches it waits in its buffers.
-                    self.push(until, ev);
+                    self.nodes[n].held.push(ev);
                     return true;
                 }
             }
@@ -570,7 +581,8 @@ impl Sim {
                 }
             }
             Ev::LogDeliver { node, inc, upto } => {
-                if self.alive(node, inc) && self.nodes[node].booted && self.can_recv(node) {
+                if self.alive(node, inc) && self.nodes[node].booted && self.can_recv(node) && !self.nodes[node].log_held
+                {
                     self.deliver_log(node, upto);
                 }
             }
@@ -748,6 +760,7 @@ impl Sim {
         node.armed = None;
         node.leave_started = None;
         node.hop0.clear();
+        node.held.clear();
         // Whoever waited on this process learns by timeout; nothing will answer.
         self.replies.retain(|_, p| !(p.node == n && p.inc == inc));
         for f in &mut self.forwards {
@@ -785,6 +798,9 @@ impl Sim {
     fn resume(&mut self, n: usize) {
         self.nodes[n].paused_until = None;
         self.tr(|| format!("e{} resumes", n + 1));
+        for ev in std::mem::take(&mut self.nodes[n].held) {
+            self.push(self.now, ev);
+        }
         if let Some(t) = self.nodes[n].armed {
             let inc = self.nodes[n].inc;
             self.push(t, Ev::Timer { node: n, inc, deadline: t });
@@ -920,6 +936,10 @@ impl Sim {
             Output::Dispatch(work) => {
                 self.stats.checks += 1;
                 self.dispatched.insert(work.object.clone(), (n, inc, self.now));
+                if self.pause_on_dispatch.as_ref().is_some_and(|(m, o, _)| *m == n && *o == work.object) {
+                    let (_, _, ms) = self.pause_on_dispatch.take().expect("checked");
+                    self.pause(n, ms);
+                }
                 if !self.can_send(n) || self.chance(self.params.check_loss) {
                     return;
                 }
@@ -977,12 +997,12 @@ impl Sim {
             self.forwards[fwd].done = true;
             return;
         }
-        if let Some(until) = self.nodes[f.origin].paused_until {
+        if self.nodes[f.origin].is_paused() {
             let ev = match result {
                 Err(r) if r == "timeout" => Ev::ForwardTimeout { fwd },
                 result => Ev::ForwardAnswer { fwd, result },
             };
-            self.push(until, ev);
+            self.nodes[f.origin].held.push(ev);
             return;
         }
         self.forwards[fwd].done = true;
@@ -1052,7 +1072,11 @@ impl Sim {
                 self.stats.epochs += 1;
                 self.last_epoch_seq = Some(seq);
             }
-            LogEntry::Event(_) => {}
+            LogEntry::Event(ev) => {
+                if ev.command_id.is_some() && self.oracle.reader.object(&ev.object).is_some_and(|v| v.last_seq == seq) {
+                    self.touched.insert(ev.object.clone(), self.now);
+                }
+            }
         }
         self.log.push(entry);
         for n in 0..self.nodes.len() {
@@ -1248,6 +1272,24 @@ impl Sim {
         }
     }
 
+    /// Scenarios: hold node `n`'s log consumer (it reads nothing new), or release it.
+    pub fn hold_log(&mut self, n: usize, held: bool) {
+        self.nodes[n].log_held = held;
+        if !held {
+            self.catch_up(n);
+        }
+    }
+
+    /// Scenarios: pause node `n` for `ms` right after it next dispatches a check of `object`.
+    pub fn pause_at_next_dispatch(&mut self, n: usize, object: &ObjectId, ms: u64) {
+        self.pause_on_dispatch = Some((n, object.clone(), ms));
+    }
+
+    /// Scenarios: an entry written to the log by someone other than an engine (a forged or corrupt writer).
+    pub fn inject(&mut self, entry: LogEntry) {
+        self.append(entry);
+    }
+
     pub fn heal_store(&mut self, n: usize) {
         self.nodes[n].store_out_cut = 0;
         if self.nodes[n].store_in_cut > 0 {
@@ -1438,14 +1480,6 @@ impl Sim {
                 self.converged = Some(self.now);
                 self.checked_since.clear();
                 self.tr(|| "converged: every object has a live owner".into());
-                // Every object must now be checked by its owner within its budget.
-                let mut last = 0;
-                for (id, view) in self.oracle.reader.objects() {
-                    if !view.paused {
-                        last = last.max(self.check_budget_ms(id));
-                    }
-                }
-                self.end = Some(self.now + Duration::from_millis(last + 10));
             }
             (Ok(()), Some(_)) => {}
             (Err(why), _) => {
@@ -1461,6 +1495,11 @@ impl Sim {
                 }
             }
         }
+        if self.converged.is_some() {
+            // Every object must now be checked by its owner within its budget.
+            let last = self.oracle.reader.objects().keys().filter_map(|id| self.check_deadline(id)).max();
+            self.end = Some(last.unwrap_or(self.now));
+        }
         if self.end.is_some_and(|e| self.now >= e) {
             self.final_checks();
             self.phase = Phase::Done;
@@ -1471,29 +1510,30 @@ impl Sim {
 
     /// An object's owner must have checked it again within max(takeover window, its interval) + its
     /// timeout + the check grace after convergence (a check still in flight from before may hold it that long).
-    fn check_budget_ms(&self, id: &ObjectId) -> u64 {
-        let Some(view) = self.oracle.reader.object(id) else { return 0 };
+    /// A command that changes the object after convergence (one still in flight at the heal) restarts its
+    /// budget. Paused objects have none.
+    fn check_deadline(&self, id: &ObjectId) -> Option<Time> {
+        let view = self.oracle.reader.object(id).filter(|v| !v.paused)?;
         let p = &self.params;
-        p.takeover_window_ms().max(view.def.interval_ms) + view.def.timeout_ms + 2_000 + 2 * p.max_hop_ms() + 1_000
+        let budget =
+            p.takeover_window_ms().max(view.def.interval_ms) + view.def.timeout_ms + 2_000 + 2 * p.max_hop_ms() + 1_000;
+        let start = self.converged?.max(self.touched.get(id).copied().unwrap_or(Time::ZERO));
+        Some(start + Duration::from_millis(budget))
     }
 
     fn final_checks(&mut self) {
         let Some(since) = self.converged else { return };
         let rec = self.oracle.reader.fence().current().cloned().expect("converged means an epoch");
-        let objects: Vec<(ObjectId, bool)> =
-            self.oracle.reader.objects().iter().map(|(id, v)| (id.clone(), v.paused)).collect();
-        for (id, paused) in objects {
-            if paused {
-                continue;
-            }
+        let objects: Vec<ObjectId> = self.oracle.reader.objects().keys().cloned().collect();
+        for id in objects {
+            let Some(deadline) = self.check_deadline(&id) else { continue };
             let owner = crate::oracle::hrw_owner(&rec.members, id.as_str()).cloned().expect("converged");
             let slot = self.slot_of[&owner.id];
-            let budget = Duration::from_millis(self.check_budget_ms(&id));
             match self.checked_since.get(&(id.clone(), slot, owner.incarnation)) {
-                Some(&t) if t <= since + budget => {}
+                Some(&t) if t <= deadline => {}
                 other => {
                     let msg = format!(
-                        "{id} not checked by its owner {owner} within {budget:?} of convergence at {since}: first result since {other:?}, last dispatch {:?}",
+                        "{id} not checked by its owner {owner} by {deadline} (converged at {since}): first result since {other:?}, last dispatch {:?}",
                         self.dispatched.get(&id)
                     );
                     self.fail(Category::Liveness, "7 failover", msg);
