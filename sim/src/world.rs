@@ -551,12 +551,13 @@ impl Sim {
         self.h(at.0);
         self.h(ev.code());
         if let Some((n, inc)) = ev.target() {
-            if self.nodes[n].inc == inc && self.nodes[n].engine.is_some() {
-                if self.nodes[n].is_paused() {
-                    // A paused process handles nothing; what reaches it waits in its buffers.
+            if self.nodes[n].inc == inc && self.nodes[n].engine.is_some() && self.nodes[n].is_paused() {
+                // A paused process handles nothing; what reaches it waits in its buffers. Its timers are
+                // re-armed when it resumes.
+                if !matches!(ev, Ev::Timer { .. }) {
                     self.nodes[n].held.push(ev);
-                    return true;
                 }
+                return true;
             }
         }
         self.dispatch(ev);
@@ -798,6 +799,7 @@ impl Sim {
     fn resume(&mut self, n: usize) {
         self.nodes[n].paused_until = None;
         self.tr(|| format!("e{} resumes", n + 1));
+        // What waits in its buffers is handled first, then the timers that expired meanwhile.
         for ev in std::mem::take(&mut self.nodes[n].held) {
             self.push(self.now, ev);
         }
