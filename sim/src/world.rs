@@ -687,7 +687,7 @@ impl Sim {
             Ev::Restart { node } => {
                 if self.nodes[node].engine.is_none() {
                     self.restart(node);
-                } else if self.phase == Phase::Safety && self.nodes[node].leave_started.is_some() {
+                } else if self.nodes[node].leave_started.is_some() {
                     // Still draining after a leave: come back once it has exited.
                     self.after(1_000, Ev::Restart { node });
                 }
@@ -1510,15 +1510,20 @@ impl Sim {
         self.after(TICK, Ev::LivenessCheck);
     }
 
-    /// An object's owner must have checked it again within max(takeover window, its interval) + its
-    /// timeout + the check grace after convergence (a check still in flight from before may hold it that long).
+    /// An object's owner must have checked it again within max(takeover window, its interval) + twice its
+    /// timeout + the check grace (2 s) + two hops + 1 s after convergence: a check lost just before the heal
+    /// keeps the object busy for its timeout + grace, the next slot follows within max(window, interval),
+    /// and its result within the timeout.
     /// A command that changes the object after convergence (one still in flight at the heal) restarts its
     /// budget. Paused objects have none.
     fn check_deadline(&self, id: &ObjectId) -> Option<Time> {
         let view = self.oracle.reader.object(id).filter(|v| !v.paused)?;
         let p = &self.params;
-        let budget =
-            p.takeover_window_ms().max(view.def.interval_ms) + view.def.timeout_ms + 2_000 + 2 * p.max_hop_ms() + 1_000;
+        let budget = p.takeover_window_ms().max(view.def.interval_ms)
+            + 2 * view.def.timeout_ms
+            + 2_000
+            + 2 * p.max_hop_ms()
+            + 1_000;
         let start = self.converged?.max(self.touched.get(id).copied().unwrap_or(Time::ZERO));
         Some(start + Duration::from_millis(budget))
     }
