@@ -91,6 +91,8 @@ pub struct EngineLoop {
     next_reply: u64,
     buckets: Buckets,
     results_subject: String,
+    /// Set while this engine is a member of the ingress queue group: sending on it leaves the group.
+    ingress: Option<oneshot::Sender<()>>,
 }
 
 impl EngineLoop {
@@ -109,6 +111,7 @@ impl EngineLoop {
             next_reply: 0,
             buckets: Buckets::default(),
             results_subject,
+            ingress: None,
         }
     }
 
@@ -152,6 +155,9 @@ impl EngineLoop {
                 _ = shutdown.changed(), if leave_by.is_none() => {
                     tracing::info!(member = %self.engine.me(), "leaving the engine bucket");
                     self.engine.handle(now(), Input::Leave);
+                    if let Some(leave) = self.ingress.take() {
+                        let _ = leave.send(());
+                    }
                     leave_by = Some(tokio::time::Instant::now() + Duration::from_secs(3));
                 }
                 _ = tokio::time::sleep_until(leave_by.unwrap_or_else(far_future)), if leave_by.is_some() => break,
@@ -162,6 +168,9 @@ impl EngineLoop {
                 self.engine.handle(now(), Input::CaughtUp);
             }
             self.drain();
+            if self.ingress.is_none() && leave_by.is_none() && self.engine.is_ready() {
+                self.join_ingress().await?;
+            }
             if leave_by.is_some() && self.engine.is_idle() {
                 break;
             }
@@ -174,7 +183,8 @@ impl EngineLoop {
         Ok(())
     }
 
-    /// Joins `jaque.cmd.<id>` (forwards), the ingress queue group, and the check results subject.
+    /// Joins `jaque.cmd.<id>` (forwards) and the check results subject. The ingress queue group is joined
+    /// only once the engine is ready, so a starting engine never claims writes it can only refuse.
     async fn subscribe(&self) -> Result<(), String> {
         if let Some(link) = &self.nats {
             let forwards = link
@@ -182,33 +192,8 @@ impl EngineLoop {
                 .subscribe(cmd_subject(&self.engine.me().id))
                 .await
                 .map_err(|e| format!("subscribing to forwards on {}: {e}", link.url))?;
-            let ingress = link
-                .client
-                .queue_subscribe(INGRESS_SUBJECT, INGRESS_GROUP.into())
-                .await
-                .map_err(|e| format!("joining {INGRESS_SUBJECT} on {}: {e}", link.url))?;
-            for mut sub in [forwards, ingress] {
-                let tx = self.done_tx.clone();
-                tokio::spawn(async move {
-                    while let Some(msg) = sub.next().await {
-                        let Some(reply) = msg.reply else {
-                            metrics::wire_error("command without reply subject");
-                            continue;
-                        };
-                        match wire::decode_command(&msg.payload) {
-                            Ok(cmd) => {
-                                if tx.send(Done::Command { cmd, reply }).is_err() {
-                                    return;
-                                }
-                            }
-                            Err(e) => {
-                                tracing::warn!(error = %e, "skipping a malformed command");
-                                metrics::wire_error("command");
-                            }
-                        }
-                    }
-                });
-            }
+            // Forwards are taken until the process ends: the core answers them even while leaving.
+            drop(spawn_command_reader(forwards, self.done_tx.clone()));
         }
         if let WorkQueue::Nats(link) = &self.queue {
             let mut results = link
@@ -233,6 +218,18 @@ impl EngineLoop {
                 }
             });
         }
+        Ok(())
+    }
+
+    async fn join_ingress(&mut self) -> Result<(), String> {
+        let Some(link) = &self.nats else { return Ok(()) };
+        let sub = link
+            .client
+            .queue_subscribe(INGRESS_SUBJECT, INGRESS_GROUP.into())
+            .await
+            .map_err(|e| format!("joining {INGRESS_SUBJECT} on {}: {e}", link.url))?;
+        tracing::info!(epoch = self.engine.epoch(), "ready: joined the ingress queue group");
+        self.ingress = Some(spawn_command_reader(sub, self.done_tx.clone()));
         Ok(())
     }
 
@@ -430,6 +427,45 @@ impl EngineLoop {
         }
         m.0
     }
+}
+
+/// Feeds commands from a subscription to the loop until told to leave; then unsubscribes and still hands
+/// over what was already delivered, so no claimed command goes unanswered.
+fn spawn_command_reader(mut sub: async_nats::Subscriber, tx: mpsc::UnboundedSender<Done>) -> oneshot::Sender<()> {
+    let (leave_tx, mut leave) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let mut left = false;
+        loop {
+            let msg = tokio::select! {
+                m = sub.next() => m,
+                r = &mut leave, if !left => {
+                    left = true;
+                    // A dropped sender means "stay until the end".
+                    if r.is_ok() {
+                        let _ = sub.unsubscribe().await;
+                    }
+                    continue;
+                }
+            };
+            let Some(msg) = msg else { return };
+            let Some(reply) = msg.reply else {
+                metrics::wire_error("command without reply subject");
+                continue;
+            };
+            match wire::decode_command(&msg.payload) {
+                Ok(cmd) => {
+                    if tx.send(Done::Command { cmd, reply }).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "skipping a malformed command");
+                    metrics::wire_error("command");
+                }
+            }
+        }
+    });
+    leave_tx
 }
 
 fn far_future() -> tokio::time::Instant {

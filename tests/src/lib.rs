@@ -159,19 +159,39 @@ impl Drop for Proc {
 pub struct Nats {
     pub proc: Proc,
     pub url: String,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Nats {
     pub fn start() -> Nats {
         let dir = tempfile::tempdir().expect("temp dir");
+        let (proc, url) = Nats::spawn(dir.path(), "-1");
+        Nats { proc, url, dir }
+    }
+
+    fn spawn(dir: &Path, port: &str) -> (Proc, String) {
         let mut cmd = Command::new(nats_server_bin());
-        cmd.args(["-a", "127.0.0.1", "-p", "-1", "-js", "-sd"]).arg(dir.path());
+        cmd.args(["-a", "127.0.0.1", "-p", port, "-js", "-sd"]).arg(dir);
         let mut proc = Proc::spawn("nats-server", cmd);
         let addr = proc.wait_for_line("Listening for client connections on ");
         proc.wait_for_line("Server is ready");
-        let url = format!("nats://{}", addr.trim());
-        Nats { proc, url, _dir: dir }
+        (proc, format!("nats://{}", addr.trim()))
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> &str {
+        self.url.rsplit(':').next().unwrap_or_default()
+    }
+
+    /// Stops the server (SIGTERM, waits for it) and starts it again on the same port with the same store:
+    /// every client must reconnect by itself.
+    pub fn restart(&mut self) {
+        self.proc.signal("TERM");
+        self.proc.wait_exit();
+        let port = self.port().to_string();
+        let (proc, url) = Nats::spawn(self.dir.path(), &port);
+        assert_eq!(url, self.url, "restarted on the same address");
+        self.proc = proc;
     }
 }
 
