@@ -204,6 +204,12 @@ impl EngineLoop {
             let tx = self.done_tx.clone();
             tokio::spawn(async move {
                 while let Some(msg) = results.next().await {
+                    if msg.status.is_some() {
+                        // A status, not a result: the server says no worker took the work ("no responders").
+                        // The core counts the check as lost at its deadline and runs the next one on time.
+                        tracing::debug!(status = ?msg.status, "check work had no taker");
+                        continue;
+                    }
                     match wire::decode_check_result(&msg.payload) {
                         Ok(r) => {
                             if tx.send(Done::CheckResult(r)).is_err() {
