@@ -37,6 +37,11 @@ fn replay(target: &str, check: fn(&[u8])) {
 }
 
 #[test]
+fn engine_inputs_replay() {
+    replay("engine", checks::engine::check);
+}
+
+#[test]
 fn fence_inputs_replay() {
     replay("fence", checks::fence::check);
 }

@@ -5,6 +5,7 @@
 //! dependency but `jaque_core`, `serde` (a dependency of core) and `std`, and refer to siblings with `super::`.
 
 pub mod bytes;
+pub mod engine;
 pub mod fence;
 pub mod membership;
 pub mod wire;

@@ -1,0 +1,380 @@
+//! One engine driven through arbitrary, contract-respecting inputs by a tiny world: a log the driver appends
+//! to (the engine's own appends and proposals when they land, and foreign epoch records and events), the
+//! membership store's observations, commands from callers, forward and check results, time and a leave.
+//!
+//! Input format (every byte string is valid): one byte of configuration, then one operation per byte with its
+//! arguments after it. The world keeps the engine's contracts (DESIGN and `engine.rs`): each `Forward` gets
+//! exactly one result, each `ProposeEpoch` at most one, `Start` comes first and `CaughtUp` at most once, log
+//! entries arrive in log order (re-deliveries of read positions allowed), a proposal wins only if the log's last
+//! epoch record is still the one it names. `JAQUE_FUZZ_TRACE=1` prints every input and output.
+//!
+//! Checked after every step: no panic; `check_invariants`; the engine's reader holds the same state as a
+//! plain `LogReader` fed the same entries; appends carry the epoch in force and the engine as writer;
+//! proposals name the next epoch, the engine's live set and the position of the record in force; forwards
+//! carry hop 1 and go to the owner, never for a hop-1 command; an `applied` reply is what the log says the
+//! command's first accepted event did. At the end, with every forward answered, every append landed, the
+//! whole log delivered and time run past the reply deadline: every command got exactly one reply.
+
+use super::bytes::Bytes;
+use super::fence::{COMMANDS, MEMBERS, OBJECTS};
+use jaque_core::{
+    Bucket, CheckResult, CheckWork, Command, CommandId, CommandKind, Engine, EngineConfig, EpochRecord, Event,
+    EventBody, ForwardId, Input, LogEntry, LogReader, MemberChange, MemberId, MemberObservation, MemberRef, ObjectDef,
+    ObjectId, Outcome, Output, Probe, ReplyTo, State, Time,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const MAX_OPS: usize = 1024;
+const STATES: [State; 5] = [State::Pending, State::Ok, State::Warning, State::Critical, State::Unknown];
+
+fn member(i: usize, incarnation: u64) -> MemberRef {
+    MemberRef { id: MemberId::new(MEMBERS[i % MEMBERS.len()]).unwrap(), incarnation }
+}
+
+fn def(i: usize) -> ObjectDef {
+    match i % 4 {
+        0 => ObjectDef { probe: Probe::Tcp { addr: "db:5432".into() }, interval_ms: 1000, timeout_ms: 500 },
+        1 => ObjectDef {
+            probe: Probe::Http { url: "http://127.0.0.1/".into(), expect_status: None },
+            interval_ms: 10_000,
+            timeout_ms: 2000,
+        },
+        2 => ObjectDef {
+            probe: Probe::Exec { plugin: "check_x".into(), args: vec![] },
+            interval_ms: 250,
+            timeout_ms: 250,
+        },
+        // Invalid: the engine rejects it.
+        _ => ObjectDef { probe: Probe::Tcp { addr: "nope".into() }, interval_ms: 0, timeout_ms: 0 },
+    }
+}
+
+struct World {
+    /// `JAQUE_FUZZ_TRACE=1` prints every input and output to stderr, to read a failing input.
+    trace: bool,
+    engine: Engine,
+    me: MemberRef,
+    now: Time,
+    log: Vec<(u64, LogEntry)>,
+    /// Index into `log` of the next entry to deliver.
+    delivered: usize,
+    /// Log position of the last epoch record (the compare-and-set condition of a proposal).
+    last_epoch_seq: Option<u64>,
+    last_epoch: u64,
+    plain: LogReader,
+    member_rev: u64,
+    appends: Vec<Event>,
+    proposals: Vec<(EpochRecord, Option<u64>)>,
+    forwards: Vec<(ForwardId, Command)>,
+    checks: Vec<CheckWork>,
+    next_reply: u64,
+    /// Replies per caller.
+    replies: BTreeMap<u64, Vec<Outcome>>,
+}
+
+impl World {
+    fn handle(&mut self, input: Input) {
+        if self.trace {
+            eprintln!("{} <- {input:?}", self.now);
+        }
+        self.engine.handle(self.now, input);
+        self.after();
+    }
+
+    fn after(&mut self) {
+        while let Some(out) = self.engine.poll_output() {
+            if self.trace {
+                eprintln!("{} -> {out:?}", self.now);
+            }
+            match out {
+                Output::Membership(_) => {}
+                Output::ProposeEpoch { record, after_seq } => {
+                    assert_eq!(record.epoch, self.engine.epoch() + 1, "proposal for a non-next epoch");
+                    assert_eq!(after_seq, self.engine.reader().epoch_seq(), "proposal's compare-and-set position");
+                    assert_eq!(record.members, self.engine.membership().view().members(), "proposal's members");
+                    assert!(record.members.windows(2).all(|w| w[0].id < w[1].id));
+                    self.proposals.push((record, after_seq));
+                }
+                Output::Append(event) => {
+                    assert_eq!(event.writer, self.me, "an append by someone else");
+                    assert_eq!(event.epoch, self.engine.epoch(), "an append under another epoch than in force");
+                    self.appends.push(event);
+                }
+                Output::Forward { id, to, cmd } => {
+                    assert_eq!(cmd.hop, 1, "a forward with hop {}", cmd.hop);
+                    assert_ne!(to, self.me, "a forward to itself");
+                    assert_eq!(Some(&to), self.engine.reader().owner(&cmd.object), "a forward to a non-owner");
+                    self.forwards.push((id, cmd));
+                }
+                Output::Reply { to, outcome } => {
+                    if let Outcome::Applied { command_id, .. } = &outcome {
+                        assert_eq!(
+                            self.plain.applied(command_id),
+                            Some(&outcome),
+                            "applied reply the log does not support"
+                        );
+                    }
+                    self.replies.entry(to.0).or_default().push(outcome);
+                }
+                Output::Dispatch(work) => self.checks.push(work),
+            }
+        }
+        if let Err(e) = self.engine.check_invariants() {
+            panic!("engine invariant: {e}");
+        }
+    }
+
+    fn append(&mut self, entry: LogEntry) {
+        let seq = self.log.last().map_or(1, |(s, _)| s + 1);
+        if let LogEntry::Epoch(r) = &entry {
+            if r.epoch == self.last_epoch + 1 && r.members.windows(2).all(|w| w[0].id < w[1].id) {
+                self.last_epoch = r.epoch;
+                self.last_epoch_seq = Some(seq);
+            }
+        }
+        self.log.push((seq, entry));
+    }
+
+    /// Delivers the next `n` log entries, then re-delivers the last `again` of the delivered ones.
+    fn deliver(&mut self, n: usize, again: usize) {
+        let until = self.delivered.saturating_add(n).min(self.log.len());
+        while self.delivered < until {
+            let (seq, entry) = self.log[self.delivered].clone();
+            self.delivered += 1;
+            self.plain.read(seq, &entry);
+            self.handle(Input::Log { seq, entry });
+            self.same_reader();
+        }
+        let from = self.delivered - again.min(self.delivered);
+        for i in from..self.delivered {
+            let (seq, entry) = self.log[i].clone();
+            self.handle(Input::Log { seq, entry });
+        }
+        self.same_reader();
+    }
+
+    fn same_reader(&self) {
+        let r = self.engine.reader();
+        assert_eq!(r.position(), self.plain.position());
+        assert_eq!(r.epoch(), self.plain.epoch());
+        assert_eq!(r.epoch_seq(), self.plain.epoch_seq());
+        assert_eq!(r.objects(), self.plain.objects());
+        for c in COMMANDS {
+            let c = CommandId::new(c).unwrap();
+            assert_eq!(r.applied(&c), self.plain.applied(&c));
+        }
+    }
+
+    fn advance(&mut self, ms: u64) {
+        self.now = Time(self.now.0 + ms);
+        if self.engine.poll_timeout().is_some_and(|(t, _)| t <= self.now) {
+            if self.trace {
+                eprintln!("{} <- timeout {:?}", self.now, self.engine.poll_timeout());
+            }
+            self.engine.handle_timeout(self.now);
+            self.after();
+        }
+    }
+
+    fn command(&mut self, b: &mut Bytes) {
+        let k = b.u8();
+        let kind = match k % 8 {
+            0 | 1 => CommandKind::Put { def: def(b.below(4)) },
+            2 => CommandKind::Delete,
+            3 => CommandKind::Pause,
+            4 => CommandKind::Resume,
+            5 => CommandKind::CheckNow,
+            _ => CommandKind::Ack,
+        };
+        let id = CommandId::new(COMMANDS[b.below(COMMANDS.len())]).unwrap();
+        let object = ObjectId::new(OBJECTS[b.below(OBJECTS.len())]).unwrap();
+        let hop = u8::from(k & 0x80 != 0);
+        let reply = ReplyTo(self.next_reply);
+        self.next_reply += 1;
+        let forwards = self.forwards.len();
+        self.handle(Input::Command { reply, cmd: Command { id, object, kind, hop } });
+        if hop == 1 {
+            assert_eq!(self.forwards.len(), forwards, "a hop-1 command was forwarded again");
+        }
+    }
+
+    fn forward_result(&mut self, i: usize, how: u8) {
+        if self.forwards.is_empty() {
+            return;
+        }
+        let (id, cmd) = self.forwards.remove(i % self.forwards.len());
+        let result = match how % 4 {
+            0 => Err("no responders".to_string()),
+            1 => Ok(Outcome::NotOwned),
+            2 => Ok(Outcome::NotFound { command_id: cmd.id }),
+            _ => Ok(Outcome::Unavailable { reason: "owner is reading the log".into() }),
+        };
+        self.handle(Input::ForwardResult { id, result });
+    }
+
+    fn land_append(&mut self, i: usize) {
+        if !self.appends.is_empty() {
+            let e = self.appends.remove(i % self.appends.len());
+            self.append(LogEntry::Event(e));
+        }
+    }
+}
+
+pub fn check(data: &[u8]) {
+    let mut b = Bytes::new(data);
+    let cfg_byte = b.u8();
+    let me = member(0, 1 + u64::from(cfg_byte & 1));
+    let mut cfg = EngineConfig::new(me.clone(), Duration::from_millis(3000));
+    cfg.forwarding = cfg_byte & 2 == 0;
+    let reply_timeout = cfg.reply_timeout;
+    let mut w = World {
+        trace: std::env::var_os("JAQUE_FUZZ_TRACE").is_some(),
+        engine: Engine::new(cfg),
+        me,
+        now: Time(1_000_000),
+        log: Vec::new(),
+        delivered: 0,
+        last_epoch_seq: None,
+        last_epoch: 0,
+        plain: LogReader::new(),
+        member_rev: 0,
+        appends: Vec::new(),
+        proposals: Vec::new(),
+        forwards: Vec::new(),
+        checks: Vec::new(),
+        next_reply: 0,
+        replies: BTreeMap::new(),
+    };
+    // The driver's first input, as in the shell and the simulator.
+    w.handle(Input::Start);
+    let mut caught_up = false;
+
+    let mut ops = 0;
+    while !b.is_empty() && ops < MAX_OPS {
+        ops += 1;
+        match b.u8() % 16 {
+            0 if !caught_up => {
+                caught_up = true;
+                w.handle(Input::CaughtUp);
+            }
+            0..=2 => {
+                // A membership change in the engine bucket; revisions mostly grow.
+                let c = b.u8();
+                w.member_rev += u64::from(c & 0x40 == 0);
+                let change = if c & 1 == 0 {
+                    MemberChange::Up(member(usize::from(c >> 1) & 3, 1 + u64::from(c >> 3 & 1)))
+                } else {
+                    MemberChange::Down(member(usize::from(c >> 1) & 3, 1).id)
+                };
+                let obs = MemberObservation { bucket: Bucket::Engine, rev: w.member_rev, change };
+                w.handle(Input::Member(obs));
+            }
+            3 => {
+                // The log's compare-and-set decides a proposal.
+                if !w.proposals.is_empty() {
+                    let (record, after_seq) = w.proposals.remove(b.below(w.proposals.len()));
+                    let c = b.u8();
+                    let won = after_seq == w.last_epoch_seq && c & 1 == 0;
+                    if won {
+                        w.append(LogEntry::Epoch(record.clone()));
+                    }
+                    if c & 2 == 0 {
+                        w.handle(Input::ProposeResult { epoch: record.epoch, won });
+                    }
+                }
+            }
+            4 => {
+                // Another engine's proposal won.
+                let mask = b.u8();
+                let members =
+                    (0..4).filter(|i| mask & (1 << i) != 0).map(|i| member(i, 1 + u64::from(mask >> 7))).collect();
+                let record = EpochRecord { epoch: w.last_epoch + 1, members, members_rev: w.member_rev };
+                w.append(LogEntry::Epoch(record));
+            }
+            5 => {
+                // Another engine's event: a command or a transition, under a recent epoch.
+                let c = b.u8();
+                let body = match c % 4 {
+                    0 => EventBody::Put { def: def(usize::from(c >> 2)) },
+                    1 => EventBody::Delete,
+                    2 => EventBody::Pause,
+                    _ => EventBody::Transition { from: State::Pending, to: STATES[b.below(5)], output: String::new() },
+                };
+                let event = Event {
+                    object: ObjectId::new(OBJECTS[b.below(OBJECTS.len())]).unwrap(),
+                    epoch: w.last_epoch.saturating_sub(u64::from(c >> 6)),
+                    writer: member(1 + b.below(3), 1),
+                    at: w.now,
+                    command_id: (c & 0x20 != 0).then(|| CommandId::new(COMMANDS[b.below(COMMANDS.len())]).unwrap()),
+                    body,
+                };
+                w.append(LogEntry::Event(event));
+            }
+            6 | 7 => w.command(&mut b),
+            8 => {
+                let (i, how) = (b.below(256), b.u8());
+                w.forward_result(i, how);
+            }
+            9 => {
+                let i = b.below(256);
+                w.land_append(i);
+            }
+            10 => {
+                // An append fails; it may still land later.
+                if !w.appends.is_empty() {
+                    let i = b.below(w.appends.len());
+                    let event = if b.u8() & 1 == 0 { w.appends.remove(i) } else { w.appends[i].clone() };
+                    w.handle(Input::AppendFailed { event, reason: "timeout".into() });
+                }
+            }
+            11 => {
+                // A worker answers a check (or sends a stale or made-up result).
+                let c = b.u8();
+                let (check_id, object) = if !w.checks.is_empty() && c & 1 == 0 {
+                    let work = w.checks.remove(b.below(w.checks.len()));
+                    (work.check_id, work.object)
+                } else {
+                    (u64::from(b.u8()), ObjectId::new(OBJECTS[b.below(OBJECTS.len())]).unwrap())
+                };
+                let result =
+                    CheckResult { check_id, object, state: STATES[usize::from(c >> 1) % 5], output: "x".into() };
+                w.handle(Input::CheckResult(result));
+            }
+            12 | 13 => {
+                let (n, again) = (b.below(8), b.u8());
+                w.deliver(n, if again & 3 == 0 { usize::from(again >> 2) % 4 } else { 0 });
+            }
+            14 => {
+                let d = u64::from(b.u16());
+                w.advance(d);
+            }
+            _ => {
+                if b.u8() & 0x1f == 0 {
+                    w.handle(Input::Leave);
+                }
+            }
+        }
+    }
+
+    // Quiesce: answer every forward, land every append, deliver everything, let deadlines pass.
+    for _ in 0..64 {
+        while !w.forwards.is_empty() {
+            w.forward_result(0, 0);
+        }
+        while !w.appends.is_empty() {
+            w.land_append(0);
+        }
+        w.deliver(usize::MAX, 0);
+        w.advance(reply_timeout.as_millis() as u64 + 1);
+        if w.forwards.is_empty() && w.appends.is_empty() && w.delivered == w.log.len() {
+            break;
+        }
+    }
+    assert!(w.forwards.is_empty() && w.appends.is_empty(), "the engine keeps producing work");
+    for r in 0..w.next_reply {
+        let got = w.replies.get(&r).map_or(&[][..], |v| v.as_slice());
+        assert_eq!(got.len(), 1, "caller {r} got {} replies: {got:?}", got.len());
+    }
+    assert!(w.engine.is_idle(), "callers still waiting at the end");
+}
