@@ -105,6 +105,24 @@ impl Oracle {
             (Read::Event { verdict, effect }, LogEntry::Event(ev)) => {
                 let records: Vec<&EpochRecord> =
                     (1..=self.reader.epoch()).filter_map(|e| self.reader.fence().record(e)).collect();
+                // The fence's definition, computed here: accepted iff the writer (id and incarnation) owned
+                // the object under every epoch record from its own epoch to the one in force.
+                let in_force = records.len() as u64;
+                let defined = ev.epoch >= 1
+                    && ev.epoch <= in_force
+                    && (ev.epoch..=in_force)
+                        .all(|e| hrw_owner(&records[(e - 1) as usize].members, ev.object.as_str()) == Some(&ev.writer));
+                if defined != verdict.is_accepted() {
+                    let (inv, what) =
+                        if defined { ("8 no false fencing", "discarded") } else { ("1 single writer", "accepted") };
+                    return v(
+                        inv,
+                        format!(
+                            "event at {seq} on {} by {} (epoch {}, {in_force} in force) {what} ({verdict:?}); the fence's definition says otherwise",
+                            ev.object, ev.writer, ev.epoch
+                        ),
+                    );
+                }
                 match verdict {
                     Verdict::Accepted => {
                         let cur = records.last().map(|r| &r.members[..]).unwrap_or(&[]);
