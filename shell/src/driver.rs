@@ -415,6 +415,12 @@ impl EngineLoop {
         for b in Bucket::ALL {
             m.sample("jaque_membership_live_members", &[("bucket", b.prefix())], self.buckets.live(b) as u64);
         }
+        m.one(
+            "jaque_membership_id_conflicts_total",
+            "counter",
+            "Times another live process wrote this engine's key: two processes share one -id.",
+            e.membership().id_conflicts_total,
+        );
         let counters: [(&str, &str, u64); 11] = [
             ("jaque_engine_commands_applied_total", "Commands applied (their event accepted).", c.commands_applied),
             ("jaque_engine_commands_duplicate_total", "Retried commands answered from the log.", c.commands_duplicate),

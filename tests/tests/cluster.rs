@@ -5,10 +5,11 @@ use jaque_tests::{poll, Jaque, Nats, Target};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
+/// An engine that also serves the ui API, so a write can be sent to one engine directly.
 fn engine(nats: &Nats, id: &str) -> Jaque {
     Jaque::start(
         id,
-        &["-target", "engine", "-queue", &nats.url, "-coordination", &nats.url, "-id", id, "-heartbeat-ttl", "3s"],
+        &["-target", "engine,ui", "-queue", &nats.url, "-coordination", &nats.url, "-id", id, "-heartbeat-ttl", "3s"],
     )
 }
 
@@ -82,6 +83,17 @@ fn three_engines_share_objects_forward_writes_and_check() {
     for o in list.as_array().unwrap() {
         assert!(all.contains(o["owner"].as_str().unwrap_or_default()), "{o}");
     }
+
+    // A write sent to e1 directly for an object e2 owns is forwarded by e1 and applied by e2.
+    let list = ui.get("/api/objects").json();
+    let theirs = list.as_array().unwrap().iter().find(|o| o["owner"] == "e2").expect("e2 owns some object");
+    let id = theirs["id"].as_str().unwrap();
+    let sent_before = engines[0].metric("jaque_engine_commands_forwarded_total{outcome=\"sent\"}").unwrap();
+    let r = engines[0].request("POST", &format!("/api/objects/{id}/actions/check"), &[], None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["owner"], "e2");
+    let sent_after = engines[0].metric("jaque_engine_commands_forwarded_total{outcome=\"sent\"}").unwrap();
+    assert_eq!(sent_after, sent_before + 1.0);
 
     // The checks run on the worker: ok, then critical once the server is gone.
     poll("every object ok", || {

@@ -63,6 +63,8 @@ fn tcp_and_exec_probes_report_nagios_states() {
         ("exec-warn", json!({"type": "exec", "plugin": "warn", "args": ["disk 91%"]}), "warning"),
         ("exec-slow", json!({"type": "exec", "plugin": "slow"}), "critical"),
         ("exec-missing", json!({"type": "exec", "plugin": "nope"}), "unknown"),
+        ("http-expect-204", json!({"type": "http", "url": target.url(), "expect_status": 204}), "critical"),
+        ("http-expect-200", json!({"type": "http", "url": target.url(), "expect_status": 200}), "ok"),
     ];
     for (id, probe, _) in &defs {
         let r = j.put(&format!("/api/objects/{id}"), &json!({"probe": probe, "interval": "1s", "timeout": "300ms"}));
