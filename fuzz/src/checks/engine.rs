@@ -12,11 +12,12 @@
 //! plain `LogReader` fed the same entries; appends carry the epoch in force and the engine as writer;
 //! proposals name the next epoch, the engine's live set and the position of the record in force; forwards
 //! carry hop 1 and go to the owner, never for a hop-1 command; an `applied` reply is what the log says the
-//! command's first accepted event did. At the end, with every forward answered, every append landed, the
+//! command's first accepted event did; every output message decodes to itself after encoding. At the end, with every forward answered, every append landed, the
 //! whole log delivered and time run past the reply deadline: every command got exactly one reply.
 
 use super::bytes::Bytes;
 use super::fence::{COMMANDS, MEMBERS, OBJECTS};
+use jaque_core::wire;
 use jaque_core::{
     Bucket, CheckResult, CheckWork, Command, CommandId, CommandKind, Engine, EngineConfig, EpochRecord, Event,
     EventBody, ForwardId, Input, LogEntry, LogReader, MemberChange, MemberId, MemberObservation, MemberRef, ObjectDef,
@@ -87,6 +88,7 @@ impl World {
             if self.trace {
                 eprintln!("{} -> {out:?}", self.now);
             }
+            wire_round_trip(&out);
             match out {
                 Output::Membership(_) => {}
                 Output::ProposeEpoch { record, after_seq } => {
@@ -217,6 +219,30 @@ impl World {
         if !self.appends.is_empty() {
             let e = self.appends.remove(i % self.appends.len());
             self.append(LogEntry::Event(e));
+        }
+    }
+}
+
+/// Every message the engine makes survives the wire: what the shell sends, the receiving side decodes.
+fn wire_round_trip(out: &Output) {
+    match out {
+        Output::Membership(_) => {}
+        Output::ProposeEpoch { record, .. } => {
+            let entry = LogEntry::Epoch(record.clone());
+            assert_eq!(wire::decode_log_entry(&wire::encode(&entry)).expect("a proposal decodes"), entry);
+        }
+        Output::Append(event) => {
+            let entry = LogEntry::Event(event.clone());
+            assert_eq!(wire::decode_log_entry(&wire::encode(&entry)).expect("an append decodes"), entry);
+        }
+        Output::Forward { cmd, .. } => {
+            assert_eq!(&wire::decode_command(&wire::encode(cmd)).expect("a forward decodes"), cmd);
+        }
+        Output::Reply { outcome, .. } => {
+            assert_eq!(&wire::decode_outcome(&wire::encode(outcome)).expect("a reply decodes"), outcome);
+        }
+        Output::Dispatch(work) => {
+            assert_eq!(&wire::decode_check_work(&wire::encode(work)).expect("check work decodes"), work);
         }
     }
 }

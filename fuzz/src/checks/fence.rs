@@ -15,11 +15,13 @@
 //!   at every chunk boundary holds the same state as `a` at that position (objects, fence, epoch position,
 //!   applied command ids, counters but for duplicate positions);
 //! - a command id is applied at most once; later events with it report the first outcome;
+//! - every entry survives the wire (`decode_log_entry(encode(x)) == x`; unsorted records are refused);
 //! - nothing panics.
 
 use super::bytes::Bytes;
 use jaque_core::hrw::{self, Ownership};
 use jaque_core::log::{EpochRejection, ReaderCounters};
+use jaque_core::wire;
 use jaque_core::{
     CommandId, Effect, EpochRecord, Event, EventBody, LogEntry, LogReader, MemberId, MemberRef, ObjectDef, ObjectId,
     Outcome, Probe, Read, StaleReason, State, Time, Verdict,
@@ -158,6 +160,16 @@ pub fn scenario(data: &[u8]) -> Scenario {
 
 pub fn check(data: &[u8]) {
     let Scenario { log, schedule } = scenario(data);
+    for (_, entry) in &log {
+        // What a writer appends, every reader decodes (records with unsorted members are refused instead).
+        match wire::decode_log_entry(&wire::encode(entry)) {
+            Ok(decoded) => assert_eq!(&decoded, entry, "a log entry changed on the wire"),
+            Err(e) => assert!(
+                matches!(entry, LogEntry::Epoch(r) if !well_formed(&r.members)),
+                "a log entry does not decode: {e}: {entry:?}"
+            ),
+        }
+    }
     let mut a = LogReader::new();
     let mut b = LogReader::new();
     let mut model = Model::default();
