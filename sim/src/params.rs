@@ -144,7 +144,7 @@ impl Params {
         }
         let lo = r.random_range(1..=10u64) * 500;
         let fault_min_ms = r.random_range(200..=2_000u64);
-        Params {
+        let mut p = Params {
             seed,
             engines: r.random_range(1..=7),
             ttl_ms,
@@ -174,7 +174,15 @@ impl Params {
             truth_period_ms: r.random_range(2..=120u64) * 1000,
             safety_ms: r.random_range(20..=120u64) * 1000,
             restart_at_heal: pick(&mut r, &[0.0, 0.5, 1.0]),
+        };
+        // Later additions draw from their own stream, so the worlds of earlier (pinned) seeds stay as they were.
+        let mut x = stream(seed, Stream::Params, 1);
+        if x.random_bool(0.25) {
+            // Slow readers: a log consumer or a watcher seconds behind.
+            p.log_lag_max_ms = pick_u64(&mut x, &[1_000, 3_000]);
+            p.watch_lag_max_ms = pick_u64(&mut x, &[500, 2_000]);
         }
+        p
     }
 
     /// A quiet world for hand-written scenarios: no random faults, a light workload off, small delays.
@@ -242,6 +250,10 @@ impl Params {
 }
 
 fn pick(r: &mut ChaCha8Rng, options: &[f64]) -> f64 {
+    options[r.random_range(0..options.len())]
+}
+
+fn pick_u64(r: &mut ChaCha8Rng, options: &[u64]) -> u64 {
     options[r.random_range(0..options.len())]
 }
 
