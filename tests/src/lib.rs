@@ -2,6 +2,9 @@
 //! JetStream in a temp dir, `jaque` processes, a tiny HTTP client, an HTTP target to check, and polling with
 //! a bounded deadline. Every process is started here, killed by its own PID on drop, and nothing else.
 
+pub mod checker;
+pub mod proxy;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
