@@ -14,6 +14,8 @@ pub enum Stream {
     Faults = 3,
     Workload = 4,
     Truth = 5,
+    /// Per node: `Clock as u64 + index`.
+    Clock = 6,
     /// Per node: `Node as u64 + index`.
     Node = 100,
 }
@@ -103,6 +105,8 @@ pub struct Params {
     pub check_loss: f64,
     /// Delay from boot to the delivery of the snapshot and backlog.
     pub boot_delay_max_ms: u64,
+    /// Each engine's clock is off the simulation's by a constant uniform in -max..=max.
+    pub clock_skew_max_ms: u64,
 
     // Faults.
     pub faults: Vec<FaultKind>,
@@ -162,6 +166,7 @@ impl Params {
             duplicate: pick(&mut r, &[0.0, 0.02, 0.2]),
             check_loss: pick(&mut r, &[0.0, 0.01, 0.1]),
             boot_delay_max_ms: r.random_range(0..=500),
+            clock_skew_max_ms: 0,
             faults,
             fault_every_ms: r.random_range(1..=20u64) * 1000,
             fault_min_ms,
@@ -181,6 +186,9 @@ impl Params {
             // Slow readers: a log consumer or a watcher seconds behind.
             p.log_lag_max_ms = pick_u64(&mut x, &[1_000, 3_000]);
             p.watch_lag_max_ms = pick_u64(&mut x, &[500, 2_000]);
+        }
+        if x.random_bool(0.3) {
+            p.clock_skew_max_ms = pick_u64(&mut x, &[100, 1_000, 3_000]);
         }
         p
     }
@@ -205,6 +213,7 @@ impl Params {
             duplicate: 0.0,
             check_loss: 0.0,
             boot_delay_max_ms: 50,
+            clock_skew_max_ms: 0,
             faults: Vec::new(),
             fault_every_ms: 1_000,
             fault_min_ms: 1_000,
@@ -270,13 +279,14 @@ impl fmt::Display for Params {
         )?;
         writeln!(
             f,
-            "  network: delay<={}ms log_lag<={}ms watch_lag<={}ms forward_timeout={}ms append_timeout={}ms boot<={}ms",
+            "  network: delay<={}ms log_lag<={}ms watch_lag<={}ms forward_timeout={}ms append_timeout={}ms boot<={}ms clock_skew<={}ms",
             self.net_delay_max_ms,
             self.log_lag_max_ms,
             self.watch_lag_max_ms,
             self.forward_timeout_ms,
             self.append_timeout_ms,
-            self.boot_delay_max_ms
+            self.boot_delay_max_ms,
+            self.clock_skew_max_ms
         )?;
         writeln!(
             f,

@@ -74,6 +74,8 @@ pub struct Node {
     log_held: bool,
     /// What reached this process while it was paused, in arrival order: handled when it resumes.
     held: Vec<Ev>,
+    /// This host's clock minus the simulation's, in milliseconds.
+    clock: i64,
 }
 
 impl Node {
@@ -413,6 +415,10 @@ impl Sim {
                 leave_started: None,
                 log_held: false,
                 held: Vec::new(),
+                clock: match params.clock_skew_max_ms as i64 {
+                    0 => 0,
+                    m => stream(seed, Stream::Clock, i as u64).random_range(-m..=m),
+                },
             })
             .collect();
         let slot_of = nodes.iter().enumerate().map(|(i, n)| (n.id.clone(), i)).collect();
@@ -640,6 +646,16 @@ impl Sim {
         }
         self.dispatch(ev);
         true
+    }
+
+    /// Node `n`'s clock reading at simulation time `t`.
+    fn local(&self, n: usize, t: Time) -> Time {
+        Time((t.0 as i64).saturating_add(self.nodes[n].clock).max(0) as u64)
+    }
+
+    /// The simulation time at which node `n`'s clock reads `t`.
+    fn global(&self, n: usize, t: Time) -> Time {
+        Time((t.0 as i64).saturating_sub(self.nodes[n].clock).max(0) as u64)
     }
 
     fn alive(&self, n: usize, inc: u64) -> bool {
@@ -885,7 +901,8 @@ impl Sim {
         }
         if let Some(t) = self.nodes[n].armed {
             let inc = self.nodes[n].inc;
-            self.push(t, Ev::Timer { node: n, inc, deadline: t });
+            let at = self.global(n, t);
+            self.push(at, Ev::Timer { node: n, inc, deadline: t });
         }
     }
 
@@ -920,7 +937,7 @@ impl Sim {
         if self.violation.is_some() {
             return;
         }
-        let now = self.now;
+        let now = self.local(n, self.now);
         self.stats.engine_steps += 1;
         if self.trace.is_some() {
             let line = match &input {
@@ -966,7 +983,8 @@ impl Sim {
             node.armed = t;
             if let Some(t) = t {
                 let inc = node.inc;
-                self.push(t, Ev::Timer { node: n, inc, deadline: t });
+                let at = self.global(n, t);
+                self.push(at, Ev::Timer { node: n, inc, deadline: t });
             }
         }
     }
@@ -1526,7 +1544,14 @@ impl Sim {
     /// propose timeout, a leaving engine draining, and a few trips through the store.
     pub fn ownership_budget_ms(&self) -> u64 {
         let p = &self.params;
-        p.takeover_window_ms() + p.boot_delay_max_ms + 2_000 + 6 * p.max_hop_ms() + 5_000 + p.forward_timeout_ms + 2_000
+        p.takeover_window_ms()
+            + p.boot_delay_max_ms
+            + 2_000
+            + 6 * p.max_hop_ms()
+            + 5_000
+            + p.forward_timeout_ms
+            + 2_000
+            + 2 * p.clock_skew_max_ms
     }
 
     fn converged(&self) -> Result<(), String> {
@@ -1619,7 +1644,8 @@ impl Sim {
             + 2 * view.def.timeout_ms
             + 2_000
             + 2 * p.max_hop_ms()
-            + 1_000;
+            + 1_000
+            + 2 * p.clock_skew_max_ms;
         let start = self.converged?.max(self.touched.get(id).copied().unwrap_or(Time::ZERO));
         Some(start + Duration::from_millis(budget))
     }
