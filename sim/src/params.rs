@@ -190,6 +190,11 @@ impl Params {
         if x.random_bool(0.3) {
             p.clock_skew_max_ms = pick_u64(&mut x, &[100, 1_000, 3_000]);
         }
+        if x.random_bool(0.15) {
+            // Churn: a fault every fraction of a second, and a burst of commands.
+            p.fault_every_ms = x.random_range(200..=1_000);
+            p.command_every_ms = x.random_range(5..=50);
+        }
         p
     }
 
