@@ -144,7 +144,14 @@ impl EngineLoop {
                     MemberEvent::SnapshotDone => snapshot_done = true,
                 },
                 Some(ev) = log.recv() => match ev {
-                    LogEvent::Entry { seq, entry } => self.engine.handle(now(), Input::Log { seq, entry }),
+                    LogEvent::Entry { seq, entry } => {
+                        let epoch = self.engine.epoch();
+                        self.engine.handle(now(), Input::Log { seq, entry });
+                        if self.engine.epoch() != epoch {
+                            let members = self.engine.reader().fence().current().map_or(0, |r| r.members.len());
+                            tracing::info!(epoch = self.engine.epoch(), seq, members, owned = self.engine.owned_count(), "epoch in force");
+                        }
+                    }
                     LogEvent::CaughtUp => log_caught_up = true,
                 },
                 Some(d) = done.recv() => self.handle_done(d),

@@ -170,11 +170,11 @@ async fn put_object(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    write(&s, &id, &headers, |_| parse_def(&body).map(|def| CommandKind::Put { def })).await
+    write(&s, &id, &headers, || parse_def(&body).map(|def| CommandKind::Put { def })).await
 }
 
 async fn delete_object(State(s): State<Arc<Http>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
-    write(&s, &id, &headers, |_| Ok(CommandKind::Delete)).await
+    write(&s, &id, &headers, || Ok(CommandKind::Delete)).await
 }
 
 async fn action(
@@ -182,7 +182,7 @@ async fn action(
     Path((id, action)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    write(&s, &id, &headers, |_| match action.as_str() {
+    write(&s, &id, &headers, || match action.as_str() {
         "pause" => Ok(CommandKind::Pause),
         "resume" => Ok(CommandKind::Resume),
         "check" => Ok(CommandKind::CheckNow),
@@ -198,7 +198,7 @@ async fn write(
     s: &Http,
     id: &str,
     headers: &HeaderMap,
-    kind: impl FnOnce(()) -> Result<CommandKind, String>,
+    kind: impl FnOnce() -> Result<CommandKind, String>,
 ) -> Response {
     if let Some(token) = &s.write_token {
         let given = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
@@ -221,7 +221,7 @@ async fn write(
         Ok(o) => o,
         Err(e) => return bad_request(e),
     };
-    let kind = match kind(()) {
+    let kind = match kind() {
         Ok(k) => k,
         Err(e) => return bad_request(e),
     };

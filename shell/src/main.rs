@@ -123,8 +123,8 @@ async fn run(cfg: Config) -> Result<(), String> {
         let concurrency = cfg.worker_concurrency;
         match &queue_link {
             Some(link) => {
-                let link = link.clone();
-                tasks.spawn(async move { worker::serve_nats(prober, link, concurrency).await });
+                let (link, shutdown) = (link.clone(), shutdown.clone());
+                tasks.spawn(async move { worker::serve_nats(prober, link, concurrency, shutdown).await });
             }
             None => {
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -195,6 +195,11 @@ async fn run(cfg: Config) -> Result<(), String> {
             }
         }
     }
+    // What is left winds down by itself after the signal (the http server, a worker finishing the checks it
+    // took, the ui's reader); a bound keeps a stuck probe from holding the exit.
+    let _ =
+        tokio::time::timeout(std::time::Duration::from_secs(10), async { while tasks.join_next().await.is_some() {} })
+            .await;
     tracing::info!("stopped");
     Ok(())
 }

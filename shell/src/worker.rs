@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 
 /// Subject engines publish check work on (on the `-queue` server); workers take it as one queue group.
 pub const WORK_SUBJECT: &str = "jaque.work.check";
@@ -131,6 +131,7 @@ fn chain(e: &dyn std::error::Error) -> String {
 /// Serves in-process work (`-queue memory`).
 pub async fn serve_memory(prober: Prober, mut rx: mpsc::UnboundedReceiver<MemWork>, concurrency: usize) {
     let limit = Arc::new(Semaphore::new(concurrency));
+    // Ends when the engine of this process is gone (its sender dropped), after the checks in flight.
     while let Some(item) = rx.recv().await {
         let Ok(permit) = limit.clone().acquire_owned().await else { return };
         let prober = prober.clone();
@@ -140,17 +141,35 @@ pub async fn serve_memory(prober: Prober, mut rx: mpsc::UnboundedReceiver<MemWor
             drop(permit);
         });
     }
+    drain(&limit, concurrency).await;
 }
 
 /// Serves work from the `-queue` NATS server as a member of the workers' queue group.
-pub async fn serve_nats(prober: Prober, link: NatsLink, concurrency: usize) -> Result<(), String> {
+/// On shutdown it leaves the queue group, runs what it had already taken, and returns once those are done.
+pub async fn serve_nats(
+    prober: Prober,
+    link: NatsLink,
+    concurrency: usize,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), String> {
     let mut sub = link
         .client
         .queue_subscribe(WORK_SUBJECT, WORKER_GROUP.into())
         .await
         .map_err(|e| format!("subscribing to {WORK_SUBJECT} on {}: {e}", link.url))?;
     let limit = Arc::new(Semaphore::new(concurrency));
-    while let Some(msg) = sub.next().await {
+    let mut leaving = false;
+    loop {
+        let msg = tokio::select! {
+            m = sub.next() => m,
+            _ = shutdown.changed(), if !leaving => {
+                leaving = true;
+                // Messages already delivered still come out of the stream, then it ends.
+                let _ = sub.unsubscribe().await;
+                continue;
+            }
+        };
+        let Some(msg) = msg else { break };
         let work = match wire::decode_check_work(&msg.payload) {
             Ok(w) => w,
             Err(e) => {
@@ -170,8 +189,15 @@ pub async fn serve_nats(prober: Prober, link: NatsLink, concurrency: usize) -> R
             if let Err(e) = client.publish(reply, wire::encode(&result).into()).await {
                 tracing::warn!(error = %e, "returning a check result");
             }
+            let _ = client.flush().await;
             drop(permit);
         });
     }
+    drain(&limit, concurrency).await;
     Ok(())
+}
+
+/// Waits until every check in flight has finished (all permits are back).
+async fn drain(limit: &Semaphore, concurrency: usize) {
+    let _ = limit.acquire_many(u32::try_from(concurrency).unwrap_or(u32::MAX)).await;
 }

@@ -28,7 +28,7 @@ fn forwarded_sent(engines: &[Jaque]) -> f64 {
 #[test]
 fn three_engines_share_objects_forward_writes_and_check() {
     let nats = Nats::start();
-    let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &nats.url]);
+    let mut ui = Jaque::start("ui", &["-target", "ui", "-coordination", &nats.url]);
     ui.wait_ready();
 
     // No engine yet: a ui write has nobody to claim it.
@@ -38,7 +38,7 @@ fn three_engines_share_objects_forward_writes_and_check() {
     assert!(r.header("retry-after").is_some());
 
     let mut engines: Vec<Jaque> = ["e1", "e2", "e3"].iter().map(|id| engine(&nats, id)).collect();
-    let worker = Jaque::start("worker", &["-target", "worker", "-queue", &nats.url]);
+    let mut worker = Jaque::start("worker", &["-target", "worker", "-queue", &nats.url]);
     for e in &engines {
         e.wait_ready();
     }
@@ -121,6 +121,12 @@ fn three_engines_share_objects_forward_writes_and_check() {
         let owned: f64 = engines.iter().filter_map(|e| e.metric("jaque_engine_objects_owned")).sum();
         (owned == n).then_some(())
     });
+
+    // The worker and the ui stop cleanly too.
+    for p in [&mut worker.proc, &mut ui.proc] {
+        p.signal("TERM");
+        assert!(p.wait_exit().success(), "{} exits cleanly on SIGTERM", p.name);
+    }
 }
 
 #[test]
