@@ -356,8 +356,9 @@ pub struct Sim {
     next_cmd: u64,
 
     // Checks: the last dispatch and the last result delivered, per object.
-    dispatched: BTreeMap<ObjectId, (usize, u64, Time)>,
-    checked: BTreeMap<ObjectId, (usize, u64, Time)>,
+    /// Indexed by object number (`o<i>`).
+    dispatched: Vec<Option<(usize, u64, Time)>>,
+    checked: Vec<Option<(usize, u64, Time)>>,
     /// The first check result per object since the liveness phase converged.
     checked_since: BTreeMap<(ObjectId, usize, u64), Time>,
     /// When an accepted command event last changed each object (its check budget starts no earlier).
@@ -447,8 +448,8 @@ impl Sim {
             forwards: Vec::new(),
             subs: Vec::new(),
             next_cmd: 0,
-            dispatched: BTreeMap::new(),
-            checked: BTreeMap::new(),
+            dispatched: vec![None; params.objects],
+            checked: vec![None; params.objects],
             checked_since: BTreeMap::new(),
             touched: BTreeMap::new(),
             touched_since_end: false,
@@ -514,11 +515,11 @@ impl Sim {
 
     /// When the object's last check result reached its engine, and which engine (slot, incarnation).
     pub fn last_checked(&self, id: &ObjectId) -> Option<(usize, u64, Time)> {
-        self.checked.get(id).copied()
+        self.checked.get(object_index(id)?).copied().flatten()
     }
 
     pub fn last_dispatched(&self, id: &ObjectId) -> Option<(usize, u64, Time)> {
-        self.dispatched.get(id).copied()
+        self.dispatched.get(object_index(id)?).copied().flatten()
     }
 
     /// Forces the simulated truth of an object (what every check of it returns from now on).
@@ -748,7 +749,9 @@ impl Sim {
             Ev::ForwardTimeout { fwd } => self.forward_result(fwd, Err("timeout".into())),
             Ev::CheckDone { node, inc, result } => {
                 if self.alive(node, inc) && self.can_recv(node) {
-                    self.checked.insert(result.object.clone(), (node, inc, self.now));
+                    if let Some(c) = object_index(&result.object).and_then(|i| self.checked.get_mut(i)) {
+                        *c = Some((node, inc, self.now));
+                    }
                     if self.converged.is_some() {
                         self.checked_since.entry((result.object.clone(), node, inc)).or_insert(self.now);
                     }
@@ -1039,7 +1042,9 @@ impl Sim {
             Output::Reply { to, outcome } => self.reply(n, to.0, outcome),
             Output::Dispatch(work) => {
                 self.stats.checks += 1;
-                self.dispatched.insert(work.object.clone(), (n, inc, self.now));
+                if let Some(d) = object_index(&work.object).and_then(|i| self.dispatched.get_mut(i)) {
+                    *d = Some((n, inc, self.now));
+                }
                 if self.pause_on_dispatch.as_ref().is_some_and(|(m, o, _)| *m == n && *o == work.object) {
                     let (_, _, ms) = self.pause_on_dispatch.take().expect("checked");
                     self.pause(n, ms);
@@ -1663,7 +1668,7 @@ impl Sim {
                 other => {
                     let msg = format!(
                         "{id} not checked by its owner {owner} by {deadline} (converged at {since}): first result since {other:?}, last dispatch {:?}",
-                        self.dispatched.get(&id)
+                        self.last_dispatched(&id)
                     );
                     self.fail(Category::Liveness, "7 failover", msg);
                     return;
@@ -1829,6 +1834,11 @@ impl Sim {
 enum Rng3 {
     Faults,
     Work,
+}
+
+/// The number of an object of the workload's pool (`o<i>`).
+fn object_index(id: &ObjectId) -> Option<usize> {
+    id.as_str().strip_prefix('o')?.parse().ok()
 }
 
 fn draw_def(r: &mut ChaCha8Rng, p: &Params, i: usize) -> ObjectDef {
