@@ -84,6 +84,19 @@ fn three_engines_share_objects_forward_writes_and_check() {
         assert!(all.contains(o["owner"].as_str().unwrap_or_default()), "{o}");
     }
 
+    // A retried write with an Idempotency-Key is applied once, whichever engine claims each try.
+    let key = [("Idempotency-Key", "pause-obj-0")];
+    let tries: Vec<Value> = (0..5)
+        .map(|_| {
+            let r = ui.request("POST", "/api/objects/obj-0/actions/pause", &key, None);
+            assert_eq!(r.status, 200, "{}", r.text());
+            r.json()
+        })
+        .collect();
+    assert!(tries.iter().all(|t| *t == tries[0]), "every retry reports the one application: {tries:?}");
+    let r = ui.request("POST", "/api/objects/obj-0/actions/resume", &[], None);
+    assert_eq!(r.status, 200, "{}", r.text());
+
     // A write sent to e1 directly for an object e2 owns is forwarded by e1 and applied by e2.
     let list = ui.get("/api/objects").json();
     let theirs = list.as_array().unwrap().iter().find(|o| o["owner"] == "e2").expect("e2 owns some object");
