@@ -67,6 +67,9 @@ fn parse() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    if a.seeds == Some(0) {
+        return Err("--seeds needs at least 1".into());
+    }
     if a.seed.is_none() && a.seeds.is_none() && !a.bench {
         return Err("give --seed N, --seeds K or --bench".into());
     }

@@ -127,6 +127,10 @@ pub struct Params {
     pub ingress_share: f64,
     /// Probability that a command that ended `unavailable` is submitted again with the same id.
     pub retry: f64,
+    /// Probability that a command is submitted twice at once, by two paths, with the same id.
+    pub double_submit: f64,
+    /// A leaving engine stays in the ingress queue group until it exits.
+    pub ingress_while_leaving: bool,
     /// Mean length of a period in which an object's simulated truth is constant.
     pub truth_period_ms: u64,
 
@@ -176,6 +180,8 @@ impl Params {
             command_every_ms: r.random_range(20..=2_000),
             ingress_share: pick(&mut r, &[0.0, 0.5, 0.9, 1.0]),
             retry: pick(&mut r, &[0.0, 0.3, 0.8]),
+            double_submit: 0.0,
+            ingress_while_leaving: false,
             truth_period_ms: r.random_range(2..=120u64) * 1000,
             safety_ms: r.random_range(20..=120u64) * 1000,
             restart_at_heal: pick(&mut r, &[0.0, 0.5, 1.0]),
@@ -195,6 +201,8 @@ impl Params {
             p.fault_every_ms = x.random_range(200..=1_000);
             p.command_every_ms = x.random_range(5..=50);
         }
+        p.double_submit = pick(&mut x, &[0.0, 0.0, 0.05, 0.3]);
+        p.ingress_while_leaving = x.random_bool(0.5);
         p
     }
 
@@ -228,6 +236,8 @@ impl Params {
             command_every_ms: 0,
             ingress_share: 1.0,
             retry: 0.0,
+            double_submit: 0.0,
+            ingress_while_leaving: false,
             truth_period_ms: 3_600_000,
             safety_ms: 0,
             restart_at_heal: 1.0,
@@ -311,8 +321,13 @@ impl fmt::Display for Params {
         )?;
         writeln!(
             f,
-            "  workload: command every~{}ms ingress_share={} retry={} truth_period~{}ms",
-            self.command_every_ms, self.ingress_share, self.retry, self.truth_period_ms
+            "  workload: command every~{}ms ingress_share={} retry={} double_submit={} ingress_while_leaving={} truth_period~{}ms",
+            self.command_every_ms,
+            self.ingress_share,
+            self.retry,
+            self.double_submit,
+            self.ingress_while_leaving,
+            self.truth_period_ms
         )?;
         write!(f, "  phases: safety={}ms then liveness (restart_at_heal={})", self.safety_ms, self.restart_at_heal)
     }

@@ -87,3 +87,17 @@ pub fn run_seed(params: Params, trace: usize) -> Report {
         trace: sim.trace_lines(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_is_reported_as_its_own_category() {
+        // No engine slot at all: the heal's restart of slot 0 indexes out of bounds.
+        let report = run_seed(Params { engines: 0, ..Params::scripted(1, 0) }, 0);
+        let v = report.result.expect_err("a panic");
+        assert_eq!(v.category, Category::Panic);
+        assert!(v.message.contains("index out of bounds"), "{}", v.message);
+    }
+}

@@ -76,6 +76,8 @@ pub struct Node {
     held: Vec<Ev>,
     /// This host's clock minus the simulation's, in milliseconds.
     clock: i64,
+    /// Scenarios: appends held in the client (a publish stuck on its way), landed when released.
+    appends_held: Option<Vec<Event>>,
 }
 
 impl Node {
@@ -416,6 +418,7 @@ impl Sim {
                 leave_started: None,
                 log_held: false,
                 held: Vec::new(),
+                appends_held: None,
                 clock: match params.clock_skew_max_ms as i64 {
                     0 => 0,
                     m => stream(seed, Stream::Clock, i as u64).random_range(-m..=m),
@@ -633,6 +636,10 @@ impl Sim {
             self.same_time = (at, 0);
         }
         self.stats.events += 1;
+        if self.stats.events > 100_000_000 {
+            self.fail(Category::Liveness, "runaway", "more than 100 million events in one seed".into());
+            return false;
+        }
         self.h(at.0);
         self.h(ev.code());
         if let Some((n, inc)) = ev.target() {
@@ -1020,6 +1027,10 @@ impl Sim {
                 }
             }
             Output::Append(event) => {
+                if let Some(held) = &mut self.nodes[n].appends_held {
+                    held.push(event);
+                    return;
+                }
                 let timeout = self.params.append_timeout_ms;
                 if !self.can_send(n) {
                     self.after(timeout, Ev::AppendFailed { node: n, inc, event });
@@ -1390,6 +1401,17 @@ impl Sim {
         }
     }
 
+    /// Scenarios: hold node `n`'s appends on their way to the log (they land, in order, when released).
+    pub fn hold_appends(&mut self, n: usize, held: bool) {
+        if held {
+            self.nodes[n].appends_held.get_or_insert_with(Vec::new);
+        } else {
+            for event in self.nodes[n].appends_held.take().unwrap_or_default() {
+                self.after(1, Ev::AppendLand { event });
+            }
+        }
+    }
+
     /// Scenarios: pause node `n` for `ms` right after it next dispatches a check of `object`.
     pub fn pause_at_next_dispatch(&mut self, n: usize, object: &ObjectId, ms: u64) {
         self.pause_on_dispatch = Some((n, object.clone(), ms));
@@ -1725,6 +1747,11 @@ impl Sim {
             (self.command(i, kind), self.exp(self.params.command_every_ms, Rng3::Work))
         };
         let via = self.pick_via();
+        if self.params.double_submit > 0.0 && self.work.random_bool(self.params.double_submit) {
+            // The same command id twice at once by two paths (a client retrying while the first is in flight).
+            let again = self.pick_via();
+            self.submit(cmd.clone(), again);
+        }
         self.submit(cmd, via);
         self.after(next, Ev::Submit);
     }
@@ -1752,7 +1779,13 @@ impl Sim {
             Via::Ingress => {
                 // The queue group: exactly one engine that is subscribed gets it.
                 let members: Vec<usize> = (0..self.nodes.len())
-                    .filter(|&n| self.nodes[n].engine.as_ref().is_some_and(|e| !e.is_leaving()))
+                    .filter(|&n| {
+                        // A leaving engine may still be subscribed until it exits, in some seeds.
+                        self.nodes[n]
+                            .engine
+                            .as_ref()
+                            .is_some_and(|e| !e.is_leaving() || self.params.ingress_while_leaving)
+                    })
                     .collect();
                 if members.is_empty() {
                     self.after(

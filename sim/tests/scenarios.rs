@@ -205,3 +205,40 @@ fn a_seed_replays_exactly() {
         assert_eq!(run(seed), run(seed));
     }
 }
+
+/// Regression (core, found by seed 2209 and others): an engine whose own command event is fenced reroutes
+/// every caller waiting on it. When it owns the object again, the first caller's new append must not be
+/// replaced by the second caller's: both callers hear the one outcome.
+#[test]
+fn a_fenced_command_with_two_callers_answers_both_after_reroute() {
+    let mut s = Scenario::cluster(17, 2, 2, 20);
+    let object = s.owned_by(E1).into_iter().next().expect("e1 owns something");
+    // e1's publish gets stuck on its way to the log, with two callers waiting on the same command id.
+    s.sim.hold_appends(E1, true);
+    let id = jaque_core::CommandId::new("twice").unwrap();
+    let cmd = jaque_core::Command { id, object: object.clone(), kind: CommandKind::CheckNow, hop: 0 };
+    let first = s.sim.submit(cmd.clone(), Via::Engine(E1));
+    let second = s.sim.submit(cmd, Via::Engine(E1));
+    s.run_for(50);
+    // e1 stops past its ttl: an epoch without it, then it rejoins and owns the object again.
+    let ttl = s.sim.params.ttl_ms;
+    s.pause(E1, ttl + 1_000);
+    s.run_until(3 * ttl, "an epoch without e1, then one with it", |sim| {
+        let fence = sim.oracle.reader.fence();
+        let without = (1..=fence.epoch())
+            .any(|e| fence.record(e).is_some_and(|r| r.members.iter().all(|m| m.id.as_str() != "e1")));
+        without
+            && fence.current().is_some_and(|r| r.members.iter().any(|m| m.id.as_str() == "e1"))
+            && sim.engine(E1).epoch() == fence.epoch()
+    });
+    assert_eq!(s.owner(&object), Some(E1));
+    // The stuck publish lands now, under e1's old epoch: fenced, and e1 reroutes both callers to itself.
+    s.sim.hold_appends(E1, false);
+    s.run_until(5_000, "both callers answered", |sim| {
+        sim.subs[first].outcome.is_some() && sim.subs[second].outcome.is_some()
+    });
+    let (a, b) = (s.outcome(first).cloned().unwrap(), s.outcome(second).cloned().unwrap());
+    assert!(matches!(a, jaque_core::Outcome::Applied { .. }), "{a:?}");
+    assert_eq!(a, b, "one command, one outcome for both callers");
+    assert!(s.engine(E1).counters.commands_rerouted >= 2, "both callers were rerouted");
+}
