@@ -20,9 +20,15 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 
 /// The workspace's target directory for the profile the tests were built with, from the test executable's
 /// path (`target/<profile>/deps/<test>-<hash>`).
+/// A binary of this crate (the benchmark) lives in `target/<profile>` itself.
 fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test executable has a path");
-    exe.parent().and_then(Path::parent).expect("test executable lives in target/<profile>/deps").to_path_buf()
+    let dir = exe.parent().expect("the executable is in a directory");
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.parent().expect("target/<profile>/deps").to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
 }
 
 /// The `jaque` binary of the same profile as the tests.
