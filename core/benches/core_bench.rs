@@ -143,41 +143,36 @@ fn main() {
         black_box(n);
     });
 
-    println!("jaque-core benchmarks ({OBJECTS} objects, {MEMBERS} members; medians)");
-    println!("| measure | time | per item | ratio | target |");
-    println!("|---|---|---|---|---|");
-    println!("| P4 raw HRW scores (bare loop) | {:.2?} | {:.1} ns/object | 1.00 | |", raw, ns(raw, OBJECTS));
+    // One table in the columns of docs/benchmarks.md: | P | measure | jaque | floor (same run) | ratio | target |
+    println!("jaque-core benchmarks ({OBJECTS} objects, {MEMBERS} members; medians of repeated runs)");
+    println!("| P | measure | jaque | floor (same run) | ratio | target |");
+    println!("|---|---|---|---|---|---|");
     println!(
-        "| P4 reassign (hrw::assign) | {:.2?} | {:.1} ns/object | {:.2}x raw | <= 1.5x |",
-        assign,
+        "| P4 | HRW reassignment of {OBJECTS} objects over {MEMBERS} members (hrw::assign) | {:.1} ns/object | {:.1} ns/object: raw scores in a bare loop | {:.2}x | <= 1.5x |",
         ns(assign, OBJECTS),
+        ns(raw, OBJECTS),
         assign_ratio
     );
     println!(
-        "| P4 engine epoch change (recompute + schedule) | {:.2?} | {:.1} ns/object | {:.2}x raw | |",
-        engine_reassign,
+        "| P4 | an engine's whole epoch change with {OBJECTS} objects (recompute, schedule, unschedule) | {:.1} ns/object | {:.1} ns/object: raw scores | {:.2}x | |",
         ns(engine_reassign, OBJECTS),
+        ns(raw, OBJECTS),
         engine_reassign.as_secs_f64() / raw.as_secs_f64()
     );
-    println!("| raw xxh3 of object ids | {:.2?} | {:.1} ns/object | | |", raw_hash, ns(raw_hash, OBJECTS));
-    println!("| P5 bare loop over events | {:.2?} | {:.1} ns/event | 1.00 | |", bare, ns(bare, rounds * WINDOW));
     println!(
-        "| P5 fence verdict (key cached) | {:.2?} | {:.1} ns/event | {:.1}x bare | <= 100 ns/event |",
-        verdicts,
+        "| P5 | fence verdict per event (object key cached) | {:.1} ns/event | {:.1} ns/event: bare loop over the events | {:.1}x | <= 100 ns/event |",
         ns(verdicts, rounds * WINDOW),
+        ns(bare, rounds * WINDOW),
         verdicts.as_secs_f64() / bare.as_secs_f64()
     );
     println!(
-        "| P5 fence verdict (hashing the object id) | {:.2?} | {:.1} ns/event | {:.1}x bare | <= 100 ns/event |",
-        verdicts_hashing,
+        "| P5 | fence verdict per event, hashing the object id | {:.1} ns/event | {:.1} ns/event: xxh3 of the id alone | {:.1}x | <= 100 ns/event |",
         ns(verdicts_hashing, rounds * WINDOW),
-        verdicts_hashing.as_secs_f64() / bare.as_secs_f64()
+        ns(raw_hash, OBJECTS),
+        verdicts_hashing.as_secs_f64() / raw_hash.as_secs_f64() * OBJECTS as f64 / (rounds * WINDOW) as f64
     );
     // --- P7: objects moved per join and per leave, beside HRW's theoretical share ---
-    let mut p7 = String::from(
-        "\n| P7 members n | moved on a join (n -> n+1) | theory 1/(n+1) | moved on a leave (n -> n-1) | theory 1/n |\n\
-         |---|---|---|---|---|\n",
-    );
+    let mut p7 = String::new();
     let mut out_before = Vec::new();
     let mut out_after = Vec::new();
     for n in [1usize, 2, 3, 5, 7, 10] {
@@ -198,11 +193,19 @@ fn main() {
             hrw::assign(&left, &keys, &mut out_after);
             let l = owner_ids(&left, &out_after);
             let moved = b.iter().zip(&l).filter(|(x, y)| x != y).count() as f64 / OBJECTS as f64;
-            format!("{:.4} | {:.4}", moved, 1.0 / n as f64)
+            let theory = 1.0 / n as f64;
+            format!(
+                "| P7 | objects moved when one of {n} members leaves | {moved:.4} | {theory:.4} = 1/n | {:.2}x | 1x |\n",
+                moved / theory
+            )
         } else {
-            "- | -".to_string()
+            String::new()
         };
-        p7 += &format!("| {n} | {:.4} | {:.4} | {leave} |\n", moved_join, 1.0 / (n + 1) as f64);
+        let theory = 1.0 / (n + 1) as f64;
+        p7 += &format!(
+            "| P7 | objects moved when a member joins {n} | {moved_join:.4} | {theory:.4} = 1/(n+1) | {:.2}x | 1x |\n{leave}",
+            moved_join / theory
+        );
     }
     let per_round = events.iter().filter(|(_, e, _)| *e == 4).count() + count_kept(&fence, &events);
     assert_eq!(accepted, per_round * rounds, "verdicts are what the bench expects");

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The benchmark table: every figure beside the floor it is built on, measured side by side in the same run on
+# this machine. Prints one markdown table (P1-P8) to stdout; progress and process logs go to stderr.
+# Usage: scripts/bench.sh > table.md     (takes a few minutes; needs nothing running)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-nats.sh >&2
+export JAQUE_NATS_SERVER="$PWD/.tools/bin/nats-server"
+cargo build --release --workspace --bins >&2
+
+rows() { grep -E '^\| P[0-9]' || true; }
+core=$(cargo bench -p jaque-core --bench core_bench 2>/dev/null | rows)
+sim=$(target/release/jaque-sim --bench --seed 1 2>/dev/null)
+procs=$(target/release/jaque-bench 2>/dev/null | rows)
+
+speed=$(sed -n 's/^simulated\/real time: \([0-9.]*\)x (\(.*\))$/\1|\2/p' <<<"$sim")
+seeds=$(sed -n 's/^swarm seeds: \(.*\) = \([0-9.]*\) seeds per minute$/\2|\1/p' <<<"$sim")
+
+echo "| P | measure | jaque | floor (same run) | ratio | target |"
+echo "|---|---|---|---|---|---|"
+echo "$procs" | grep -E '^\| P[123] '
+echo "$core" | grep -E '^\| P[45] '
+echo "| P6 | simulator speed, 5 engines, 1000 objects, every fault kind | ${speed%%|*}x real time | ${speed#*|} | | >= 1000x |"
+echo "| P6 | simulator swarm seeds per minute | ${seeds%%|*} | ${seeds#*|} | | |"
+echo "$core" | grep -E '^\| P7 '
+echo "$procs" | grep -E '^\| P8 '
