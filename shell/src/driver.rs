@@ -85,6 +85,7 @@ pub struct EngineLoop {
     nats: Option<NatsLink>,
     queue: WorkQueue,
     done_tx: mpsc::UnboundedSender<Done>,
+    done_rx: Option<mpsc::UnboundedReceiver<Done>>,
     heartbeats: mpsc::UnboundedSender<HeartbeatJob>,
     appends: mpsc::UnboundedSender<Event>,
     waiters: HashMap<u64, Waiter>,
@@ -97,12 +98,13 @@ pub struct EngineLoop {
 
 impl EngineLoop {
     pub fn new(cfg: EngineConfig, coord: Coordination, nats: Option<NatsLink>, queue: WorkQueue) -> EngineLoop {
-        let (done_tx, _) = mpsc::unbounded_channel();
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
         let results_subject = format!("jaque.work.result.{}.{}", cfg.me.id, cfg.me.incarnation);
         EngineLoop {
             engine: Engine::new(cfg),
             heartbeats: spawn_heartbeat_writer(coord.clone()),
-            appends: mpsc::unbounded_channel().0,
+            appends: spawn_appender(coord.clone(), done_tx.clone()),
+            done_rx: Some(done_rx),
             coord,
             nats,
             queue,
@@ -122,9 +124,7 @@ impl EngineLoop {
         mut ui: mpsc::Receiver<UiRequest>,
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<(), String> {
-        let (done_tx, mut done) = mpsc::unbounded_channel();
-        self.done_tx = done_tx;
-        self.appends = spawn_appender(self.coord.clone(), self.done_tx.clone());
+        let mut done = self.done_rx.take().ok_or("the engine loop runs once")?;
         let mut members = self.coord.watch_members().await?;
         let mut log = self.coord.follow_log().await?;
         self.subscribe().await?;
