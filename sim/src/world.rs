@@ -964,7 +964,8 @@ impl Sim {
         let outputs: Vec<Output> = std::iter::from_fn(|| engine.poll_output()).collect();
         // The engine's self-check costs O(objects): with many objects it is sampled (VOPR checks the
         // expensive ones on a sample of ticks too).
-        let sample = (engine.reader().objects().len() as u64 / 2).max(1);
+        let objects = engine.reader().objects().len() as u64;
+        let sample = if objects <= 200 { 1 } else { objects };
         let check = self.stats.engine_steps.is_multiple_of(sample);
         if let Err(e) = if check { engine.check_invariants() } else { Ok(()) } {
             let msg = format!("e{}: {e}", n + 1);
