@@ -329,6 +329,9 @@ pub struct Stats {
     pub leaves: u64,
     pub forwards: u64,
     pub checks: u64,
+    /// From the heal to the (last) convergence of the liveness phase, and the budget it had.
+    pub converged_after_ms: u64,
+    pub converge_budget_ms: u64,
 }
 
 pub struct Sim {
@@ -382,6 +385,7 @@ pub struct Sim {
     healed: Option<Time>,
     converged: Option<Time>,
     converged_epoch: u64,
+    drain_allowance_ms: u64,
     end: Option<Time>,
     pub violation: Option<Violation>,
     pub stats: Stats,
@@ -470,6 +474,7 @@ impl Sim {
             healed: None,
             converged: None,
             converged_epoch: 0,
+            drain_allowance_ms: 0,
             end: None,
             violation: None,
             stats: Stats::default(),
@@ -804,7 +809,7 @@ impl Sim {
                 }
                 let idle = self.nodes[node].engine.as_ref().is_some_and(|e| e.is_idle());
                 let started = self.nodes[node].leave_started.unwrap_or(self.now);
-                let limit = 5_000 + self.params.forward_timeout_ms + 1_000;
+                let limit = self.drain_limit_ms();
                 if idle || self.now.saturating_since(started).as_millis() as u64 >= limit {
                     self.tr(|| format!("e{} exits after leaving (idle={idle})", node + 1));
                     self.stop(node);
@@ -1538,8 +1543,16 @@ impl Sim {
         }
     }
 
+    /// A leaving engine exits once idle, or after this long (the engine's reply timeout, a forward's, 1 s).
+    fn drain_limit_ms(&self) -> u64 {
+        5_000 + self.params.forward_timeout_ms + 1_000
+    }
+
     /// The end of the safety phase: every fault heals, the workload stops, some dead engines come back.
     fn heal(&mut self) {
+        if self.nodes.iter().any(|n| n.leave_started.is_some()) {
+            self.drain_allowance_ms = self.drain_limit_ms() + 1_000;
+        }
         self.phase = Phase::Liveness;
         self.healed = Some(self.now);
         self.fault_gen += 1;
@@ -1568,18 +1581,18 @@ impl Sim {
     }
 
     /// How long after the heal every object must have a live owner (invariant 7): ttl + ttl/3 + the
-    /// expiry lag, plus what it takes to notice and agree — a boot, a lost proposal retried after the
-    /// propose timeout, a leaving engine draining, and a few trips through the store.
+    /// expiry lag, plus what it takes to notice and agree: a boot, a proposal whose answer was lost before the
+    /// heal retried after the 2 s propose timeout, three trips through the store (the change reaching a
+    /// watcher, the proposal, the record reaching every reader), twice the clock skew, and the drain of an
+    /// engine that was leaving at the heal.
     pub fn ownership_budget_ms(&self) -> u64 {
         let p = &self.params;
         p.takeover_window_ms()
             + p.boot_delay_max_ms
             + 2_000
-            + 6 * p.max_hop_ms()
-            + 5_000
-            + p.forward_timeout_ms
-            + 2_000
+            + 3 * p.max_hop_ms()
             + 2 * p.clock_skew_max_ms
+            + self.drain_allowance_ms
     }
 
     fn converged(&self) -> Result<(), String> {
@@ -1625,6 +1638,8 @@ impl Sim {
             (Ok(()), None) => {
                 self.converged = Some(self.now);
                 self.converged_epoch = self.oracle.reader.epoch();
+                self.stats.converged_after_ms = self.now.0 - healed.0;
+                self.stats.converge_budget_ms = budget;
                 self.checked_since.clear();
                 self.tr(|| "converged: every object has a live owner".into());
             }
