@@ -185,12 +185,13 @@ fn sweep(args: &Args, base: u64, count: u64) -> ExitCode {
 fn summary(r: &Report) -> String {
     let s = &r.stats;
     format!(
-        "{:.1}s simulated in {:.2}s ({:.0}x); converged {}ms after the heal (budget {}ms); {} events, {} log entries, {} epochs, {} commands ({} applied, {} not owned, {} unavailable), {} checks, {} forwards, {} faults ({} crashes, {} pauses, {} leaves), {} stale events; trace {:016x}",
+        "{:.1}s simulated in {:.2}s ({:.0}x); converged {}ms after the heal (budget {}ms), checks used <={}% of their budget; {} events, {} log entries, {} epochs, {} commands ({} applied, {} not owned, {} unavailable), {} checks, {} forwards, {} faults ({} crashes, {} pauses, {} leaves), {} stale events; trace {:016x}",
         r.sim_time.as_secs_f64(),
         r.real_time.as_secs_f64(),
         r.sim_time.as_secs_f64() / r.real_time.as_secs_f64().max(1e-9),
         s.converged_after_ms,
         s.converge_budget_ms,
+        s.check_budget_used_pct,
         s.events,
         s.log_entries,
         s.epochs,

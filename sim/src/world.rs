@@ -332,6 +332,8 @@ pub struct Stats {
     /// From the heal to the (last) convergence of the liveness phase, and the budget it had.
     pub converged_after_ms: u64,
     pub converge_budget_ms: u64,
+    /// The largest share of its check budget an object's first check after convergence used.
+    pub check_budget_used_pct: u64,
 }
 
 pub struct Sim {
@@ -1702,7 +1704,12 @@ impl Sim {
             let owner = crate::oracle::hrw_owner(&rec.members, id.as_str()).cloned().expect("converged");
             let slot = self.slot_of[&owner.id];
             match self.checked_since.get(&(id.clone(), slot, owner.incarnation)) {
-                Some(&t) if t <= deadline => {}
+                Some(&t) if t <= deadline => {
+                    // How much of its budget the object's first check used, for reports.
+                    let budget = deadline.0 - since.0;
+                    let used = (t.0.saturating_sub(since.0) * 100).checked_div(budget).unwrap_or(0);
+                    self.stats.check_budget_used_pct = self.stats.check_budget_used_pct.max(used);
+                }
                 other => {
                     let msg = format!(
                         "{id} not checked by its owner {owner} by {deadline} (converged at {since}): first result since {other:?}, last dispatch {:?}",
