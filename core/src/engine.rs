@@ -6,7 +6,8 @@
 //! 2. after either, drain `poll_output()` until `None`, carrying out each output;
 //! 3. re-arm the single timer from `poll_timeout()`.
 //!
-//! Contracts with the driver: every `Forward` output gets exactly one `ForwardResult`; every `ProposeEpoch` at
+//! Contracts with the driver: `Start` comes first and once (a later one, or one after `Leave`, is ignored);
+//! every `Forward` output gets exactly one `ForwardResult`; every `ProposeEpoch` at
 //! most one `ProposeResult` (a lost one is retried after `propose_timeout`); log entries arrive in log order,
 //! each once (repeats are skipped); `CaughtUp` is sent once the log backlog and the membership snapshot that
 //! existed at start have been delivered.
@@ -303,7 +304,8 @@ impl Engine {
     pub fn handle(&mut self, now: Time, input: Input) {
         match input {
             Input::Start => {
-                if !self.started {
+                // Once: a restart is a new Engine with a new incarnation, and a left engine stays left.
+                if !self.started && !self.membership.is_leaving() {
                     self.started = true;
                     self.membership.join(now);
                 }

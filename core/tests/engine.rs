@@ -416,3 +416,19 @@ fn a_transition_that_never_lands_is_written_again() {
     w.advance(Duration::from_secs(10));
     assert_eq!(w.oracle().object(&oid("web")).unwrap().state, State::Critical);
 }
+
+#[test]
+fn a_left_engine_stays_left_even_if_started_again() {
+    // Found by the engine fuzz target: a Start after Leave rejoined with nothing owned.
+    let mut w = World::new();
+    w.add_engine("a", 1);
+    w.submit("a", cmd("c1", "web", CommandKind::Put { def: def(30) }));
+    let now = w.now;
+    let e = w.engines.get_mut("a").unwrap();
+    e.handle(now, Input::Leave);
+    e.handle(now, Input::Start);
+    assert!(e.is_leaving());
+    w.run();
+    w.check();
+    assert!(w.oracle().fence().current().is_some_and(|r| r.members.is_empty() || r.epoch == 1));
+}
