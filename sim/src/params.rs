@@ -117,6 +117,8 @@ pub struct Params {
     pub fault_max_ms: u64,
     /// A paused engine stays paused up to this long; sometimes more than the ttl.
     pub pause_max_ms: u64,
+    /// Some fault ticks swizzle-clog (FoundationDB): clog a random subset one by one, unclog in random order.
+    pub swizzle: bool,
     /// Share of heartbeats dropped during a heartbeat-loss fault.
     pub heartbeat_loss: f64,
 
@@ -176,6 +178,7 @@ impl Params {
             fault_min_ms,
             fault_max_ms: fault_min_ms + r.random_range(0..=3u64) * ttl_ms,
             pause_max_ms: ttl_ms * r.random_range(1..=3u64),
+            swizzle: false,
             heartbeat_loss: pick(&mut r, &[0.5, 0.9, 1.0]),
             command_every_ms: r.random_range(20..=2_000),
             ingress_share: pick(&mut r, &[0.0, 0.5, 0.9, 1.0]),
@@ -203,6 +206,7 @@ impl Params {
         }
         p.double_submit = pick(&mut x, &[0.0, 0.0, 0.05, 0.3]);
         p.ingress_while_leaving = x.random_bool(0.5);
+        p.swizzle = !p.faults.is_empty() && x.random_bool(0.3);
         p
     }
 
@@ -232,6 +236,7 @@ impl Params {
             fault_min_ms: 1_000,
             fault_max_ms: 1_000,
             pause_max_ms: 1_000,
+            swizzle: false,
             heartbeat_loss: 1.0,
             command_every_ms: 0,
             ingress_share: 1.0,
@@ -310,9 +315,10 @@ impl fmt::Display for Params {
         )?;
         writeln!(
             f,
-            "  faults on: [{}] off: [{}] every~{}ms lasting {}..{}ms pause<={}ms heartbeat_loss={}",
+            "  faults on: [{}] off: [{}] swizzle={} every~{}ms lasting {}..{}ms pause<={}ms heartbeat_loss={}",
             faults.join(","),
             off.join(","),
+            self.swizzle,
             self.fault_every_ms,
             self.fault_min_ms,
             self.fault_max_ms,

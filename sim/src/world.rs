@@ -246,6 +246,10 @@ enum Ev {
         gen: u64,
         undo: Undo,
     },
+    ClogStart {
+        gen: u64,
+        node: usize,
+    },
     Resume {
         node: usize,
         inc: u64,
@@ -307,6 +311,7 @@ impl Ev {
             Ev::ExitIfIdle { .. } => 24,
             Ev::Heal => 25,
             Ev::LivenessCheck => 26,
+            Ev::ClogStart { .. } => 27,
         }
     }
 }
@@ -785,6 +790,11 @@ impl Sim {
                 }
             }
             Ev::FaultTick => self.fault_tick(),
+            Ev::ClogStart { gen, node } => {
+                if gen == self.fault_gen {
+                    self.nodes[node].clog += 1;
+                }
+            }
             Ev::FaultEnd { gen, undo } => {
                 if gen == self.fault_gen {
                     self.undo(undo);
@@ -1482,6 +1492,10 @@ impl Sim {
         }
         let next = self.exp(self.params.fault_every_ms, Rng3::Faults);
         self.after(next, Ev::FaultTick);
+        if self.params.swizzle && self.faults.random_bool(0.2) {
+            self.swizzle();
+            return;
+        }
         let p = &self.params;
         let kind = p.faults[self.faults.random_range(0..p.faults.len())];
         let n = self.faults.random_range(0..self.nodes.len());
@@ -1548,6 +1562,33 @@ impl Sim {
     /// A leaving engine exits once idle, or after this long (the engine's reply timeout, a forward's, 1 s).
     fn drain_limit_ms(&self) -> u64 {
         5_000 + self.params.forward_timeout_ms + 1_000
+    }
+
+    /// FoundationDB's swizzle-clog: clog a random subset of engines one by one, then unclog them in another
+    /// random order.
+    fn swizzle(&mut self) {
+        self.stats.faults += 1;
+        let mut order: Vec<usize> = (0..self.nodes.len()).filter(|_| self.faults.random_bool(0.5)).collect();
+        let gen = self.fault_gen;
+        let mut t = 0;
+        let mut starts = Vec::new();
+        for &n in &order {
+            t += self.faults.random_range(50..=500);
+            starts.push((t, n));
+        }
+        // Unclog in a shuffled order, after the last one is clogged.
+        for i in (1..order.len()).rev() {
+            let j = self.faults.random_range(0..=i);
+            order.swap(i, j);
+        }
+        for (at, n) in starts {
+            self.after(at, Ev::ClogStart { gen, node: n });
+        }
+        for n in order {
+            t += self.faults.random_range(200..=2_000);
+            self.after(t, Ev::FaultEnd { gen, undo: Undo::Clog(n) });
+        }
+        self.tr(|| "swizzle-clog".into());
     }
 
     /// The end of the safety phase: every fault heals, the workload stops, some dead engines come back.
