@@ -307,7 +307,13 @@ impl NatsCoord {
                 ..Default::default()
             })
             .await
-            .map_err(|e| format!("creating the membership bucket {KV_BUCKET} on {}: {e}", link.url))?;
+            .map_err(|e| {
+                format!(
+                    "creating the membership bucket {KV_BUCKET} on {}: {e} \
+                     (jaque needs nats-server 2.11 or newer with JetStream on: nats-server -js)",
+                    link.url
+                )
+            })?;
         js.get_or_create_stream(stream::Config {
             name: LOG_STREAM.into(),
             description: Some("jaque log: epoch records and events, one total order".into()),
