@@ -2,7 +2,10 @@
 
 use jaque_sim::run::Report;
 use jaque_sim::{run_seed, Category, Params};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const EXIT_SAFETY: u8 = 1;
@@ -12,7 +15,7 @@ const EXIT_NONDETERMINISTIC: u8 = 4;
 const EXIT_USAGE: u8 = 64;
 
 const USAGE: &str = "\
-usage: jaque-sim [--seed N] [--seeds K] [--check-determinism] [--keep-going] [--verbose] [--trace LINES]
+usage: jaque-sim [--seed N] [--seeds K] [--check-determinism] [--keep-going] [--verbose] [--trace LINES] [--jobs N]
        jaque-sim --bench [--seed N] [--bench-seconds S]
 
   --seed N             run seed N (with --seeds: the first of K consecutive seeds)
@@ -21,6 +24,7 @@ usage: jaque-sim [--seed N] [--seeds K] [--check-determinism] [--keep-going] [--
   --keep-going         with --seeds: report every failing seed instead of stopping at the first
   --verbose            print every seed's banner and result
   --trace LINES        trace lines printed on failure (default 60)
+  --jobs N             run seeds on N threads (output stays in seed order; default 1)
   --bench              benchmark: 5 engines, 1000 objects, all faults; then swarm seeds per minute
 
 exit codes: 0 every invariant held; 1 safety violation; 2 liveness failure; 3 panic;
@@ -35,6 +39,7 @@ struct Args {
     trace: usize,
     bench: bool,
     bench_seconds: u64,
+    jobs: u64,
 }
 
 fn parse() -> Result<Args, String> {
@@ -47,6 +52,7 @@ fn parse() -> Result<Args, String> {
         trace: 60,
         bench: false,
         bench_seconds: 20,
+        jobs: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -59,6 +65,7 @@ fn parse() -> Result<Args, String> {
             "--seeds" => a.seeds = Some(num("--seeds")?),
             "--trace" => a.trace = num("--trace")? as usize,
             "--bench-seconds" => a.bench_seconds = num("--bench-seconds")?,
+            "--jobs" | "-j" => a.jobs = num("--jobs")?,
             "--check-determinism" => a.determinism = true,
             "--keep-going" => a.keep_going = true,
             "--verbose" | "-v" => a.verbose = true,
@@ -108,78 +115,148 @@ fn random_base() -> u64 {
     (t as u64 ^ (std::process::id() as u64) << 32) % 1_000_000_000_000
 }
 
+/// What a sweep has seen so far.
+struct Tally {
+    start: Instant,
+    first_failure: Option<u8>,
+    failed: Vec<u64>,
+    sim_total: Duration,
+    events: u64,
+    ran: u64,
+}
+
+enum Next {
+    Go,
+    Stop,
+    Exit(u8),
+}
+
 fn sweep(args: &Args, base: u64, count: u64) -> ExitCode {
-    let start = Instant::now();
     let single = count == 1;
-    let mut first_failure: Option<u8> = None;
-    let mut failed = Vec::new();
-    let (mut sim_total, mut events) = (Duration::ZERO, 0u64);
+    let mut t = Tally {
+        start: Instant::now(),
+        first_failure: None,
+        failed: Vec::new(),
+        sim_total: Duration::ZERO,
+        events: 0,
+        ran: 0,
+    };
     let progress_every = (count / 20).max(1);
-    for i in 0..count {
-        let seed = base.wrapping_add(i);
-        let params = Params::draw(seed);
-        if single || args.verbose {
-            println!("{params}");
-        }
-        let report = run_seed(params.clone(), 0);
-        sim_total += report.sim_time;
-        events += report.stats.events;
-        if args.determinism {
-            let again = run_seed(params.clone(), 0);
-            if again.trace_hash != report.trace_hash || again.sim_time != report.sim_time {
-                println!("{params}");
-                println!(
-                    "NONDETERMINISTIC: seed {seed}: trace hash {:016x} then {:016x} (sim time {:?} then {:?})",
-                    report.trace_hash, again.trace_hash, report.sim_time, again.sim_time
-                );
-                println!("replay: jaque-sim --seed {seed} --check-determinism");
-                return ExitCode::from(EXIT_NONDETERMINISTIC);
-            }
-            if single || args.verbose {
-                println!("deterministic: trace hash {:016x} twice", report.trace_hash);
-            }
-        }
-        match &report.result {
-            Ok(()) => {
-                if single || args.verbose {
-                    println!("seed {seed} ok: {}", summary(&report));
-                }
-            }
-            Err(v) => {
-                let code = match v.category {
-                    Category::Safety => EXIT_SAFETY,
-                    Category::Liveness => EXIT_LIVENESS,
-                    Category::Panic => EXIT_PANIC,
-                };
-                report_failure(&report, args.trace);
-                failed.push(seed);
-                first_failure.get_or_insert(code);
-                if !args.keep_going {
+    let next = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = mpsc::channel::<(u64, Report, Option<Report>)>();
+    let mut exit = None;
+    std::thread::scope(|scope| {
+        for _ in 0..args.jobs.clamp(1, 64) {
+            let (tx, next, stop) = (tx.clone(), &next, &stop);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= count || stop.load(Ordering::SeqCst) {
                     break;
                 }
+                let params = Params::draw(base.wrapping_add(i));
+                let report = run_seed(params.clone(), 0);
+                let again = args.determinism.then(|| run_seed(params, 0));
+                if tx.send((i, report, again)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        // Results are taken in seed order, so the output reads as a sequential sweep's would.
+        let mut pending = BTreeMap::new();
+        let mut expect = 0;
+        'results: for (i, report, again) in rx {
+            pending.insert(i, (report, again));
+            while let Some((report, again)) = pending.remove(&expect) {
+                match one_seed(args, single, &mut t, report, again) {
+                    Next::Go => {}
+                    Next::Stop => {
+                        stop.store(true, Ordering::SeqCst);
+                        break 'results;
+                    }
+                    Next::Exit(code) => {
+                        stop.store(true, Ordering::SeqCst);
+                        exit = Some(code);
+                        break 'results;
+                    }
+                }
+                expect += 1;
+                if !single && expect % progress_every == 0 {
+                    println!(
+                        "{expect}/{count} seeds, {} failed, {:.0}s simulated in {:.1}s",
+                        t.failed.len(),
+                        t.sim_total.as_secs_f64(),
+                        t.start.elapsed().as_secs_f64()
+                    );
+                }
             }
         }
-        if !single && (i + 1) % progress_every == 0 {
-            println!(
-                "{}/{count} seeds, {} failed, {:.0}s simulated in {:.1}s",
-                i + 1,
-                failed.len(),
-                sim_total.as_secs_f64(),
-                start.elapsed().as_secs_f64()
-            );
-        }
+    });
+    if let Some(code) = exit {
+        return ExitCode::from(code);
     }
     if !single {
-        let real = start.elapsed().as_secs_f64();
+        let real = t.start.elapsed().as_secs_f64();
         println!(
-            "seeds {base}..{}: {} failed {failed:?}; {:.0}s simulated, {events} events in {real:.1}s ({:.0}x real time)",
-            base.wrapping_add(count - 1),
-            failed.len(),
-            sim_total.as_secs_f64(),
-            sim_total.as_secs_f64() / real.max(1e-9)
+            "seeds {base}..{}{}: {} failed {:?}; {:.0}s simulated, {} events in {real:.1}s ({:.0}x real time)",
+            base.wrapping_add(t.ran.max(1) - 1),
+            if t.ran < count { " (stopped at the first failure; --keep-going runs on)" } else { "" },
+            t.failed.len(),
+            t.failed,
+            t.sim_total.as_secs_f64(),
+            t.events,
+            t.sim_total.as_secs_f64() / real.max(1e-9)
         );
     }
-    ExitCode::from(first_failure.unwrap_or(0))
+    ExitCode::from(t.first_failure.unwrap_or(0))
+}
+
+fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Option<Report>) -> Next {
+    let seed = report.params.seed;
+    if single || args.verbose {
+        println!("{}", report.params);
+    }
+    t.sim_total += report.sim_time;
+    t.events += report.stats.events;
+    t.ran += 1;
+    if let Some(again) = again {
+        if again.trace_hash != report.trace_hash || again.sim_time != report.sim_time {
+            println!("{}", report.params);
+            println!(
+                "NONDETERMINISTIC: seed {seed}: trace hash {:016x} then {:016x} (sim time {:?} then {:?})",
+                report.trace_hash, again.trace_hash, report.sim_time, again.sim_time
+            );
+            println!("replay: jaque-sim --seed {seed} --check-determinism");
+            return Next::Exit(EXIT_NONDETERMINISTIC);
+        }
+        if single || args.verbose {
+            println!("deterministic: trace hash {:016x} twice", report.trace_hash);
+        }
+    }
+    match &report.result {
+        Ok(()) => {
+            if single || args.verbose {
+                println!("seed {seed} ok: {}", summary(&report));
+            }
+            Next::Go
+        }
+        Err(v) => {
+            let code = match v.category {
+                Category::Safety => EXIT_SAFETY,
+                Category::Liveness => EXIT_LIVENESS,
+                Category::Panic => EXIT_PANIC,
+            };
+            report_failure(&report, args.trace);
+            t.failed.push(seed);
+            t.first_failure.get_or_insert(code);
+            if args.keep_going {
+                Next::Go
+            } else {
+                Next::Stop
+            }
+        }
+    }
 }
 
 fn summary(r: &Report) -> String {
