@@ -189,3 +189,12 @@ fn metrics_use_the_page_names_and_sigterm_exits_cleanly() {
     assert!(status.success(), "exit after SIGTERM: {status}");
     assert!(j.proc.output.text().contains("leaving the engine bucket"));
 }
+
+#[test]
+fn sigint_leaves_the_membership_like_sigterm() {
+    let mut j = single();
+    j.proc.signal("INT");
+    let status = j.proc.wait_exit();
+    assert!(status.success(), "exit after SIGINT: {status}");
+    assert!(j.proc.output.text().contains("leaving the engine bucket"));
+}
