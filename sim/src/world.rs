@@ -1258,11 +1258,24 @@ impl Sim {
             LogEntry::Event(ev) if s.view != 0 => r.object(&ev.object).map_or(0, view_hash),
             _ => 0,
         };
-        let mine = (r.position(), r.counters.stale_epoch_total, r.epoch(), r.objects().len(), view);
-        let want = (seq, s.stale_total, s.epoch, s.objects, s.view);
+        // The applied-command record (at most once across owners rests on it): a command id the oracle saw
+        // applied at or before this position is applied here with the same outcome, a later one not yet.
+        let applied = match &self.log[(seq - 1) as usize] {
+            LogEntry::Event(Event { command_id: Some(id), .. }) => {
+                let want = self
+                    .oracle
+                    .reader
+                    .applied(id)
+                    .filter(|o| matches!(o, Outcome::Applied { seq: at, .. } if *at <= seq));
+                r.applied(id) == want
+            }
+            _ => true,
+        };
+        let mine = (r.position(), r.counters.stale_epoch_total, r.epoch(), r.objects().len(), view, applied);
+        let want = (seq, s.stale_total, s.epoch, s.objects, s.view, true);
         if mine != want {
             let msg = format!(
-                "e{} at log {seq} holds (position, stale, epoch, objects, view)={mine:?}, the oracle {want:?}",
+                "e{} at log {seq} holds (position, stale, epoch, objects, view, applied ok)={mine:?}, the oracle {want:?}",
                 n + 1
             );
             self.fail(Category::Safety, "2 agreement", msg);
