@@ -177,7 +177,9 @@ impl Membership {
             {
                 self.heartbeat(now)
             }
-            MemberChange::Up(m) if m.id == self.me.id && m.incarnation != self.me.incarnation && changed => {
+            // Only a *newer* incarnation is another live process: an older one is our own previous life (a
+            // restart within the ttl), whose key our first heartbeat overwrites.
+            MemberChange::Up(m) if m.id == self.me.id && m.incarnation > self.me.incarnation && changed => {
                 self.id_conflicts_total += 1;
             }
             _ => {}
@@ -279,6 +281,16 @@ mod tests {
         assert!(!view.observe(4, &MemberChange::Down(m("b", 1).id)));
         assert_eq!(view.len(), 1);
         assert_eq!(view.ignored_total, 2);
+    }
+
+    #[test]
+    fn our_own_older_incarnation_is_not_a_conflict_but_a_newer_one_is() {
+        let mut ms = Membership::new(Bucket::Engine, m("a", 5), Duration::from_secs(9));
+        ms.handle_observation(Time(0), &obs(1, MemberChange::Up(m("a", 4))));
+        assert_eq!(ms.id_conflicts_total, 0, "a restart within the ttl sees its previous key");
+        ms.handle_observation(Time(0), &obs(2, MemberChange::Up(m("a", 5))));
+        ms.handle_observation(Time(0), &obs(3, MemberChange::Up(m("a", 6))));
+        assert_eq!(ms.id_conflicts_total, 1, "a second process with our id");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! observation only when its revision is above the last applied one, per bucket); `observe` reports a change
 //! exactly when the model changed; ignored observations are counted; a live member's heartbeat timer is always
 //! its last heartbeat + ttl/3; a leave deletes the key once and no heartbeat is written again until the next
-//! join; an own key lost while alive is written again at once; an own id with another incarnation is counted
+//! join; an own key lost while alive is written again at once; an own id with a newer incarnation is counted
 //! as a conflict; a standalone `LiveSet` fed the same observations agrees.
 
 use super::bytes::Bytes;
@@ -125,7 +125,7 @@ pub fn check(data: &[u8]) {
                             model.next = Some(now + ttl / 3);
                             want.push(put);
                         }
-                        MemberChange::Up(m) if m.id == me.id && m.incarnation != me.incarnation && model_changed => {
+                        MemberChange::Up(m) if m.id == me.id && m.incarnation > me.incarnation && model_changed => {
                             model.conflicts += 1;
                         }
                         _ => {}
