@@ -46,7 +46,8 @@ impl Cluster {
                 _ => nats.url.clone(),
             };
             // Each engine process also serves the read API, so the checker can ask it what it holds.
-            let args = ["-target", "engine,ui", "-queue", &url, "-coordination", &url, "-id", id, "-heartbeat-ttl", ttl];
+            let args =
+                ["-target", "engine,ui", "-queue", &url, "-coordination", &url, "-id", id, "-heartbeat-ttl", ttl];
             engines.insert(id, Jaque::start(id, &args));
         }
         let worker = Jaque::start("worker", &["-target", "worker", "-queue", &nats.url]);
