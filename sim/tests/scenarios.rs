@@ -124,6 +124,7 @@ fn a_clean_leave_hands_objects_over_without_waiting_for_the_ttl() {
     let moving = s.owned_by(e3);
     assert!(!moving.is_empty());
     let t0 = s.sim.now();
+    let stale = s.stale_total();
     s.leave(e3);
     s.run_until(2_000, "every object of e3 has a new owner that holds it", |sim| {
         let Some(rec) = sim.oracle.reader.fence().current() else { return false };
@@ -143,6 +144,8 @@ fn a_clean_leave_hands_objects_over_without_waiting_for_the_ttl() {
         moving.iter().all(|id| sim.last_checked(id).is_some_and(|(n, _, t)| n != e3 && t >= since))
     });
     assert!(s.sim.nodes[e3].engine.is_none(), "the leaving engine exited once idle");
+    assert_eq!(s.stale_total(), stale, "no event discarded: the leaver stopped writing, the others kept theirs");
+    s.assert_readers_agree();
 }
 
 /// The checkers are not vacuous: an event from a writer that claims a future epoch is flagged.
