@@ -7,6 +7,7 @@
 //! P3 failover after kill -9 and after SIGTERM, as a multiple of the ttl;
 //! P8 engine resident memory with 100k objects.
 
+use futures_util::StreamExt;
 use jaque_core::{
     wire, EpochRecord, Event, EventBody, LogEntry, MemberId, MemberRef, ObjectDef, ObjectId, Probe, Time,
 };
@@ -33,14 +34,14 @@ fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
-/// Raw NATS floors on `url`: request/reply round trips and JetStream publish acks, sequential.
-fn floors(url: &str, n: usize) -> (Vec<Duration>, Vec<Duration>) {
+/// Raw NATS floors on `url`, sequential: request/reply round trips, JetStream publish acks, and a publish
+/// until an ordered push consumer of the stream delivers it (what an engine's read-back of its own event needs).
+fn floors(url: &str, n: usize) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) {
     rt().block_on(async {
         let client = async_nats::connect(url).await.unwrap();
         let mut sub = client.subscribe("bench.echo").await.unwrap();
         let responder = client.clone();
         tokio::spawn(async move {
-            use futures_util::StreamExt;
             while let Some(m) = sub.next().await {
                 if let Some(r) = m.reply {
                     let _ = responder.publish(r, m.payload).await;
@@ -70,7 +71,26 @@ fn floors(url: &str, n: usize) -> (Vec<Duration>, Vec<Duration>) {
             js.publish("bench.js", payload.clone().into()).await.unwrap().await.unwrap();
             pubs.push(s.elapsed());
         }
-        (rr, pubs)
+        let stream = js.get_stream("BENCH").await.unwrap();
+        let mut follow = stream
+            .create_consumer(async_nats::jetstream::consumer::push::OrderedConfig {
+                deliver_subject: client.new_inbox(),
+                deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::New,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .messages()
+            .await
+            .unwrap();
+        let mut readback = Vec::with_capacity(n);
+        for _ in 0..n {
+            let s = Instant::now();
+            let _ack = js.publish("bench.js", payload.clone().into()).await.unwrap();
+            follow.next().await.unwrap().unwrap();
+            readback.push(s.elapsed());
+        }
+        (rr, pubs, readback)
     })
 }
 
@@ -85,7 +105,6 @@ fn raw_request_rate(url: &str, conc: usize, secs: u64) -> f64 {
         let mut sub = client.subscribe("bench.rate").await.unwrap();
         let responder = client.clone();
         tokio::spawn(async move {
-            use futures_util::StreamExt;
             while let Some(m) = sub.next().await {
                 if let Some(r) = m.reply {
                     let _ = responder.publish(r, m.payload).await;
@@ -253,8 +272,9 @@ fn engine_memory(n: usize) -> (u64, u64) {
 fn main() {
     let nats = Nats::start();
     eprintln!("jaque-bench: raw NATS floors...");
-    let (mut rr, mut js) = floors(&nats.url, 2000);
+    let (mut rr, mut js, mut rb) = floors(&nats.url, 2000);
     let (rr50, rr99, js50, js99) = (pct(&mut rr, 0.5), pct(&mut rr, 0.99), pct(&mut js, 0.5), pct(&mut js, 0.99));
+    let (rb50, rb99) = (pct(&mut rb, 0.5), pct(&mut rb, 0.99));
 
     eprintln!("jaque-bench: three engines, a worker and a ui...");
     let target = CountingTarget::start();
@@ -266,6 +286,16 @@ fn main() {
     }
     let all: BTreeSet<String> = ["e1", "e2", "e3"].map(String::from).into();
     poll("an epoch of three engines", || (epoch_members(&ui) == all).then_some(()));
+
+    // The HTTP part of a write: a request to the ui that does nothing (the client opens a connection each time).
+    let mut hz: Vec<Duration> = (0..600)
+        .map(|_| {
+            let s = Instant::now();
+            ui.get("/healthz");
+            s.elapsed()
+        })
+        .collect();
+    let (http50, http99) = (pct(&mut hz, 0.5), pct(&mut hz, 0.99));
 
     // P1: sequential writes through the ui, each a new object.
     eprintln!("jaque-bench: P1 write latency...");
@@ -346,6 +376,15 @@ fn main() {
         "| P1 | ui write -> applied, p99 | {:.2} ms | {:.2} ms (request/reply {:.2} + JetStream publish {:.2}) | {:.2}x | |",
         ms(w99), ms(floor99), ms(rr99), ms(js99), ms(w99) / ms(floor99)
     );
+    println!(
+        "| P1 | same, less the HTTP request itself (GET /healthz on the ui: p50 {:.2} ms) | {:.2} ms | {:.2} ms | {:.2}x | |",
+        ms(http50), ms(w50.saturating_sub(http50)), ms(floor50), ms(w50.saturating_sub(http50)) / ms(floor50)
+    );
+    println!(
+        "| P1 | floor of what a write does: ingress request/reply + publish until an ordered consumer delivers it (the engine's read-back) | {:.2} ms | p99 {:.2} ms | | |",
+        ms(rr50 + rb50), ms(rr99 + rb99)
+    );
+    let _ = http99;
     println!(
         "| P2 | writes/s through ingress, 3 engines, {CONC} concurrent | {writes_per_s:.0}/s | {raw_per_s:.0}/s raw pipelined requests ({CONC} in flight) | {:.2}x | >= 0.5x |",
         writes_per_s / raw_per_s
