@@ -59,6 +59,18 @@ impl EngineConfig {
     pub fn takeover_window(&self) -> Duration {
         self.ttl + self.ttl / 3 + self.expiry_lag
     }
+
+    /// How long a driver waits for the owner's answer to a forward: the owner answers every command within
+    /// `reply_timeout`, so a forward unanswered for longer lost its owner (dead or paused mid-request).
+    pub fn forward_timeout(&self) -> Duration {
+        self.reply_timeout + Duration::from_secs(1)
+    }
+
+    /// How long a caller (the ui) waits for a write's outcome: longer than a forward, so the engine's own
+    /// `unavailable` for a lost forward reaches the caller before the caller gives up.
+    pub fn write_timeout(&self) -> Duration {
+        self.forward_timeout() + Duration::from_secs(1)
+    }
 }
 
 /// A driver's handle for a caller waiting on a command (an HTTP request, a NATS reply subject).

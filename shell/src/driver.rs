@@ -75,7 +75,7 @@ enum Waiter {
 
 /// How long a ui request may wait for an engine's outcome before it is answered `unavailable`.
 pub fn write_deadline(cfg: &EngineConfig) -> Duration {
-    cfg.reply_timeout + Duration::from_secs(2)
+    cfg.write_timeout()
 }
 
 pub struct EngineLoop {
@@ -348,7 +348,7 @@ impl EngineLoop {
             return;
         };
         let client = link.client.clone();
-        let deadline = write_deadline(self.engine.config());
+        let deadline = self.engine.config().forward_timeout();
         tokio::spawn(async move {
             let request = client.request(cmd_subject(&to.id), wire::encode(&cmd).into());
             let result = match tokio::time::timeout(deadline, request).await {
