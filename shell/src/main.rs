@@ -181,11 +181,19 @@ async fn run(cfg: Config) -> Result<(), String> {
 
     let mut shutdown = shutdown;
     match engine_task {
-        Some(task) => {
-            // The engine leaves the bucket on the signal and returns once it has.
-            tokio::select! {
-                r = task => r.map_err(|e| e.to_string())??,
-                Some(r) = tasks.join_next() => r.map_err(|e| e.to_string())??,
+        Some(mut task) => {
+            // The engine leaves the bucket on the signal and returns once its key is deleted. Wait for it even
+            // when another task ends first (the http server stops at once on the signal): returning early
+            // would drop the NATS connection under the engine before the delete reached the store, and the
+            // others would wait for the ttl instead. Another task failing still ends the process.
+            loop {
+                tokio::select! {
+                    r = &mut task => {
+                        r.map_err(|e| e.to_string())??;
+                        break;
+                    }
+                    Some(r) = tasks.join_next() => r.map_err(|e| e.to_string())??,
+                }
             }
         }
         None => {
