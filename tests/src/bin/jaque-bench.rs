@@ -39,16 +39,7 @@ fn rt() -> tokio::runtime::Runtime {
 fn floors(url: &str, n: usize) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) {
     rt().block_on(async {
         let client = async_nats::connect(url).await.unwrap();
-        let mut sub = client.subscribe("bench.echo").await.unwrap();
-        let responder = client.clone();
-        tokio::spawn(async move {
-            while let Some(m) = sub.next().await {
-                if let Some(r) = m.reply {
-                    let _ = responder.publish(r, m.payload).await;
-                }
-            }
-        });
-        client.flush().await.unwrap();
+        echo_responder(&client, "bench.echo").await;
         let mut rr = Vec::with_capacity(n);
         for _ in 0..n {
             let s = Instant::now();
@@ -94,6 +85,20 @@ fn floors(url: &str, n: usize) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) 
     })
 }
 
+/// Answers every request on `subject` with its own payload, as fast as a responder can.
+async fn echo_responder(client: &async_nats::Client, subject: &'static str) {
+    let mut sub = client.subscribe(subject).await.unwrap();
+    let responder = client.clone();
+    tokio::spawn(async move {
+        while let Some(m) = sub.next().await {
+            if let Some(r) = m.reply {
+                let _ = responder.publish(r, m.payload).await;
+            }
+        }
+    });
+    client.flush().await.unwrap();
+}
+
 fn bytes_of(n: usize) -> Vec<u8> {
     vec![b'x'; n]
 }
@@ -102,16 +107,7 @@ fn bytes_of(n: usize) -> Vec<u8> {
 fn raw_request_rate(url: &str, conc: usize, secs: u64) -> f64 {
     rt().block_on(async {
         let client = async_nats::connect(url).await.unwrap();
-        let mut sub = client.subscribe("bench.rate").await.unwrap();
-        let responder = client.clone();
-        tokio::spawn(async move {
-            while let Some(m) = sub.next().await {
-                if let Some(r) = m.reply {
-                    let _ = responder.publish(r, m.payload).await;
-                }
-            }
-        });
-        client.flush().await.unwrap();
+        echo_responder(&client, "bench.rate").await;
         let done = Arc::new(AtomicU64::new(0));
         let until = Instant::now() + Duration::from_secs(secs);
         let mut tasks = Vec::new();
