@@ -28,10 +28,16 @@ pub async fn connect(url: &str, auth: &NatsAuth, name: &str) -> Result<NatsLink,
     if let Some((cert, key)) = &auth.tls_client {
         opts = opts.add_client_certificate(cert.clone(), key.clone()).require_tls(true);
     }
-    let client = opts
-        .connect(url)
-        .await
-        .map_err(|e| format!("cannot connect to NATS at {url}: {e} (is nats-server running with -js?)"))?;
+    let client = opts.connect(url).await.map_err(|e| {
+        let hint = match e.kind() {
+            async_nats::ConnectErrorKind::AuthorizationViolation | async_nats::ConnectErrorKind::Authentication => {
+                "check -nats-token, -nats-user/-nats-password or -nats-creds"
+            }
+            async_nats::ConnectErrorKind::Tls => "check -nats-tls-ca, -nats-tls-cert and -nats-tls-key",
+            _ => "is nats-server running there?",
+        };
+        format!("cannot connect to NATS at {url}: {e} ({hint})")
+    })?;
     Ok(NatsLink { url: url.to_string(), client })
 }
 

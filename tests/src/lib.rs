@@ -174,13 +174,20 @@ pub struct Nats {
 impl Nats {
     pub fn start() -> Nats {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (proc, url) = Nats::spawn(dir.path(), "-1");
+        let (proc, url) = Nats::spawn(dir.path(), "-1", &[]);
         Nats { proc, url, dir }
     }
 
-    fn spawn(dir: &Path, port: &str) -> (Proc, String) {
+    /// A server that also takes `extra` flags (authentication, say). It is not restartable.
+    pub fn start_with(extra: &[&str]) -> Nats {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (proc, url) = Nats::spawn(dir.path(), "-1", extra);
+        Nats { proc, url, dir }
+    }
+
+    fn spawn(dir: &Path, port: &str, extra: &[&str]) -> (Proc, String) {
         let mut cmd = Command::new(nats_server_bin());
-        cmd.args(["-a", "127.0.0.1", "-p", port, "-js", "-sd"]).arg(dir);
+        cmd.args(["-a", "127.0.0.1", "-p", port, "-js", "-sd"]).arg(dir).args(extra);
         let mut proc = Proc::spawn("nats-server", cmd);
         let addr = proc.wait_for_line("Listening for client connections on ");
         proc.wait_for_line("Server is ready");
@@ -198,7 +205,7 @@ impl Nats {
         self.proc.signal("TERM");
         self.proc.wait_exit();
         let port = self.port().to_string();
-        let (proc, url) = Nats::spawn(self.dir.path(), &port);
+        let (proc, url) = Nats::spawn(self.dir.path(), &port, &[]);
         assert_eq!(url, self.url, "restarted on the same address");
         self.proc = proc;
     }
