@@ -360,7 +360,7 @@ impl Engine {
             Input::CheckResult(result) => self.handle_check_result(now, result),
             Input::Leave => {
                 self.membership.leave();
-                // Stop checking: our objects are about to move, and anything we write now is fenced anyway.
+                // Stop checking: our objects are about to move to the others, whose first checks would race ours.
                 self.owned.clear();
                 self.due.clear();
             }
