@@ -218,7 +218,7 @@ pub struct Engine {
     started: bool,
     outputs: VecDeque<Output>,
 
-    awaiting: BTreeMap<CommandId, Awaiting>,
+    waiting: BTreeMap<CommandId, Awaiting>,
     reply_deadlines: BTreeSet<(Time, CommandId)>,
     forwards: BTreeMap<ForwardId, ReplyTo>,
     next_forward: u64,
@@ -243,7 +243,7 @@ impl Engine {
             caught_up: false,
             started: false,
             outputs: VecDeque::new(),
-            awaiting: BTreeMap::new(),
+            waiting: BTreeMap::new(),
             reply_deadlines: BTreeSet::new(),
             forwards: BTreeMap::new(),
             next_forward: 0,
@@ -303,7 +303,7 @@ impl Engine {
 
     /// Nothing in flight that a caller waits for: a leaving engine may exit.
     pub fn is_idle(&self) -> bool {
-        self.awaiting.is_empty() && self.forwards.is_empty()
+        self.waiting.is_empty() && self.forwards.is_empty()
     }
 
     /// When the object's next check is due, if it is owned here and scheduled.
@@ -384,7 +384,7 @@ impl Engine {
                 break;
             }
             self.reply_deadlines.pop_first();
-            if let Some(w) = self.awaiting.remove(&id) {
+            if let Some(w) = self.waiting.remove(&id) {
                 for (reply, _) in w.waiters {
                     self.reply(reply, Outcome::Unavailable { reason: "no verdict on the command in time".into() });
                 }
@@ -659,7 +659,7 @@ impl Engine {
             self.reply(reply, outcome);
             return;
         }
-        if let Some(w) = self.awaiting.get_mut(&cmd.id) {
+        if let Some(w) = self.waiting.get_mut(&cmd.id) {
             w.waiters.push((reply, cmd));
             return;
         }
@@ -700,7 +700,7 @@ impl Engine {
     fn apply(&mut self, now: Time, reply: ReplyTo, cmd: Command) {
         // Several callers of one fenced command are rerouted one by one: the first appends again, the others
         // wait for that event's verdict instead of replacing its waiters (who would never be answered).
-        if let Some(w) = self.awaiting.get_mut(&cmd.id) {
+        if let Some(w) = self.waiting.get_mut(&cmd.id) {
             w.waiters.push((reply, cmd));
             return;
         }
@@ -714,12 +714,12 @@ impl Engine {
         };
         let deadline = now + self.cfg.reply_timeout;
         self.reply_deadlines.insert((deadline, cmd.id.clone()));
-        self.awaiting.insert(cmd.id.clone(), Awaiting { waiters: vec![(reply, cmd)], deadline });
+        self.waiting.insert(cmd.id.clone(), Awaiting { waiters: vec![(reply, cmd)], deadline });
         self.outputs.push_back(Output::Append(event));
     }
 
     fn take_awaiting(&mut self, id: &CommandId) -> Option<Awaiting> {
-        let w = self.awaiting.remove(id)?;
+        let w = self.waiting.remove(id)?;
         self.reply_deadlines.remove(&(w.deadline, id.clone()));
         Some(w)
     }
@@ -832,7 +832,7 @@ impl Engine {
         if self.owned.keys().any(|id| self.reader.object(id).is_none()) {
             return Err("an owned object is not in the log".into());
         }
-        if self.awaiting.len() != self.reply_deadlines.len() {
+        if self.waiting.len() != self.reply_deadlines.len() {
             return Err("awaiting commands and their deadlines disagree".into());
         }
         Ok(())

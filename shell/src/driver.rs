@@ -14,8 +14,8 @@ use futures_util::StreamExt;
 use jaque_core::membership::MembershipOutput;
 use jaque_core::wire;
 use jaque_core::{
-    Bucket, CheckResult, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef,
-    Outcome, Output, ReplyTo, Time,
+    Bucket, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef, Outcome, Output,
+    ReplyTo, Time,
 };
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -47,24 +47,11 @@ pub enum WorkQueue {
 
 /// What the I/O tasks hand back to the loop.
 enum Done {
-    ProposeResult {
-        epoch: u64,
-        won: bool,
-    },
-    AppendFailed {
-        event: Event,
-        reason: String,
-    },
-    /// A command from NATS (ingress, hop 0, or a forward, hop 1) with the subject its outcome goes to.
-    Command {
-        cmd: Command,
-        reply: async_nats::Subject,
-    },
-    ForwardResult {
-        id: ForwardId,
-        result: Result<Outcome, String>,
-    },
-    CheckResult(CheckResult),
+    /// Anything that goes to the core as it is.
+    Core(Input),
+    /// A command from NATS (ingress, hop 0, or a forward, hop 1) with the subject its outcome goes to: the loop
+    /// turns the subject into a `ReplyTo` first.
+    Command { cmd: Command, reply: async_nats::Subject },
 }
 
 /// Where a `Reply` output goes.
@@ -219,7 +206,7 @@ impl EngineLoop {
                     }
                     match wire::decode_check_result(&msg.payload) {
                         Ok(r) => {
-                            if tx.send(Done::CheckResult(r)).is_err() {
+                            if tx.send(Done::Core(Input::CheckResult(r))).is_err() {
                                 return;
                             }
                         }
@@ -247,17 +234,11 @@ impl EngineLoop {
     }
 
     fn handle_done(&mut self, d: Done) {
-        let t = now();
-        match d {
-            Done::ProposeResult { epoch, won } => self.engine.handle(t, Input::ProposeResult { epoch, won }),
-            Done::AppendFailed { event, reason } => self.engine.handle(t, Input::AppendFailed { event, reason }),
-            Done::Command { cmd, reply } => {
-                let to = self.waiter(Waiter::Nats(reply));
-                self.engine.handle(t, Input::Command { reply: to, cmd });
-            }
-            Done::ForwardResult { id, result } => self.engine.handle(t, Input::ForwardResult { id, result }),
-            Done::CheckResult(r) => self.engine.handle(t, Input::CheckResult(r)),
-        }
+        let input = match d {
+            Done::Core(input) => input,
+            Done::Command { cmd, reply } => Input::Command { reply: self.waiter(Waiter::Nats(reply)), cmd },
+        };
+        self.engine.handle(now(), input);
     }
 
     fn waiter(&mut self, w: Waiter) -> ReplyTo {
@@ -309,7 +290,7 @@ impl EngineLoop {
                     tokio::spawn(async move {
                         match coord.propose(&record, after_seq).await {
                             Ok(won) => {
-                                let _ = tx.send(Done::ProposeResult { epoch: record.epoch, won });
+                                let _ = tx.send(Done::Core(Input::ProposeResult { epoch: record.epoch, won }));
                             }
                             // Unknown outcome: the core proposes again after its timeout.
                             Err(e) => tracing::warn!(epoch = record.epoch, error = %e, "epoch proposal"),
@@ -344,7 +325,10 @@ impl EngineLoop {
     fn forward(&self, id: ForwardId, to: MemberRef, cmd: Command) {
         let tx = self.done_tx.clone();
         let Some(link) = &self.nats else {
-            let _ = tx.send(Done::ForwardResult { id, result: Err("no NATS coordination to forward over".into()) });
+            let _ = tx.send(Done::Core(Input::ForwardResult {
+                id,
+                result: Err("no NATS coordination to forward over".into()),
+            }));
             return;
         };
         let client = link.client.clone();
@@ -356,7 +340,7 @@ impl EngineLoop {
                 Ok(Err(e)) => Err(format!("request to {to}: {e}")),
                 Err(_) => Err(format!("no answer from {to} in time")),
             };
-            let _ = tx.send(Done::ForwardResult { id, result });
+            let _ = tx.send(Done::Core(Input::ForwardResult { id, result }));
         });
     }
 
@@ -368,7 +352,7 @@ impl EngineLoop {
                     let done = self.done_tx.clone();
                     tokio::spawn(async move {
                         if let Some(r) = results.recv().await {
-                            let _ = done.send(Done::CheckResult(r));
+                            let _ = done.send(Done::Core(Input::CheckResult(r)));
                         }
                     });
                 }
@@ -529,7 +513,7 @@ fn spawn_appender(coord: Coordination, done: mpsc::UnboundedSender<Done>) -> mps
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     tokio::spawn(async move {
         while let Some(event) = rx.recv().await {
-            let failed = |reason: String| Done::AppendFailed { event: event.clone(), reason };
+            let failed = |reason: String| Done::Core(Input::AppendFailed { event: event.clone(), reason });
             match coord.append(event.clone()).await {
                 Ok(AppendAck::Done) => {}
                 Ok(ack) => {
@@ -538,7 +522,7 @@ fn spawn_appender(coord: Coordination, done: mpsc::UnboundedSender<Done>) -> mps
                     tokio::spawn(async move {
                         if let Err(reason) = ack.wait().await {
                             tracing::warn!(error = %reason, object = %ev.object, "append");
-                            let _ = done.send(Done::AppendFailed { event: ev, reason });
+                            let _ = done.send(Done::Core(Input::AppendFailed { event: ev, reason }));
                         }
                     });
                 }
