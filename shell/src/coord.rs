@@ -376,79 +376,88 @@ impl NatsCoord {
     async fn watch_members(&self) -> Result<UnboundedReceiver<MemberEvent>, String> {
         let prefix = format!("$KV.{KV_BUCKET}.");
         // The last entry per key is the snapshot; every later change follows in revision order.
-        let (pending, mut messages) = self
+        let (pending, messages) = self
             .ordered(&format!("KV_{KV_BUCKET}"), &format!("{prefix}>"), consumer::DeliverPolicy::LastPerSubject)
             .await?;
         let (tx, rx) = unbounded_channel();
-        let mut snapshot_done = pending == 0;
-        if snapshot_done {
-            let _ = tx.send(MemberEvent::SnapshotDone);
-        }
-        tokio::spawn(async move {
-            while let Some(msg) = messages.next().await {
-                let msg = match msg {
-                    Ok(m) => m,
-                    Err(e) => {
-                        // Missed heartbeats and reconnects surface here; the ordered consumer carries on.
-                        tracing::warn!(error = %e, "membership watch");
-                        continue;
-                    }
-                };
-                let Ok(info) = msg.info() else { continue };
-                let (rev, left) = (info.stream_sequence, info.pending);
+        let done = tx.clone();
+        spawn_follower(
+            "membership watch",
+            pending,
+            messages,
+            move |msg, rev| {
                 let key = msg.subject.as_str().strip_prefix(prefix.as_str()).unwrap_or_default();
                 let up = nats::kv_is_put(msg.headers.as_ref()).then_some(&msg.payload[..]);
-                if let Some(obs) = observe(rev, key, up) {
-                    if tx.send(MemberEvent::Observed(obs)).is_err() {
-                        return;
-                    }
-                }
-                if !snapshot_done && left == 0 {
-                    snapshot_done = true;
-                    let _ = tx.send(MemberEvent::SnapshotDone);
-                }
-            }
-            crate::fatal("the membership watch ended; restart to rebuild the view");
-        });
+                observe(rev, key, up).is_none_or(|obs| tx.send(MemberEvent::Observed(obs)).is_ok())
+            },
+            move || {
+                let _ = done.send(MemberEvent::SnapshotDone);
+            },
+        );
         Ok(rx)
     }
 
     async fn follow_log(&self) -> Result<UnboundedReceiver<LogEvent>, String> {
-        let (pending, mut messages) = self.ordered(LOG_STREAM, "jaque.log.>", consumer::DeliverPolicy::All).await?;
+        let (pending, messages) = self.ordered(LOG_STREAM, "jaque.log.>", consumer::DeliverPolicy::All).await?;
         let (tx, rx) = unbounded_channel();
-        let mut caught_up = pending == 0;
-        if caught_up {
-            let _ = tx.send(LogEvent::CaughtUp);
-        }
-        tokio::spawn(async move {
-            while let Some(msg) = messages.next().await {
-                let msg = match msg {
-                    Ok(m) => m,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "log follower");
-                        continue;
-                    }
-                };
-                let Ok(info) = msg.info() else { continue };
-                let (seq, left) = (info.stream_sequence, info.pending);
-                match wire::decode_log_entry(&msg.payload) {
-                    Ok(entry) => {
-                        if tx.send(LogEvent::Entry { seq, entry }).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(seq, error = %e, "skipping a malformed log entry");
-                        metrics::wire_error("log entry");
-                    }
+        let done = tx.clone();
+        spawn_follower(
+            "log follower",
+            pending,
+            messages,
+            move |msg, seq| match wire::decode_log_entry(&msg.payload) {
+                Ok(entry) => tx.send(LogEvent::Entry { seq, entry }).is_ok(),
+                Err(e) => {
+                    tracing::warn!(seq, error = %e, "skipping a malformed log entry");
+                    metrics::wire_error("log entry");
+                    true
                 }
-                if !caught_up && left == 0 {
-                    caught_up = true;
-                    let _ = tx.send(LogEvent::CaughtUp);
-                }
-            }
-            crate::fatal("the log follower ended; restart to read the log again");
-        });
+            },
+            move || {
+                let _ = done.send(LogEvent::CaughtUp);
+            },
+        );
         Ok(rx)
     }
+}
+
+/// Runs an ordered consumer in a task: every message goes to `on_message` with its stream sequence (a `false`
+/// answer means the receiver is gone: stop), and `caught_up` is called once the backlog that was pending when the
+/// consumer was made has been delivered. Errors (missed heartbeats, reconnects) are logged and the ordered
+/// consumer carries on; if it ends, the process ends, since its view could no longer follow the stream.
+fn spawn_follower(
+    what: &'static str,
+    pending: u64,
+    mut messages: consumer::push::Ordered,
+    mut on_message: impl FnMut(&jetstream::Message, u64) -> bool + Send + 'static,
+    caught_up: impl FnOnce() + Send + 'static,
+) {
+    let mut caught_up = Some(caught_up);
+    if pending == 0 {
+        if let Some(f) = caught_up.take() {
+            f();
+        }
+    }
+    tokio::spawn(async move {
+        while let Some(msg) = messages.next().await {
+            let msg = match msg {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "{what}");
+                    continue;
+                }
+            };
+            let Ok(info) = msg.info() else { continue };
+            let (seq, left) = (info.stream_sequence, info.pending);
+            if !on_message(&msg, seq) {
+                return;
+            }
+            if left == 0 {
+                if let Some(f) = caught_up.take() {
+                    f();
+                }
+            }
+        }
+        crate::fatal(&format!("the {what} ended; restart to follow the stream again"));
+    });
 }

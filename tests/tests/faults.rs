@@ -110,6 +110,14 @@ impl Cluster {
             .collect()
     }
 
+    /// Waits until every object in `objects` has an owner for which `ok` holds, as the ui reads the log.
+    fn wait_owners(&self, what: &str, objects: &[String], ok: impl Fn(&str) -> bool) {
+        poll(what, || {
+            let owners = self.owners();
+            objects.iter().all(|o| owners.get(o).is_some_and(|x| ok(x))).then_some(())
+        });
+    }
+
     fn owned_by(&self, id: &str) -> Vec<String> {
         self.owners().into_iter().filter(|(_, o)| o == id).map(|(k, _)| k).collect()
     }
@@ -166,10 +174,7 @@ fn kill_9_of_one_engine_moves_its_objects_and_they_are_checked_again() {
     e3.proc.signal("KILL");
     e3.proc.wait_exit();
     c.wait_members(&["e1", "e2"]);
-    poll("e3's objects owned by e1 and e2", || {
-        let owners = c.owners();
-        victims.iter().all(|o| owners.get(o).is_some_and(|x| x == "e1" || x == "e2")).then_some(())
-    });
+    c.wait_owners("e3's objects owned by e1 and e2", &victims, |x| x == "e1" || x == "e2");
     let applied = w.applied();
     poll("writes applied after the kill", || (w.applied() > applied + 10).then_some(()));
     let writes = w.finish();
@@ -196,17 +201,11 @@ fn an_engine_stopped_past_its_ttl_is_fenced_and_gets_its_share_back() {
         e3.proc.signal("STOP");
         c.wait_members(&["e1", "e2"]);
         let fenced_epoch = c.epoch();
-        poll("e3's objects taken over while it is stopped", || {
-            let owners = c.owners();
-            share.iter().all(|o| owners.get(o).is_some_and(|x| x != "e3")).then_some(())
-        });
+        c.wait_owners("e3's objects taken over while it is stopped", &share, |x| x != "e3");
         e3.proc.signal("CONT");
         // It notices its key expired, joins again, and its share returns to it (HRW is a pure function).
         c.wait_members(&ENGINES);
-        poll("e3's share back with e3", || {
-            let owners = c.owners();
-            share.iter().all(|o| owners.get(o).is_some_and(|x| x == "e3")).then_some(())
-        });
+        c.wait_owners("e3's share back with e3", &share, |x| x == "e3");
         // What e3 wrote after it was fenced out, under an epoch before the one that excluded it.
         let log = check_log(&c.nats.url);
         let record_seq = log
@@ -268,18 +267,12 @@ fn a_cut_link_between_one_engine_and_nats_is_survived_and_healed() {
     let proxy = c.proxy.as_ref().unwrap();
     proxy.cut();
     c.wait_members(&["e1", "e2"]);
-    poll("e3's objects owned by e1 and e2 while it is cut off", || {
-        let owners = c.owners();
-        share.iter().all(|o| owners.get(o).is_some_and(|x| x != "e3")).then_some(())
-    });
+    c.wait_owners("e3's objects owned by e1 and e2 while it is cut off", &share, |x| x != "e3");
     let accepted = proxy.accepted();
     proxy.heal();
     poll("e3 reconnected through the proxy", || (proxy.accepted() > accepted).then_some(()));
     c.wait_members(&ENGINES);
-    poll("e3's share back with e3", || {
-        let owners = c.owners();
-        share.iter().all(|o| owners.get(o).is_some_and(|x| x == "e3")).then_some(())
-    });
+    c.wait_owners("e3's share back with e3", &share, |x| x == "e3");
     let writes = w.finish();
     check_run(&c.nats.url, &writes, &c.readers());
 }
@@ -300,10 +293,7 @@ fn sigterm_hands_an_engines_objects_over_well_before_the_ttl() {
         e.proc.signal("TERM");
         assert!(e.proc.wait_exit().success(), "a clean exit on SIGTERM");
         c.wait_members(stay);
-        poll(&format!("{gone}'s objects moved to {stay:?}"), || {
-            let owners = c.owners();
-            share.iter().all(|o| owners.get(o).is_some_and(|x| stay.contains(&x.as_str()))).then_some(())
-        });
+        c.wait_owners(&format!("{gone}'s objects moved to {stay:?}"), &share, |x| stay.contains(&x));
         assert!(
             signalled.elapsed() < earliest_expiry,
             "{gone}'s objects moved only after its key could have expired: the leave did not delete it"
