@@ -7,7 +7,9 @@ use crate::model::Outcome;
 pub enum WriteRoute {
     /// An engine runs in this process: hand the command to it (it forwards if it does not own the object).
     LocalEngine,
-    /// No engine here but NATS coordination: a request on `jaque.work.cmd.ingress` (engines' queue group).
+    /// No engine here but NATS coordination: a hop-0 request to the owner the ui's log view names
+    /// (`jaque.cmd.<owner>`), or on `jaque.work.cmd.ingress` (engines' queue group) when it names none or the
+    /// owner has no responder. Either way an engine that does not own the object forwards it once.
     Ingress,
     /// No engine here and no coordination: the page says 503.
     Reject,

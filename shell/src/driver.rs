@@ -11,6 +11,8 @@ use crate::nats::NatsLink;
 use crate::views::{self, Buckets, UiRequest};
 use crate::worker::{MemWork, WORK_SUBJECT};
 use futures_util::StreamExt;
+use jaque_core::hrw::Ownership;
+use jaque_core::log::Read;
 use jaque_core::membership::MembershipOutput;
 use jaque_core::wire;
 use jaque_core::{
@@ -18,6 +20,7 @@ use jaque_core::{
     ReplyTo, Time,
 };
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -536,19 +539,37 @@ fn spawn_appender(coord: Coordination, done: mpsc::UnboundedSender<Done>) -> mps
     tx
 }
 
-/// The ui's loop in a process without an engine: follows the log and membership, answers reads.
-pub async fn run_reader(coord: Coordination, mut ui: mpsc::Receiver<UiRequest>) -> Result<(), String> {
+/// The ownership in force as a ui's log view has it, for sending writes straight to their owner.
+pub type Owners = watch::Receiver<Option<Arc<Ownership>>>;
+
+/// The ui's loop in a process without an engine: follows the log and membership, answers reads, and once
+/// caught up publishes the ownership of each epoch it reads to `owners`.
+pub async fn run_reader(
+    coord: Coordination,
+    mut ui: mpsc::Receiver<UiRequest>,
+    owners: watch::Sender<Option<Arc<Ownership>>>,
+) -> Result<(), String> {
     let mut members = coord.watch_members().await?;
     let mut log = coord.follow_log().await?;
     let mut reader = LogReader::new();
     let mut buckets = Buckets::default();
     let mut caught_up = false;
+    let publish = |reader: &LogReader| {
+        owners.send_replace(reader.fence().current_ownership().cloned().map(Arc::new));
+    };
     loop {
         tokio::select! {
             Some(ev) = members.recv() => if let MemberEvent::Observed(obs) = ev { buckets.observe(&obs) },
             Some(ev) = log.recv() => match ev {
-                LogEvent::Entry { seq, entry } => { reader.read(seq, &entry); }
-                LogEvent::CaughtUp => caught_up = true,
+                LogEvent::Entry { seq, entry } => {
+                    if matches!(reader.read(seq, &entry), Read::EpochInstalled) && caught_up {
+                        publish(&reader);
+                    }
+                }
+                LogEvent::CaughtUp => {
+                    caught_up = true;
+                    publish(&reader);
+                }
             },
             req = ui.recv() => match req {
                 None => return Ok(()),

@@ -2,7 +2,7 @@
 //! A write becomes a command and goes where `jaque_core::ui::write_route` says: the local engine, the
 //! ingress queue group, or nowhere (503). Its HTTP status is `jaque_core::ui::http_status` of the outcome.
 
-use crate::driver::{write_deadline, INGRESS_SUBJECT};
+use crate::driver::{cmd_subject, write_deadline, Owners, INGRESS_SUBJECT};
 use crate::metrics::{self, Exposition};
 use crate::nats::NatsLink;
 use crate::views::UiRequest;
@@ -26,8 +26,12 @@ pub struct Http {
     pub backend: Option<mpsc::Sender<UiRequest>>,
     pub ui: bool,
     pub route: WriteRoute,
-    /// The coordination NATS connection, for ingress.
+    /// The coordination NATS connection, for writes of a ui without an engine.
     pub ingress: Option<NatsLink>,
+    /// That ui's view of who owns what (from its log reader), to send writes straight to their owner.
+    pub owners: Option<Owners>,
+    pub writes_to_owner: AtomicU64,
+    pub writes_to_ingress: AtomicU64,
     pub write_token: Option<String>,
     pub worker: bool,
     /// Prefix of command ids this process makes (member id and incarnation: unique across restarts).
@@ -81,6 +85,15 @@ async fn ask<T>(s: &Http, make: impl FnOnce(oneshot::Sender<T>) -> UiRequest) ->
 async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
     let mut text = ask(&s, |reply| UiRequest::Metrics { reply }).await.unwrap_or_default();
     let mut process = Exposition::default();
+    if s.route == WriteRoute::Ingress {
+        process.header(
+            "jaque_ui_writes_total",
+            "counter",
+            "Writes this ui submitted, by where they went: straight to the owner, or through ingress.",
+        );
+        process.sample("jaque_ui_writes_total", &[("via", "owner")], s.writes_to_owner.load(Ordering::Relaxed));
+        process.sample("jaque_ui_writes_total", &[("via", "ingress")], s.writes_to_ingress.load(Ordering::Relaxed));
+    }
     metrics::process(&mut process, s.worker);
     text.push_str(&process.0);
     ([("content-type", "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
@@ -250,28 +263,55 @@ async fn write(
                 Err(_) => Outcome::Unavailable { reason: "no outcome from the engine in time".into() },
             }
         }
-        WriteRoute::Ingress => submit_ingress(s, &cmd, deadline).await,
+        WriteRoute::Ingress => submit_nats(s, &cmd, deadline).await,
         WriteRoute::Reject => unreachable!("answered above"),
     };
     outcome_response(&outcome)
 }
 
-/// A request on `jaque.work.cmd.ingress`: exactly one engine of the queue group claims it and answers with
-/// the outcome (after forwarding it to the owner if need be).
-async fn submit_ingress(s: &Http, cmd: &Command, deadline: Duration) -> Outcome {
+/// A write of a ui without an engine. It goes straight to the owner its log view names, as a hop-0 request on
+/// `jaque.cmd.<owner>`: the owner applies it, or, if ownership moved meanwhile, forwards it once like any
+/// command that lands on a non-owner. With no view yet, or when the owner has no responder (it died and the
+/// epoch has not moved yet), the write goes to `jaque.work.cmd.ingress`, where exactly one engine claims it.
+async fn submit_nats(s: &Http, cmd: &Command, deadline: Duration) -> Outcome {
     let Some(link) = &s.ingress else {
         return Outcome::Unavailable { reason: "no NATS coordination".into() };
     };
-    let request = link.client.request(INGRESS_SUBJECT, wire::encode(cmd).into());
-    match tokio::time::timeout(deadline, request).await {
+    let owner = s.owners.as_ref().and_then(|o| o.borrow().as_ref().and_then(|o| o.owner(&cmd.object).cloned()));
+    let payload: bytes::Bytes = wire::encode(cmd).into();
+    let started = tokio::time::Instant::now();
+    if let Some(owner) = owner {
+        let request = link.client.request(cmd_subject(&owner.id), payload.clone());
+        match tokio::time::timeout(deadline, request).await {
+            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                tracing::debug!(owner = %owner, "no responder at the owner; submitting through ingress");
+            }
+            answer => {
+                s.writes_to_owner.fetch_add(1, Ordering::Relaxed);
+                return outcome_of(answer, &format!("request to the owner {owner}"));
+            }
+        }
+    }
+    s.writes_to_ingress.fetch_add(1, Ordering::Relaxed);
+    let request = link.client.request(INGRESS_SUBJECT, payload);
+    match tokio::time::timeout(deadline.saturating_sub(started.elapsed()), request).await {
+        Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+            Outcome::Unavailable { reason: "no engine is running".into() }
+        }
+        answer => outcome_of(answer, "ingress request"),
+    }
+}
+
+type Answer = Result<Result<async_nats::Message, async_nats::RequestError>, tokio::time::error::Elapsed>;
+
+/// An engine's answer to a command request, or why there is none.
+fn outcome_of(answer: Answer, what: &str) -> Outcome {
+    match answer {
         Ok(Ok(msg)) => wire::decode_outcome(&msg.payload).unwrap_or_else(|e| {
             metrics::wire_error("outcome");
             Outcome::Unavailable { reason: format!("an engine answered garbage: {e}") }
         }),
-        Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
-            Outcome::Unavailable { reason: "no engine is running".into() }
-        }
-        Ok(Err(e)) => Outcome::Unavailable { reason: format!("ingress request: {e}") },
+        Ok(Err(e)) => Outcome::Unavailable { reason: format!("{what}: {e}") },
         Err(_) => Outcome::Unavailable { reason: "no outcome from the engines in time".into() },
     }
 }

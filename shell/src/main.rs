@@ -51,7 +51,7 @@ fn main() -> ExitCode {
     } else {
         builder.init();
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("jaque: error: starting the runtime: {e}");
@@ -139,6 +139,7 @@ async fn run(cfg: Config) -> Result<(), String> {
 
     let (ui_tx, ui_rx) = mpsc::channel(256);
     let mut backend = None;
+    let mut owners = None;
     let mut engine_task = None;
     if cfg.roles.engine {
         let queue = match (&queue_link, mem_queue) {
@@ -152,7 +153,9 @@ async fn run(cfg: Config) -> Result<(), String> {
         backend = Some(ui_tx);
     } else if cfg.roles.ui {
         let coord = coord.clone();
-        tasks.spawn(async move { driver::run_reader(coord, ui_rx).await });
+        let (owners_tx, owners_rx) = watch::channel(None);
+        owners = Some(owners_rx);
+        tasks.spawn(async move { driver::run_reader(coord, ui_rx, owners_tx).await });
         backend = Some(ui_tx);
     }
 
@@ -161,6 +164,9 @@ async fn run(cfg: Config) -> Result<(), String> {
         ui: cfg.roles.ui,
         route: write_route(cfg.roles.engine, coord.is_nats()),
         ingress: coord_link.clone(),
+        owners,
+        writes_to_owner: AtomicU64::new(0),
+        writes_to_ingress: AtomicU64::new(0),
         write_token: cfg.write_token.clone(),
         worker: cfg.roles.worker,
         id_prefix: format!("{}-{}", me.id, me.incarnation),
