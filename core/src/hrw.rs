@@ -61,15 +61,16 @@ impl Ownership {
     /// The index into `members()` of the owner of an object with key `object_key`; `None` with no members.
     #[inline]
     pub fn owner_index(&self, object_key: u64) -> Option<usize> {
-        let mut best: Option<(u64, usize)> = None;
-        for (i, &mk) in self.keys.iter().enumerate() {
+        let (&first, rest) = self.keys.split_first()?;
+        let (mut best, mut at) = (score(first, object_key), 0);
+        for (i, &mk) in rest.iter().enumerate() {
             let s = score(mk, object_key);
             // Members are sorted by id, so on a tie the later one has the greater id and wins.
-            if best.is_none_or(|(bs, _)| s >= bs) {
-                best = Some((s, i));
+            if s >= best {
+                (best, at) = (s, i + 1);
             }
         }
-        best.map(|(_, i)| i)
+        Some(at)
     }
 
     #[inline]
@@ -92,7 +93,29 @@ impl Ownership {
 pub fn assign(ownership: &Ownership, object_keys: &[u64], out: &mut Vec<u32>) {
     out.clear();
     out.reserve(object_keys.len());
-    for &ok in object_keys {
+    let keys = &ownership.keys;
+    if keys.is_empty() {
+        out.resize(object_keys.len(), u32::MAX);
+        return;
+    }
+    // Four objects at a time: their scores are independent, so the CPU overlaps them instead of waiting on one
+    // object's running maximum. Same rule as `owner_index` (highest score, ties to the later member).
+    let mut chunks = object_keys.chunks_exact(4);
+    for c in &mut chunks {
+        let mut best = [0u64; 4];
+        let mut at = [0u32; 4];
+        for (i, &mk) in keys.iter().enumerate() {
+            for j in 0..4 {
+                let s = score(mk, c[j]);
+                if i == 0 || s >= best[j] {
+                    best[j] = s;
+                    at[j] = i as u32;
+                }
+            }
+        }
+        out.extend_from_slice(&at);
+    }
+    for &ok in chunks.remainder() {
         out.push(ownership.owner_index(ok).map_or(u32::MAX, |i| i as u32));
     }
 }

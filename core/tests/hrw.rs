@@ -110,6 +110,16 @@ fn owners_of(members: &[String], objs: &[String]) -> Vec<String> {
 }
 
 proptest! {
+    /// The bulk form (four objects at a time) picks the same owner as the one-object form, ties included.
+    #[test]
+    fn assign_agrees_with_owner_index(members in proptest::collection::btree_set("[a-z]{1,3}", 0..8), keys in proptest::collection::vec(any::<u64>(), 0..40)) {
+        let own = Ownership::new(&members.iter().map(|s| m(s)).collect::<Vec<_>>());
+        let mut out = Vec::new();
+        hrw::assign(&own, &keys, &mut out);
+        let one: Vec<u32> = keys.iter().map(|&k| own.owner_index(k).map_or(u32::MAX, |i| i as u32)).collect();
+        prop_assert_eq!(out, one);
+    }
+
     #[test]
     fn the_owner_is_a_member_and_deterministic(members in member_list(), objs in objects()) {
         let a = owners_of(&members, &objs);
