@@ -9,12 +9,13 @@
 
 use futures_util::StreamExt;
 use jaque_core::{
-    wire, EpochRecord, Event, EventBody, LogEntry, MemberId, MemberRef, ObjectDef, ObjectId, Probe, Time,
+    wire, Command, CommandId, CommandKind, EpochRecord, Event, EventBody, LogEntry, MemberId, MemberRef, ObjectDef,
+    ObjectId, Outcome, Probe, Time,
 };
 use jaque_tests::checker::{object_body, CountingTarget};
 use jaque_tests::{http, poll, Jaque, Nats};
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -146,9 +147,32 @@ fn epoch_members(ui: &Jaque) -> BTreeSet<String> {
         .collect()
 }
 
+/// A write through the ui. The object is checked once when it is defined and then hourly, so the checks of
+/// earlier writes do not load the cluster while later ones are timed.
 fn put(ui: &Jaque, object: &str, key: &str, target: &str) -> u16 {
-    let body = object_body(target, object).to_string();
+    let body = quiet_body(target, object).to_string();
     http(ui.addr, "PUT", &format!("/api/objects/{object}"), &[("Idempotency-Key", key)], Some(body.as_bytes())).status
+}
+
+fn quiet_body(target: &str, object: &str) -> serde_json::Value {
+    let mut body = object_body(target, object);
+    body["interval"] = "1h".into();
+    body
+}
+
+/// A put command for a new object, as the ui submits it (hop 0).
+fn put_command(id: String, object: String, target: &str) -> Command {
+    let def = ObjectDef {
+        probe: Probe::Http { url: format!("{target}/{object}"), expect_status: None },
+        interval_ms: 3_600_000,
+        timeout_ms: 800,
+    };
+    Command {
+        id: CommandId::new(id).unwrap(),
+        object: ObjectId::new(object).unwrap(),
+        kind: CommandKind::Put { def },
+        hop: 0,
+    }
 }
 
 fn owned_by(ui: &Jaque, id: &str) -> Vec<String> {
@@ -265,126 +289,260 @@ fn engine_memory(n: usize) -> (u64, u64) {
     (idle_rss, rss_kib(e.proc.pid()))
 }
 
+/// `jaque-bench [p1 p2 p3 p8]`: the parts to run (all by default), so one figure can be re-measured alone.
+/// Each part prints its rows as soon as it has them.
 fn main() {
-    let nats = Nats::start();
+    let parts: Vec<String> = std::env::args().skip(1).collect();
+    let want = |p: &str| parts.is_empty() || parts.iter().any(|a| a == p);
+    println!("| P | measure | jaque | floor (same run) | ratio | target |");
+    println!("|---|---|---|---|---|---|");
+    if want("p1") || want("p2") || want("p3") {
+        // With the monitoring endpoint on a random port, to count the messages the server routes.
+        let nats = Nats::start_with(&["-m", "-1"]);
+        let cluster = Cluster::start(&nats);
+        if want("p1") {
+            p1(&nats, &cluster);
+        }
+        if want("p2") {
+            p2(&nats, &cluster);
+        }
+        if want("p3") {
+            p3(&nats, cluster);
+        }
+    }
+    if want("p8") {
+        eprintln!("jaque-bench: P8 engine memory with 100k objects...");
+        let (idle_kib, loaded_kib) = engine_memory(100_000);
+        println!(
+            "| P8 | engine resident memory, 100k objects | {:.1} MiB | {:.1} MiB with no object | {:.0} bytes/object | |",
+            loaded_kib as f64 / 1024.0,
+            idle_kib as f64 / 1024.0,
+            (loaded_kib.saturating_sub(idle_kib) * 1024) as f64 / 100_000.0
+        );
+    }
+}
+
+/// Three engines, a worker and a ui on one nats-server, and a target for their checks.
+struct Cluster {
+    target: CountingTarget,
+    engines: Vec<Jaque>,
+    worker: Jaque,
+    ui: Jaque,
+}
+
+impl Cluster {
+    fn start(nats: &Nats) -> Cluster {
+        eprintln!("jaque-bench: three engines, a worker and a ui...");
+        let target = CountingTarget::start();
+        let engines: Vec<Jaque> = ["e1", "e2", "e3"].iter().map(|id| engine(nats, id)).collect();
+        let worker = Jaque::start("worker", &["-target", "worker", "-queue", &nats.url]);
+        let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &nats.url]);
+        for j in engines.iter().chain([&worker, &ui]) {
+            j.wait_ready();
+        }
+        let all: BTreeSet<String> = ["e1", "e2", "e3"].map(String::from).into();
+        poll("an epoch of three engines", || (epoch_members(&ui) == all).then_some(()));
+        Cluster { target, engines, worker, ui }
+    }
+}
+
+/// P1: sequential writes through the ui, each a new object, beside the raw NATS operations they need.
+fn p1(nats: &Nats, c: &Cluster) {
     eprintln!("jaque-bench: raw NATS floors...");
     let (mut rr, mut js, mut rb) = floors(&nats.url, 2000);
     let (rr50, rr99, js50, js99) = (pct(&mut rr, 0.5), pct(&mut rr, 0.99), pct(&mut js, 0.5), pct(&mut js, 0.99));
     let (rb50, rb99) = (pct(&mut rb, 0.5), pct(&mut rb, 0.99));
 
-    eprintln!("jaque-bench: three engines, a worker and a ui...");
-    let target = CountingTarget::start();
-    let mut engines: Vec<Jaque> = ["e1", "e2", "e3"].iter().map(|id| engine(&nats, id)).collect();
-    let worker = Jaque::start("worker", &["-target", "worker", "-queue", &nats.url]);
-    let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &nats.url]);
-    for j in engines.iter().chain([&worker, &ui]) {
-        j.wait_ready();
-    }
-    let all: BTreeSet<String> = ["e1", "e2", "e3"].map(String::from).into();
-    poll("an epoch of three engines", || (epoch_members(&ui) == all).then_some(()));
-
     // The HTTP part of a write: a request to the ui that does nothing (the client opens a connection each time).
     let mut hz: Vec<Duration> = (0..600)
         .map(|_| {
             let s = Instant::now();
-            ui.get("/healthz");
+            c.ui.get("/healthz");
             s.elapsed()
         })
         .collect();
-    let (http50, http99) = (pct(&mut hz, 0.5), pct(&mut hz, 0.99));
+    let http50 = pct(&mut hz, 0.5);
 
-    // P1: sequential writes through the ui, each a new object.
     eprintln!("jaque-bench: P1 write latency...");
     let mut lat = Vec::new();
     for i in 0..600 {
         let s = Instant::now();
-        let status = put(&ui, &format!("p1-{i}"), &format!("p1-{i}"), &target.url());
+        let status = put(&c.ui, &format!("p1-{i}"), &format!("p1-{i}"), &c.target.url());
         if i >= 100 && status == 200 {
             lat.push(s.elapsed());
         }
     }
     let (w50, w99) = (pct(&mut lat, 0.5), pct(&mut lat, 0.99));
-
-    // P2: concurrent writers through the ui's ingress.
-    eprintln!("jaque-bench: P2 write throughput...");
-    const CONC: usize = 16;
-    const SECS: u64 = 5;
-    let applied = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let threads: Vec<_> = (0..CONC)
-        .map(|t| {
-            let (applied, stop, addr, url) = (applied.clone(), stop.clone(), ui.addr, target.url());
-            thread::spawn(move || {
-                let mut i = 0;
-                while !stop.load(Ordering::SeqCst) {
-                    let object = format!("p2-{t}-{}", i % 50);
-                    let body = object_body(&url, &object).to_string();
-                    let key = format!("p2-{t}-{i}");
-                    let r = http(
-                        addr,
-                        "PUT",
-                        &format!("/api/objects/{object}"),
-                        &[("Idempotency-Key", &key)],
-                        Some(body.as_bytes()),
-                    );
-                    if r.status == 200 {
-                        applied.fetch_add(1, Ordering::Relaxed);
-                    }
-                    i += 1;
-                }
-            })
-        })
-        .collect();
-    thread::sleep(Duration::from_secs(SECS));
-    stop.store(true, Ordering::SeqCst);
-    for t in threads {
-        t.join().unwrap();
+    // The same with a write that is only a write: an ack of an existing object (a new object is also checked
+    // at once, and that check's work overlaps the next write).
+    let mut acks = Vec::new();
+    for i in 0..600 {
+        let s = Instant::now();
+        let r = c.ui.request("POST", "/api/objects/p1-0/actions/ack", &[], None);
+        if i >= 100 && r.status == 200 {
+            acks.push(s.elapsed());
+        }
     }
-    let writes_per_s = applied.load(Ordering::Relaxed) as f64 / SECS as f64;
-    let raw_per_s = raw_request_rate(&nats.url, CONC, SECS);
+    let (a50, a99) = (pct(&mut acks, 0.5), pct(&mut acks, 0.99));
 
-    // P3: failover.
+    // The engine alone: acks of an object e1 owns, as NATS requests straight to e1 (no HTTP, no ui).
+    let mine = ObjectId::new(owned_by(&c.ui, "e1").into_iter().next().expect("e1 owns an object")).unwrap();
+    let mut direct = rt().block_on(async {
+        let client = async_nats::connect(&nats.url).await.unwrap();
+        let mut lat = Vec::new();
+        for i in 0..1200 {
+            let cmd = Command {
+                id: CommandId::new(format!("p1d-{i}")).unwrap(),
+                object: mine.clone(),
+                kind: CommandKind::Ack,
+                hop: 0,
+            };
+            let s = Instant::now();
+            let msg = client.request("jaque.cmd.e1", wire::encode(&cmd).into()).await.unwrap();
+            let took = s.elapsed();
+            let outcome = wire::decode_outcome(&msg.payload);
+            assert!(matches!(&outcome, Ok(Outcome::Applied { owner, .. }) if owner.as_str() == "e1"), "{outcome:?}");
+            if i >= 200 {
+                lat.push(took);
+            }
+        }
+        lat
+    });
+    let d50 = pct(&mut direct, 0.5);
+    let floor50 = rr50 + js50;
+    let floor99 = rr99 + js99;
+    println!(
+        "| P1 | ui write (put of a new object) -> applied, p50 | {:.2} ms | {:.2} ms (request/reply {:.2} + JetStream publish {:.2}) | {:.2}x | <= 1.2x |",
+        ms(w50), ms(floor50), ms(rr50), ms(js50), ms(w50) / ms(floor50)
+    );
+    println!(
+        "| P1 | ui write (put of a new object) -> applied, p99 | {:.2} ms | {:.2} ms (request/reply {:.2} + JetStream publish {:.2}) | {:.2}x | |",
+        ms(w99), ms(floor99), ms(rr99), ms(js99), ms(w99) / ms(floor99)
+    );
+    println!(
+        "| P1 | ui write (ack: nothing but the write) -> applied, p50 / p99 | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.2}x / {:.2}x | |",
+        ms(a50), ms(a99), ms(floor50), ms(floor99), ms(a50) / ms(floor50), ms(a99) / ms(floor99)
+    );
+    println!(
+        "| P1 | ack, less the HTTP request itself (GET /healthz on the ui: p50 {:.2} ms) | {:.2} ms | {:.2} ms | {:.2}x | |",
+        ms(http50), ms(a50.saturating_sub(http50)), ms(floor50), ms(a50.saturating_sub(http50)) / ms(floor50)
+    );
+    println!(
+        "| P1 | the engine alone: an ack as a NATS request straight to the owner, p50 (no HTTP, no ui) | {:.2} ms | {:.2} ms | {:.2}x | |",
+        ms(d50), ms(floor50), ms(d50) / ms(floor50)
+    );
+    println!(
+        "| P1 | floor of what a write does: request/reply + publish until an ordered consumer delivers it (the engine's read-back) | {:.2} ms | p99 {:.2} ms | | |",
+        ms(rr50 + rb50), ms(rr99 + rb99)
+    );
+}
+
+/// Writes submitted on `jaque.work.cmd.ingress` by one NATS client, `CONC` in flight for `P2_SECS`: how many
+/// were applied per second, and how many were not.
+fn ingress_rate(url: &str, make: impl Fn(usize, usize) -> Command + Send + Sync + 'static) -> (f64, u64) {
+    let make = Arc::new(make);
+    rt().block_on(async {
+        let client = async_nats::connect(url).await.unwrap();
+        let applied = Arc::new(AtomicU64::new(0));
+        let other = Arc::new(AtomicU64::new(0));
+        let until = Instant::now() + Duration::from_secs(P2_SECS);
+        let mut tasks = Vec::new();
+        for t in 0..CONC {
+            let (c, a, o, make) = (client.clone(), applied.clone(), other.clone(), make.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut i = 0;
+                while Instant::now() < until {
+                    let cmd = make(t, i);
+                    i += 1;
+                    let r = c.request("jaque.work.cmd.ingress", wire::encode(&cmd).into()).await;
+                    match r.ok().and_then(|m| wire::decode_outcome(&m.payload).ok()) {
+                        Some(Outcome::Applied { .. }) => a.fetch_add(1, Ordering::Relaxed),
+                        _ => o.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            }));
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+        (applied.load(Ordering::Relaxed) as f64 / P2_SECS as f64, other.load(Ordering::Relaxed))
+    })
+}
+
+/// Messages the server has taken in and sent out so far (its `/varz`): what a NATS operation costs the server.
+fn server_msgs(nats: &Nats) -> u64 {
+    let log = nats.proc.output.text();
+    let addr = log
+        .lines()
+        .find_map(|l| l.split_once("Starting http monitor on ").map(|(_, a)| a.trim().to_string()))
+        .expect("nats-server runs with -m");
+    // The monitor answers chunked: the JSON is between the first `{` and the last `}`.
+    let body = http(addr.parse().unwrap(), "GET", "/varz", &[], None).text();
+    let (from, to) = (body.find('{').unwrap(), body.rfind('}').unwrap());
+    let varz: serde_json::Value = serde_json::from_str(&body[from..=to]).unwrap();
+    varz["in_msgs"].as_u64().unwrap() + varz["out_msgs"].as_u64().unwrap()
+}
+
+const CONC: usize = 16;
+const P2_SECS: u64 = 5;
+
+/// P2: writes submitted on `jaque.work.cmd.ingress` by one NATS client with 16 in flight, beside raw requests
+/// to an echo responder with the same client shape. Two kinds of write: an ack of an existing object (a write
+/// and nothing else), and a put of a new object, which also makes its first check at once (work dispatch, a
+/// probe, the result, a transition appended).
+fn p2(nats: &Nats, c: &Cluster) {
+    eprintln!("jaque-bench: P2 write throughput...");
+    let target = c.target.url();
+    // The objects the acks go to: one per writer, put first.
+    for t in 0..CONC {
+        assert_eq!(put(&c.ui, &format!("p2-ack-{t}"), &format!("p2-ack-{t}"), &target), 200);
+    }
+    // Each rate with the server messages (in + out) it made per operation.
+    let per_op = |m0: u64, rate: f64| (server_msgs(nats) - m0) as f64 / (rate * P2_SECS as f64);
+    let m0 = server_msgs(nats);
+    let (acks_per_s, acks_other) = ingress_rate(&nats.url, |t, i| Command {
+        id: CommandId::new(format!("p2-ack-{t}-{i}")).unwrap(),
+        object: ObjectId::new(format!("p2-ack-{t}")).unwrap(),
+        kind: CommandKind::Ack,
+        hop: 0,
+    });
+    let ack_msgs = per_op(m0, acks_per_s);
+    let m0 = server_msgs(nats);
+    let (puts_per_s, puts_other) =
+        ingress_rate(&nats.url, move |t, i| put_command(format!("p2-{t}-{i}"), format!("p2-{t}-{i}"), &target));
+    let put_msgs = per_op(m0, puts_per_s);
+    let m0 = server_msgs(nats);
+    let raw_per_s = raw_request_rate(&nats.url, CONC, P2_SECS);
+    let raw_msgs = per_op(m0, raw_per_s);
+    println!(
+        "| P2 | writes/s through ingress (acks), 3 engines, {CONC} in flight ({acks_other} not applied) | {acks_per_s:.0}/s | {raw_per_s:.0}/s raw requests, {CONC} in flight | {:.2}x | >= 0.5x |",
+        acks_per_s / raw_per_s
+    );
+    println!(
+        "| P2 | same with puts of new objects, each also checked at once ({puts_other} not applied) | {puts_per_s:.0}/s | {raw_per_s:.0}/s | {:.2}x | |",
+        puts_per_s / raw_per_s
+    );
+    println!(
+        "| P2 | messages the server routes (in + out) per write: ack / put | {ack_msgs:.1} / {put_msgs:.1} | {raw_msgs:.1} per raw request | {:.2}x / {:.2}x | |",
+        raw_msgs / ack_msgs, raw_msgs / put_msgs
+    );
+}
+
+/// P3: failover after kill -9 and after SIGTERM.
+fn p3(nats: &Nats, c: Cluster) {
     eprintln!("jaque-bench: P3 failover after kill -9 and SIGTERM...");
+    let Cluster { target, mut engines, worker, ui } = c;
     let e3 = engines.pop().unwrap();
     let (kill_epoch, kill_write) = failover(&ui, "e3", &target.url(), || e3.proc.signal("KILL"));
     drop(e3);
-    let e4 = engine(&nats, "e4");
+    let e4 = engine(nats, "e4");
     e4.wait_ready();
     let three: BTreeSet<String> = ["e1", "e2", "e4"].map(String::from).into();
     poll("e4 in the epoch", || (epoch_members(&ui) == three).then_some(()));
     poll("e4 owns its share", || (!owned_by(&ui, "e4").is_empty()).then_some(()));
     let (term_epoch, term_write) = failover(&ui, "e4", &target.url(), || e4.proc.signal("TERM"));
     drop((engines, worker, ui));
-
-    eprintln!("jaque-bench: P8 engine memory with 100k objects...");
-    let (idle_kib, loaded_kib) = engine_memory(100_000);
-
     let ttl = TTL_SECS as f64;
-    println!("| P | measure | jaque | floor (same run) | ratio | target |");
-    println!("|---|---|---|---|---|---|");
-    let floor50 = rr50 + js50;
-    let floor99 = rr99 + js99;
-    println!(
-        "| P1 | ui write -> applied, p50 | {:.2} ms | {:.2} ms (request/reply {:.2} + JetStream publish {:.2}) | {:.2}x | <= 1.2x |",
-        ms(w50), ms(floor50), ms(rr50), ms(js50), ms(w50) / ms(floor50)
-    );
-    println!(
-        "| P1 | ui write -> applied, p99 | {:.2} ms | {:.2} ms (request/reply {:.2} + JetStream publish {:.2}) | {:.2}x | |",
-        ms(w99), ms(floor99), ms(rr99), ms(js99), ms(w99) / ms(floor99)
-    );
-    println!(
-        "| P1 | same, less the HTTP request itself (GET /healthz on the ui: p50 {:.2} ms) | {:.2} ms | {:.2} ms | {:.2}x | |",
-        ms(http50), ms(w50.saturating_sub(http50)), ms(floor50), ms(w50.saturating_sub(http50)) / ms(floor50)
-    );
-    println!(
-        "| P1 | floor of what a write does: ingress request/reply + publish until an ordered consumer delivers it (the engine's read-back) | {:.2} ms | p99 {:.2} ms | | |",
-        ms(rr50 + rb50), ms(rr99 + rb99)
-    );
-    let _ = http99;
-    println!(
-        "| P2 | writes/s through ingress, 3 engines, {CONC} concurrent | {writes_per_s:.0}/s | {raw_per_s:.0}/s raw pipelined requests ({CONC} in flight) | {:.2}x | >= 0.5x |",
-        writes_per_s / raw_per_s
-    );
     println!(
         "| P3 | failover after kill -9 (ttl {TTL_SECS}s): new epoch / write applied again | {:.2} s / {:.2} s | ttl {ttl:.0} s | {:.2}x / {:.2}x ttl | <= 1.33x ttl + expiry lag |",
         kill_epoch.as_secs_f64(), kill_write.as_secs_f64(), kill_epoch.as_secs_f64() / ttl, kill_write.as_secs_f64() / ttl
@@ -392,11 +550,5 @@ fn main() {
     println!(
         "| P3 | failover after SIGTERM: new epoch / write applied again | {:.3} s / {:.3} s | ttl {ttl:.0} s | {:.3}x / {:.3}x ttl | <= 0.2 s |",
         term_epoch.as_secs_f64(), term_write.as_secs_f64(), term_epoch.as_secs_f64() / ttl, term_write.as_secs_f64() / ttl
-    );
-    println!(
-        "| P8 | engine resident memory, 100k objects | {:.1} MiB | {:.1} MiB with no object | {:.0} bytes/object | |",
-        loaded_kib as f64 / 1024.0,
-        idle_kib as f64 / 1024.0,
-        (loaded_kib.saturating_sub(idle_kib) * 1024) as f64 / 100_000.0
     );
 }
