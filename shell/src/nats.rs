@@ -11,6 +11,8 @@ pub struct NatsLink {
     pub client: Client,
 }
 
+const TLS_HINT: &str = "check -nats-tls-ca, -nats-tls-cert and -nats-tls-key";
+
 pub async fn connect(url: &str, auth: &NatsAuth, name: &str) -> Result<NatsLink, String> {
     let mut opts = ConnectOptions::new().name(name).connection_timeout(Duration::from_secs(5));
     if let Some(path) = &auth.creds {
@@ -29,14 +31,20 @@ pub async fn connect(url: &str, auth: &NatsAuth, name: &str) -> Result<NatsLink,
         opts = opts.add_client_certificate(cert.clone(), key.clone()).require_tls(true);
     }
     let client = opts.connect(url).await.map_err(|e| {
+        let text = e.to_string();
+        // A failed TLS handshake (a certificate the CA did not sign, a client certificate the server refuses)
+        // comes back as an I/O error carrying the TLS alert: it is still a TLS question.
+        let lower = text.to_ascii_lowercase();
+        let tls_failed = ["certificate", "tls", "handshake", "alert"].iter().any(|w| lower.contains(w));
         let hint = match e.kind() {
             async_nats::ConnectErrorKind::AuthorizationViolation | async_nats::ConnectErrorKind::Authentication => {
                 "check -nats-token, -nats-user/-nats-password or -nats-creds"
             }
-            async_nats::ConnectErrorKind::Tls => "check -nats-tls-ca, -nats-tls-cert and -nats-tls-key",
+            async_nats::ConnectErrorKind::Tls => TLS_HINT,
+            async_nats::ConnectErrorKind::Io if tls_failed => TLS_HINT,
             _ => "is nats-server running there?",
         };
-        format!("cannot connect to NATS at {url}: {e} ({hint})")
+        format!("cannot connect to NATS at {url}: {text} ({hint})")
     })?;
     Ok(NatsLink { url: url.to_string(), client })
 }

@@ -1,8 +1,11 @@
-//! NATS authentication flags against a real nats-server that demands them: with the right token or user and
-//! password an engine joins and takes writes; without, jaque refuses to start and says which flags to check.
+//! NATS authentication flags against a real nats-server that demands them: with the right token, user and
+//! password, or TLS certificates an engine joins and takes writes; without, jaque refuses to start and says
+//! which flags to check.
 
 use jaque_tests::{jaque_refuses, Jaque, Nats};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use serde_json::json;
+use std::path::{Path, PathBuf};
 
 fn engine_args<'a>(url: &'a str, auth: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["-target", "engine,worker,ui", "-queue", url, "-coordination", url, "-heartbeat-ttl", "3s"];
@@ -17,11 +20,16 @@ fn works(nats: &Nats, auth: &[&str]) {
     assert_eq!(r.status, 200, "{}", r.text());
 }
 
-/// jaque refuses to start, and its message is about NATS authorization (a free port, so it cannot be the port).
-fn refused(nats: &Nats, auth: &[&str]) -> String {
+/// jaque refuses to start (on a free port, so it cannot be the port); its output.
+fn refusal(nats: &Nats, auth: &[&str]) -> String {
     let mut args = engine_args(&nats.url, auth);
     args.extend_from_slice(&["-listen", "127.0.0.1:0"]);
-    let text = jaque_refuses(&args);
+    jaque_refuses(&args)
+}
+
+/// jaque refuses to start, and its message is about NATS authorization.
+fn refused(nats: &Nats, auth: &[&str]) -> String {
+    let text = refusal(nats, auth);
     assert!(text.contains("authorization violation"), "says authorization failed: {text}");
     text
 }
@@ -40,4 +48,74 @@ fn a_user_and_password_server_takes_jaque_with_them() {
     let nats = Nats::start_with(&["--user", "jaque", "--pass", "pa55word"]);
     works(&nats, &["-nats-user", "jaque", "-nats-password", "pa55word"]);
     refused(&nats, &["-nats-user", "jaque", "-nats-password", "nope"]);
+}
+
+/// A certificate authority for the test, and the PEM files it signs, in a temporary folder.
+struct Pki {
+    dir: tempfile::TempDir,
+    ca: (rcgen::Certificate, KeyPair),
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let cert = params.self_signed(&key).unwrap();
+        let pki = Pki { dir: tempfile::tempdir().unwrap(), ca: (cert, key) };
+        std::fs::write(pki.path("ca.pem"), pki.ca.0.pem()).unwrap();
+        pki
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.path().join(file)
+    }
+
+    /// A certificate for `san` (an IP address or a name) signed by this CA: (cert.pem, key.pem).
+    fn issue(&self, name: &str, san: &str) -> (PathBuf, PathBuf) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec![san.to_string()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, san);
+        let cert = params.signed_by(&key, &self.ca.0, &self.ca.1).unwrap();
+        let (c, k) = (self.path(&format!("{name}.pem")), self.path(&format!("{name}-key.pem")));
+        std::fs::write(&c, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        (c, k)
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn a_mutual_tls_server_takes_jaque_with_its_certificates_and_refuses_it_without() {
+    let pki = Pki::new("jaque test CA");
+    let (server_cert, server_key) = pki.issue("server", "127.0.0.1");
+    let (client_cert, client_key) = pki.issue("client", "jaque-engine");
+    let ca = pki.path("ca.pem");
+    let nats = Nats::start_with(&[
+        "--tls",
+        "--tlscert",
+        s(&server_cert),
+        "--tlskey",
+        s(&server_key),
+        "--tlscacert",
+        s(&ca),
+        "--tlsverify",
+    ]);
+    let tls = ["-nats-tls-ca", s(&ca), "-nats-tls-cert", s(&client_cert), "-nats-tls-key", s(&client_key)];
+    works(&nats, &tls);
+
+    // The server's certificate is not from the CA jaque is given: refused, naming the TLS flags.
+    let other = Pki::new("another CA");
+    let text = refusal(
+        &nats,
+        &["-nats-tls-ca", s(&other.path("ca.pem")), "-nats-tls-cert", s(&client_cert), "-nats-tls-key", s(&client_key)],
+    );
+    assert!(text.contains("-nats-tls-ca"), "says which flags to check: {text}");
+    // No client certificate for a server that verifies clients: refused, naming the TLS flags.
+    let text = refusal(&nats, &["-nats-tls-ca", s(&ca)]);
+    assert!(text.contains("-nats-tls-cert"), "says which flags to check: {text}");
 }
