@@ -15,7 +15,7 @@ use jaque_core::ui::{http_status, WriteRoute, RETRY_AFTER_SECS};
 use jaque_core::wire;
 use jaque_core::{Command, CommandId, CommandKind, EngineConfig, ObjectDef, ObjectId, Outcome, Probe};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,9 +114,14 @@ fn parse_id(id: &str) -> Result<ObjectId, String> {
     ObjectId::new(id).map_err(|e| format!("object id: {e}"))
 }
 
+fn json_bytes(body: Vec<u8>) -> Response {
+    ([("content-type", "application/json")], body).into_response()
+}
+
 async fn list_objects(State(s): State<Arc<Http>>) -> Response {
     match ask(&s, |reply| UiRequest::Objects { id: None, reply }).await {
-        Some(v) => Json(v).into_response(),
+        Some(Some(body)) => json_bytes(body),
+        Some(None) => error(StatusCode::INTERNAL_SERVER_ERROR, "unavailable", "rendering the object list failed"),
         None => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no log reader in this process"),
     }
 }
@@ -127,10 +132,8 @@ async fn get_object(State(s): State<Arc<Http>>, Path(id): Path<String>) -> Respo
         Err(e) => return bad_request(e),
     };
     match ask(&s, |reply| UiRequest::Objects { id: Some(id.clone()), reply }).await {
-        Some(Value::Null) => {
-            (StatusCode::NOT_FOUND, Json(json!({ "error": format!("no object {id}") }))).into_response()
-        }
-        Some(v) => Json(v).into_response(),
+        Some(Some(body)) => json_bytes(body),
+        Some(None) => (StatusCode::NOT_FOUND, Json(json!({ "error": format!("no object {id}") }))).into_response(),
         None => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no log reader in this process"),
     }
 }
