@@ -379,66 +379,85 @@ impl Cluster {
 
 /// P1: sequential writes through the ui, each a new object, beside the raw NATS operations they need.
 fn p1(nats: &Nats, c: &Cluster) {
-    eprintln!("jaque-bench: raw NATS floors...");
-    let (mut rr, mut js, mut rb) = floors(&nats.url, 2000);
-    let (rr50, rr99, js50, js99) = (pct(&mut rr, 0.5), pct(&mut rr, 0.99), pct(&mut js, 0.5), pct(&mut js, 0.99));
-    let (rb50, rb99) = (pct(&mut rb, 0.5), pct(&mut rb, 0.99));
-
-    // The HTTP part of a write: a request to the ui that does nothing (the client opens a connection each time).
-    let mut hz: Vec<Duration> = (0..600)
-        .map(|_| {
-            let s = Instant::now();
-            c.ui.get("/healthz");
-            s.elapsed()
+    // Rounds that alternate the raw floors and jaque's figures, so whatever else the machine does meanwhile
+    // weighs on both alike; percentiles are over all rounds. The first round is warm-up and not kept.
+    const ROUNDS: usize = 9;
+    const PER_ROUND: usize = 80;
+    eprintln!("jaque-bench: P1 write latency and the raw NATS floors, {ROUNDS} alternating rounds...");
+    // An object e1 owns, for the acks.
+    let mine = (0..)
+        .find_map(|i| {
+            assert_eq!(put(&c.ui, &format!("p1-ack-{i}"), &format!("p1-ack-{i}"), &c.target.url()), 200);
+            owned_by(&c.ui, "e1").into_iter().next()
         })
-        .collect();
-    let http50 = pct(&mut hz, 0.5);
-
-    eprintln!("jaque-bench: P1 write latency...");
-    let mut lat = Vec::new();
-    for i in 0..600 {
-        let s = Instant::now();
-        let status = put(&c.ui, &format!("p1-{i}"), &format!("p1-{i}"), &c.target.url());
-        if i >= 100 && status == 200 {
-            lat.push(s.elapsed());
-        }
-    }
-    let (w50, w99) = (pct(&mut lat, 0.5), pct(&mut lat, 0.99));
-    // The same with a write that is only a write: an ack of an existing object (a new object is also checked
-    // at once, and that check's work overlaps the next write).
-    let mut acks = Vec::new();
-    for i in 0..600 {
-        let s = Instant::now();
-        let r = c.ui.request("POST", "/api/objects/p1-0/actions/ack", &[], None);
-        if i >= 100 && r.status == 200 {
-            acks.push(s.elapsed());
-        }
-    }
-    let (a50, a99) = (pct(&mut acks, 0.5), pct(&mut acks, 0.99));
-
-    // The engine alone: acks of an object e1 owns, as NATS requests straight to e1 (no HTTP, no ui).
-    let mine = ObjectId::new(owned_by(&c.ui, "e1").into_iter().next().expect("e1 owns an object")).unwrap();
-    let mut direct = rt().block_on(async {
-        let client = async_nats::connect(&nats.url).await.unwrap();
-        let mut lat = Vec::new();
-        for i in 0..1200 {
-            let cmd = Command {
-                id: CommandId::new(format!("p1d-{i}")).unwrap(),
-                object: mine.clone(),
-                kind: CommandKind::Ack,
-                hop: 0,
-            };
+        .map(|id| ObjectId::new(id).unwrap())
+        .unwrap();
+    let (mut rr, mut js, mut rb) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut hz, mut lat, mut acks, mut direct) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut n = 0;
+    for round in 0..ROUNDS {
+        let keep = round > 0;
+        let (r, j, b) = floors(&nats.url, PER_ROUND);
+        // The HTTP part of a write: a request to the ui that does nothing (a new connection each time).
+        let h: Vec<Duration> = (0..PER_ROUND)
+            .map(|_| {
+                let s = Instant::now();
+                c.ui.get("/healthz");
+                s.elapsed()
+            })
+            .collect();
+        // Puts of new objects through the ui.
+        let mut w = Vec::new();
+        for _ in 0..PER_ROUND {
+            n += 1;
             let s = Instant::now();
-            let msg = client.request("jaque.cmd.e1", wire::encode(&cmd).into()).await.unwrap();
-            let took = s.elapsed();
-            let outcome = wire::decode_outcome(&msg.payload);
-            assert!(matches!(&outcome, Ok(Outcome::Applied { owner, .. }) if owner.as_str() == "e1"), "{outcome:?}");
-            if i >= 200 {
-                lat.push(took);
+            if put(&c.ui, &format!("p1-{n}"), &format!("p1-{n}"), &c.target.url()) == 200 {
+                w.push(s.elapsed());
             }
         }
-        lat
-    });
+        // A write that is only a write: an ack of an existing object (a new object is also checked at once,
+        // and that check's work overlaps the next put).
+        let mut a = Vec::new();
+        for _ in 0..PER_ROUND {
+            let s = Instant::now();
+            if c.ui.request("POST", &format!("/api/objects/{mine}/actions/ack"), &[], None).status == 200 {
+                a.push(s.elapsed());
+            }
+        }
+        // The engine alone: acks of an object e1 owns, as NATS requests straight to e1 (no HTTP, no ui).
+        let d = rt().block_on(async {
+            let client = async_nats::connect(&nats.url).await.unwrap();
+            let mut lat = Vec::new();
+            for i in 0..PER_ROUND {
+                let id = CommandId::new(format!("p1d-{round}-{i}")).unwrap();
+                let cmd = Command { id, object: mine.clone(), kind: CommandKind::Ack, hop: 0 };
+                let s = Instant::now();
+                let msg = client.request("jaque.cmd.e1", wire::encode(&cmd).into()).await.unwrap();
+                let took = s.elapsed();
+                let outcome = wire::decode_outcome(&msg.payload);
+                assert!(
+                    matches!(&outcome, Ok(Outcome::Applied { owner, .. }) if owner.as_str() == "e1"),
+                    "{outcome:?}"
+                );
+                lat.push(took);
+            }
+            lat
+        });
+        if keep {
+            rr.extend(r);
+            js.extend(j);
+            rb.extend(b);
+            hz.extend(h);
+            lat.extend(w);
+            acks.extend(a);
+            direct.extend(d);
+        }
+    }
+    let (rr50, rr99, js50, js99) = (pct(&mut rr, 0.5), pct(&mut rr, 0.99), pct(&mut js, 0.5), pct(&mut js, 0.99));
+    let (rb50, rb99) = (pct(&mut rb, 0.5), pct(&mut rb, 0.99));
+    let http50 = pct(&mut hz, 0.5);
+    let (w50, w99) = (pct(&mut lat, 0.5), pct(&mut lat, 0.99));
+    let (a50, a99) = (pct(&mut acks, 0.5), pct(&mut acks, 0.99));
     let d50 = pct(&mut direct, 0.5);
     let floor50 = rr50 + js50;
     let floor99 = rr99 + js99;
