@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use jaque_core::ui::{http_status, WriteRoute, RETRY_AFTER_SECS};
+use jaque_core::ui::{http_status, submit_to, Submit, WriteRoute, RETRY_AFTER_SECS};
 use jaque_core::wire;
 use jaque_core::{Command, CommandId, CommandKind, EngineConfig, ObjectDef, ObjectId, Outcome, Probe};
 use serde::Deserialize;
@@ -272,18 +272,19 @@ async fn write(
     outcome_response(&outcome)
 }
 
-/// A write of a ui without an engine. It goes straight to the owner its log view names, as a hop-0 request on
-/// `jaque.cmd.<owner>`: the owner applies it, or, if ownership moved meanwhile, forwards it once like any
-/// command that lands on a non-owner. With no view yet, or when the owner has no responder (it died and the
-/// epoch has not moved yet), the write goes to `jaque.work.cmd.ingress`, where exactly one engine claims it.
+/// A write of a ui without an engine: first where `jaque_core::ui::submit_to` says (the owner its log view
+/// names, or ingress), and through `jaque.work.cmd.ingress` when the owner has no responder.
 async fn submit_nats(s: &Http, cmd: &Command, deadline: Duration) -> Outcome {
     let Some(link) = &s.ingress else {
         return Outcome::Unavailable { reason: "no NATS coordination".into() };
     };
-    let owner = s.owners.as_ref().and_then(|o| o.borrow().as_ref().and_then(|o| o.owner(&cmd.object).cloned()));
+    let first = match &s.owners {
+        Some(o) => submit_to(o.borrow().as_deref(), &cmd.object),
+        None => Submit::Ingress,
+    };
     let payload: bytes::Bytes = wire::encode(cmd).into();
     let started = tokio::time::Instant::now();
-    if let Some(owner) = owner {
+    if let Submit::Owner(owner) = first {
         let request = link.client.request(cmd_subject(&owner.id), payload.clone());
         match tokio::time::timeout(deadline, request).await {
             Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {

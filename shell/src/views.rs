@@ -121,7 +121,8 @@ pub fn objects(reader: &LogReader, id: Option<&ObjectId>) -> Option<Vec<u8>> {
             serde_json::to_vec(&all)
         }
     };
-    // Serializing these types cannot fail (string keys, no maps of other keys); an empty answer would say so.
+    // These types always serialize (no maps with non-string keys); were it ever to fail, the list answers 500
+    // and a single object reads as absent.
     json.ok()
 }
 
