@@ -16,6 +16,9 @@ pub enum Stream {
     Truth = 5,
     /// Per node: `Clock as u64 + index`.
     Clock = 6,
+    /// The ui's choices (direct or ingress, a stale view): its own stream, so earlier seeds draw as before
+    /// (clear of the per-node ranges above and below).
+    Ui = 50,
     /// Per node: `Node as u64 + index`.
     Node = 100,
 }
@@ -133,6 +136,11 @@ pub struct Params {
     pub double_submit: f64,
     /// A leaving engine stays in the ingress queue group until it exits.
     pub ingress_while_leaving: bool,
+    /// Share of ingress commands sent instead as a `-target ui` does: straight to the owner its log view names
+    /// (`jaque_core::ui::submit_to`), through ingress when that engine has no responder.
+    pub ui_direct_share: f64,
+    /// Probability that the ui's view is one epoch behind the log when it picks the owner.
+    pub ui_view_stale: f64,
     /// Mean length of a period in which an object's simulated truth is constant.
     pub truth_period_ms: u64,
 
@@ -185,6 +193,8 @@ impl Params {
             retry: pick(&mut r, &[0.0, 0.3, 0.8]),
             double_submit: 0.0,
             ingress_while_leaving: false,
+            ui_direct_share: 0.0,
+            ui_view_stale: 0.0,
             truth_period_ms: r.random_range(2..=120u64) * 1000,
             safety_ms: r.random_range(20..=120u64) * 1000,
             restart_at_heal: pick(&mut r, &[0.0, 0.5, 1.0]),
@@ -207,6 +217,9 @@ impl Params {
         p.double_submit = pick(&mut x, &[0.0, 0.0, 0.05, 0.3]);
         p.ingress_while_leaving = x.random_bool(0.5);
         p.swizzle = !p.faults.is_empty() && x.random_bool(0.3);
+        let mut y = stream(seed, Stream::Params, 2);
+        p.ui_direct_share = pick(&mut y, &[0.0, 0.5, 0.9]);
+        p.ui_view_stale = pick(&mut y, &[0.0, 0.2, 0.6]);
         p
     }
 
@@ -243,6 +256,8 @@ impl Params {
             retry: 0.0,
             double_submit: 0.0,
             ingress_while_leaving: false,
+            ui_direct_share: 0.0,
+            ui_view_stale: 0.0,
             truth_period_ms: 3_600_000,
             safety_ms: 0,
             restart_at_heal: 1.0,
@@ -327,9 +342,11 @@ impl fmt::Display for Params {
         )?;
         writeln!(
             f,
-            "  workload: command every~{}ms ingress_share={} retry={} double_submit={} ingress_while_leaving={} truth_period~{}ms",
+            "  workload: command every~{}ms ingress_share={} (of which ui direct {}, stale view {}) retry={} double_submit={} ingress_while_leaving={} truth_period~{}ms",
             self.command_every_ms,
             self.ingress_share,
+            self.ui_direct_share,
+            self.ui_view_stale,
             self.retry,
             self.double_submit,
             self.ingress_while_leaving,

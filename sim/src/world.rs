@@ -11,6 +11,7 @@
 
 use crate::oracle::{member_hash, view_hash, Oracle};
 use crate::params::{mix, stream, FaultKind, Params, Stream};
+use jaque_core::ui::{submit_to, Submit};
 use jaque_core::{
     hrw, CheckResult, Command, CommandId, CommandKind, Engine, EngineConfig, ForwardId, Input, LogEntry, MemberChange,
     MemberId, MemberObservation, MemberRef, MembershipOutput, ObjectDef, ObjectId, Outcome, Output, Probe, ReplyTo,
@@ -129,6 +130,9 @@ pub enum Via {
     Ingress,
     /// A caller in the process of engine `n`.
     Engine(usize),
+    /// A `-target ui` write: straight to the owner its (possibly one epoch old) view of the log names, as
+    /// `jaque_core::ui::submit_to` says; through ingress when it names none or that engine has no responder.
+    Ui,
 }
 
 /// A command a client submitted, and the one outcome it was told.
@@ -384,6 +388,7 @@ pub struct Sim {
     net: ChaCha8Rng,
     faults: ChaCha8Rng,
     work: ChaCha8Rng,
+    ui: ChaCha8Rng,
     fault_gen: u64,
     objects: Vec<(ObjectId, ObjectDef)>,
     bootstrapped: usize,
@@ -472,6 +477,7 @@ impl Sim {
             pause_on_dispatch: None,
             pair_cut: BTreeMap::new(),
             net: stream(seed, Stream::Network, 0),
+            ui: stream(seed, Stream::Ui, 0),
             faults: stream(seed, Stream::Faults, 0),
             work,
             fault_gen: 0,
@@ -1173,7 +1179,7 @@ impl Sim {
         match p.waiter {
             Waiter::Client(sub) => match self.subs[sub].via {
                 Via::Engine(_) => self.client_outcome(sub, outcome),
-                Via::Ingress => {
+                Via::Ingress | Via::Ui => {
                     if self.can_send(n) {
                         let d = self.delay(n);
                         self.after(d, Ev::ClientAnswer { sub, outcome });
@@ -1789,7 +1795,11 @@ impl Sim {
 
     fn pick_via(&mut self) -> Via {
         if self.work.random_bool(self.params.ingress_share) {
-            Via::Ingress
+            if self.ui.random_bool(self.params.ui_direct_share) {
+                Via::Ui
+            } else {
+                Via::Ingress
+            }
         } else {
             Via::Engine(self.work.random_range(0..self.nodes.len()))
         }
@@ -1853,30 +1863,26 @@ impl Sim {
         let reply = self.next_reply;
         self.next_reply += 1;
         match via {
-            Via::Ingress => {
-                // The queue group: exactly one engine that is subscribed gets it.
-                let members: Vec<usize> = (0..self.nodes.len())
-                    .filter(|&n| {
-                        // A leaving engine may still be subscribed until it exits, in some seeds.
-                        self.nodes[n]
-                            .engine
-                            .as_ref()
-                            .is_some_and(|e| !e.is_leaving() || self.params.ingress_while_leaving)
-                    })
-                    .collect();
-                if members.is_empty() {
-                    self.after(
-                        1,
-                        Ev::ClientAnswer { sub, outcome: Outcome::Unavailable { reason: "no responders".into() } },
-                    );
-                    return sub;
-                }
-                let n = members[self.work.random_range(0..members.len())];
-                self.subs[sub].engine = Some(n);
-                if self.can_recv(n) {
-                    let d = self.delay(n);
-                    let inc = self.nodes[n].inc;
-                    self.after(d, Ev::CommandArrive { node: n, inc, reply, waiter: Waiter::Client(sub), cmd });
+            Via::Ingress => self.submit_ingress(sub, reply, cmd),
+            Via::Ui => {
+                let epoch = self.oracle.reader.epoch();
+                let stale = epoch > 1 && self.ui.random_bool(self.params.ui_view_stale);
+                let view = self.oracle.reader.fence().ownership(if stale { epoch - 1 } else { epoch });
+                let owner = match submit_to(view, &cmd.object) {
+                    Submit::Owner(m) => self.slot_of.get(&m.id).copied().filter(|&t| self.nodes[t].engine.is_some()),
+                    Submit::Ingress => None,
+                };
+                match owner {
+                    Some(t) => {
+                        self.subs[sub].engine = Some(t);
+                        if self.can_recv(t) {
+                            let d = self.delay(t);
+                            let inc = self.nodes[t].inc;
+                            self.after(d, Ev::CommandArrive { node: t, inc, reply, waiter: Waiter::Client(sub), cmd });
+                        }
+                    }
+                    // No view, or no responder at that owner (its process is down): ingress.
+                    None => self.submit_ingress(sub, reply, cmd),
                 }
             }
             Via::Engine(n) => {
@@ -1893,6 +1899,27 @@ impl Sim {
             }
         }
         sub
+    }
+
+    /// A request on `jaque.work.cmd.ingress`: the queue group hands it to exactly one subscribed engine.
+    fn submit_ingress(&mut self, sub: usize, reply: u64, cmd: Command) {
+        let members: Vec<usize> = (0..self.nodes.len())
+            .filter(|&n| {
+                // A leaving engine may still be subscribed until it exits, in some seeds.
+                self.nodes[n].engine.as_ref().is_some_and(|e| !e.is_leaving() || self.params.ingress_while_leaving)
+            })
+            .collect();
+        if members.is_empty() {
+            self.after(1, Ev::ClientAnswer { sub, outcome: Outcome::Unavailable { reason: "no responders".into() } });
+            return;
+        }
+        let n = members[self.work.random_range(0..members.len())];
+        self.subs[sub].engine = Some(n);
+        if self.can_recv(n) {
+            let d = self.delay(n);
+            let inc = self.nodes[n].inc;
+            self.after(d, Ev::CommandArrive { node: n, inc, reply, waiter: Waiter::Client(sub), cmd });
+        }
     }
 
     fn client_outcome(&mut self, sub: usize, outcome: Outcome) {

@@ -1,11 +1,12 @@
 //! Hand-written cases (issue 3, point 6), each checking every swarm invariant on the way.
 
-use jaque_core::{CommandKind, EventBody, LogEntry, State, Verdict};
+use jaque_core::{CommandKind, EventBody, LogEntry, MemberId, MemberRef, Outcome, State, Verdict};
 use jaque_sim::scenario::Scenario;
 use jaque_sim::{Params, Sim, Via};
 
 const E1: usize = 0;
 const E2: usize = 1;
+const E3: usize = 2;
 const E4: usize = 3;
 
 /// An engine paused past its ttl writes a transition when it resumes: fenced, counted, every reader agrees.
@@ -244,4 +245,56 @@ fn a_fenced_command_with_two_callers_answers_both_after_reroute() {
     assert!(matches!(a, jaque_core::Outcome::Applied { .. }), "{a:?}");
     assert_eq!(a, b, "one command, one outcome for both callers");
     assert!(s.engine(E1).counters.commands_rerouted >= 2, "both callers were rerouted");
+}
+
+/// A ui write goes straight to the owner its view of the log names: no forward. With a view one epoch behind
+/// (e4 has just joined), the former owner forwards it once and e4 applies it. With the owner crashed and the
+/// epoch not yet moved, the ui finds no responder there and submits through ingress instead.
+#[test]
+fn a_ui_write_goes_to_its_owner_and_a_stale_view_costs_one_forward() {
+    let mut s = Scenario::cluster(14, 4, 3, 60);
+    let mine = s.owned_by(E2)[0].clone();
+    let forwards = s.sim.stats.forwards;
+    let sub = s.submit(Via::Ui, &mine, CommandKind::CheckNow);
+    s.run_until(5_000, "the ui learns the outcome", |sim| sim.subs[sub].outcome.is_some());
+    assert!(matches!(s.outcome(sub), Some(Outcome::Applied { owner, .. }) if owner.as_str() == "e2"));
+    assert_eq!(s.sim.subs[sub].engine, Some(E2), "sent straight to the owner");
+    assert_eq!(s.sim.stats.forwards, forwards, "no forward");
+
+    // An object e2 owns now and e4 will own once it joins; the ui's view stays one epoch behind.
+    let four: Vec<MemberRef> =
+        (1..=4).map(|i| MemberRef { id: MemberId::new(format!("e{i}")).unwrap(), incarnation: 1 }).collect();
+    let moving = s
+        .sim
+        .object_ids()
+        .into_iter()
+        .find(|id| {
+            s.owner(id) == Some(E2) && jaque_sim::oracle::hrw_owner(&four, id.as_str()).unwrap().id.as_str() == "e4"
+        })
+        .expect("an object moving from e2 to e4");
+    s.sim.params.ui_view_stale = 1.0;
+    s.start(E4);
+    s.run_until(10_000, "every engine reads the epoch with e4", |sim| {
+        sim.oracle.reader.fence().current().is_some_and(|r| r.members.len() == 4)
+            && (0..4).all(|n| sim.engine(n).epoch() == sim.oracle.reader.epoch())
+    });
+    let forwards = s.sim.stats.forwards;
+    let sub = s.submit(Via::Ui, &moving, CommandKind::CheckNow);
+    s.run_until(5_000, "the ui learns the outcome", |sim| sim.subs[sub].outcome.is_some());
+    assert_eq!(s.sim.subs[sub].engine, Some(E2), "sent to the owner of the ui's older view");
+    assert!(matches!(s.outcome(sub), Some(Outcome::Applied { owner, .. }) if owner.as_str() == "e4"));
+    assert_eq!(s.sim.stats.forwards, forwards + 1, "one forward, from e2 to e4");
+
+    // e3 crashes; until the epoch moves the ui's view names it, finds no responder, and uses ingress.
+    s.sim.params.ui_view_stale = 0.0;
+    let theirs = s.owned_by(E3)[0].clone();
+    s.crash(E3);
+    let sub = s.submit(Via::Ui, &theirs, CommandKind::CheckNow);
+    s.run_until(10_000, "the ui learns the outcome", |sim| sim.subs[sub].outcome.is_some());
+    let took = s.sim.subs[sub].engine.expect("an engine claimed it on ingress");
+    assert_ne!(took, E3, "claimed through ingress by a live engine");
+    // Whose forward to e3 found no responder either: the ui is told to retry.
+    assert!(matches!(s.outcome(sub), Some(Outcome::Unavailable { .. })), "{:?}", s.outcome(sub));
+    s.run_for(1_000);
+    s.assert_readers_agree();
 }
