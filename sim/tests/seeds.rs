@@ -21,10 +21,12 @@ fn assert_seed_passes(seed: u64) {
 
 /// A fenced command with two waiting callers (e.g. a forward that timed out and came again) was rerouted
 /// and applied once per caller; the second `apply` replaced the first caller, who was never answered (core,
-/// first found by seed 2209). These seeds fail with "never answered" against the unfixed core.
+/// first found by seed 2209). These seeds fail with "never answered" against the unfixed core. Re-pinned when
+/// the ui's direct writes joined the model: 92, 261, 402 and 428 no longer reach the bug; 273, 284, 667 and
+/// 957 do, with ui writes in their workload.
 #[test]
 fn seeds_where_a_rerouted_command_answers_every_caller() {
-    for seed in [58, 92, 98, 261, 402, 428, 806, 1396] {
+    for seed in [58, 98, 273, 284, 667, 806, 957, 1396] {
         assert_seed_passes(seed);
     }
 }
