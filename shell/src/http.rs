@@ -1,6 +1,7 @@
 //! The HTTP side of every process: `/metrics` and `/healthz` always; with `-target ui`, the JSON API.
 //! A write becomes a command and goes where `jaque_core::ui::write_route` says: the local engine, NATS (the
-//! owner the ui's log view names, else the ingress queue group), or nowhere (503). Its HTTP status is `jaque_core::ui::http_status` of the outcome.
+//! owner the ui's log view names, else the ingress queue group), or nowhere (503). Its HTTP status is
+//! `jaque_core::ui::http_status` of the outcome.
 
 use crate::driver::{cmd_subject, write_deadline, Owners, INGRESS_SUBJECT};
 use crate::metrics::{self, Exposition};

@@ -104,36 +104,16 @@ fn bytes_of(n: usize) -> Vec<u8> {
     vec![b'x'; n]
 }
 
-/// Raw pipelined NATS requests per second: `conc` request loops for `secs`.
-fn raw_request_rate(url: &str, conc: usize, secs: u64) -> f64 {
-    rt().block_on(async {
-        let client = async_nats::connect(url).await.unwrap();
-        echo_responder(&client, "bench.rate").await;
-        let done = Arc::new(AtomicU64::new(0));
-        let until = Instant::now() + Duration::from_secs(secs);
-        let mut tasks = Vec::new();
-        for _ in 0..conc {
-            let (c, d) = (client.clone(), done.clone());
-            tasks.push(tokio::spawn(async move {
-                while Instant::now() < until {
-                    if c.request("bench.rate", "x".into()).await.is_ok() {
-                        d.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }));
-        }
-        for t in tasks {
-            let _ = t.await;
-        }
-        done.load(Ordering::Relaxed) as f64 / secs as f64
-    })
+fn engine(nats: &Nats, id: &str) -> Jaque {
+    engine_as(nats, id, "engine")
 }
 
-fn engine(nats: &Nats, id: &str) -> Jaque {
+/// An engine process with `-target <target>` (e.g. `engine,ui` to serve the API too).
+fn engine_as(nats: &Nats, id: &str, target: &str) -> Jaque {
     let ttl = format!("{TTL_SECS}s");
     Jaque::start(
         id,
-        &["-target", "engine", "-queue", &nats.url, "-coordination", &nats.url, "-id", id, "-heartbeat-ttl", &ttl],
+        &["-target", target, "-queue", &nats.url, "-coordination", &nats.url, "-id", id, "-heartbeat-ttl", &ttl],
     )
 }
 
@@ -284,22 +264,7 @@ fn engine_memory(n: usize) -> (u64, u64, Duration) {
         }
     });
     // An engine that also serves the API (its ui reads the engine's own log view: no second copy).
-    let ttl = format!("{TTL_SECS}s");
-    let e = Jaque::start(
-        "rss",
-        &[
-            "-target",
-            "engine,ui",
-            "-queue",
-            &nats.url,
-            "-coordination",
-            &nats.url,
-            "-id",
-            "rss",
-            "-heartbeat-ttl",
-            &ttl,
-        ],
-    );
+    let e = engine_as(&nats, "rss", "engine,ui");
     poll("the engine owns every loaded object", || {
         (e.metric("jaque_engine_objects_owned") == Some(n as f64)).then_some(())
     });
@@ -487,36 +452,55 @@ fn p1(nats: &Nats, c: &Cluster) {
     );
 }
 
-/// Writes submitted on `jaque.work.cmd.ingress` by one NATS client, `CONC` in flight for `P2_SECS`: how many
-/// were applied per second, and how many were not.
+/// Requests on `subject` from one NATS client, `CONC` in flight for `P2_SECS`: how many per second got an
+/// answer `ok` accepts, and how many did not. With `echo`, the same client first answers the subject itself
+/// (the raw floor).
+async fn request_rate(
+    url: &str,
+    subject: &'static str,
+    echo: bool,
+    make: impl Fn(usize, usize) -> bytes::Bytes + Send + Sync + 'static,
+    ok: impl Fn(&async_nats::Message) -> bool + Send + Sync + 'static,
+) -> (f64, u64) {
+    let client = async_nats::connect(url).await.unwrap();
+    if echo {
+        echo_responder(&client, subject).await;
+    }
+    let (make, ok) = (Arc::new(make), Arc::new(ok));
+    let good = Arc::new(AtomicU64::new(0));
+    let bad = Arc::new(AtomicU64::new(0));
+    let until = Instant::now() + Duration::from_secs(P2_SECS);
+    let mut tasks = Vec::new();
+    for t in 0..CONC {
+        let (c, g, b, make, ok) = (client.clone(), good.clone(), bad.clone(), make.clone(), ok.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0;
+            while Instant::now() < until {
+                let r = c.request(subject, make(t, i)).await;
+                i += 1;
+                match r {
+                    Ok(m) if ok(&m) => g.fetch_add(1, Ordering::Relaxed),
+                    _ => b.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    (good.load(Ordering::Relaxed) as f64 / P2_SECS as f64, bad.load(Ordering::Relaxed))
+}
+
+/// Commands submitted on `jaque.work.cmd.ingress`: applied per second, and how many were not applied.
 fn ingress_rate(url: &str, make: impl Fn(usize, usize) -> Command + Send + Sync + 'static) -> (f64, u64) {
-    let make = Arc::new(make);
-    rt().block_on(async {
-        let client = async_nats::connect(url).await.unwrap();
-        let applied = Arc::new(AtomicU64::new(0));
-        let other = Arc::new(AtomicU64::new(0));
-        let until = Instant::now() + Duration::from_secs(P2_SECS);
-        let mut tasks = Vec::new();
-        for t in 0..CONC {
-            let (c, a, o, make) = (client.clone(), applied.clone(), other.clone(), make.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut i = 0;
-                while Instant::now() < until {
-                    let cmd = make(t, i);
-                    i += 1;
-                    let r = c.request("jaque.work.cmd.ingress", wire::encode(&cmd).into()).await;
-                    match r.ok().and_then(|m| wire::decode_outcome(&m.payload).ok()) {
-                        Some(Outcome::Applied { .. }) => a.fetch_add(1, Ordering::Relaxed),
-                        _ => o.fetch_add(1, Ordering::Relaxed),
-                    };
-                }
-            }));
-        }
-        for t in tasks {
-            let _ = t.await;
-        }
-        (applied.load(Ordering::Relaxed) as f64 / P2_SECS as f64, other.load(Ordering::Relaxed))
-    })
+    let applied = |m: &async_nats::Message| matches!(wire::decode_outcome(&m.payload), Ok(Outcome::Applied { .. }));
+    let encode = move |t, i| wire::encode(&make(t, i)).into();
+    rt().block_on(request_rate(url, "jaque.work.cmd.ingress", false, encode, applied))
+}
+
+/// Raw pipelined NATS requests per second to an echo responder, with the same client shape.
+fn raw_request_rate(url: &str) -> f64 {
+    rt().block_on(request_rate(url, "bench.rate", true, |_, _| "x".into(), |_| true)).0
 }
 
 /// Messages the server has taken in and sent out so far (its `/varz`): what a NATS operation costs the server.
@@ -562,7 +546,7 @@ fn p2(nats: &Nats, c: &Cluster) {
         ingress_rate(&nats.url, move |t, i| put_command(format!("p2-{t}-{i}"), format!("p2-{t}-{i}"), &target));
     let put_msgs = per_op(m0, puts_per_s);
     let m0 = server_msgs(nats);
-    let raw_per_s = raw_request_rate(&nats.url, CONC, P2_SECS);
+    let raw_per_s = raw_request_rate(&nats.url);
     let raw_msgs = per_op(m0, raw_per_s);
     println!(
         "| P2 | writes/s through ingress (acks), 3 engines, {CONC} in flight ({acks_other} not applied) | {acks_per_s:.0}/s | {raw_per_s:.0}/s raw requests, {CONC} in flight | {:.2}x | >= 0.5x |",
