@@ -13,13 +13,17 @@
 //! - [`ui`]: where a ui write goes.
 //! - [`wire`]: encoding and decoding of every message the shell sends and receives.
 
+pub mod backoff;
 pub mod engine;
+pub mod follow;
 pub mod forward;
 pub mod hrw;
 pub mod log;
 pub mod membership;
 pub mod model;
+pub mod role;
 pub mod schedule;
+pub mod sink;
 pub mod time;
 pub mod ui;
 pub mod wire;

@@ -71,6 +71,22 @@ pub struct Fence {
     records: Vec<(EpochRecord, Ownership)>,
 }
 
+/// Where each epoch record stands in the log, so an event read again later (a replay) gets the verdict it had
+/// where it stands: the epoch in force at position `p` is the number of records before `p`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EpochPositions(Vec<u64>);
+
+impl EpochPositions {
+    /// The epoch in force at log position `seq` (records at positions below it).
+    pub fn in_force_at(&self, seq: u64) -> u64 {
+        self.0.partition_point(|p| *p < seq) as u64
+    }
+
+    fn push(&mut self, seq: u64) {
+        self.0.push(seq);
+    }
+}
+
 impl Fence {
     /// The epoch in force: 0 before the first record.
     pub fn epoch(&self) -> u64 {
@@ -119,7 +135,15 @@ impl Fence {
     /// The verdict with the object's key already hashed.
     #[inline]
     pub fn verdict_for_key(&self, object_key: u64, epoch: u64, writer: &MemberRef) -> Verdict {
-        let in_force = self.epoch();
+        self.verdict_in_force(object_key, epoch, writer, self.epoch())
+    }
+
+    /// The verdict on an event standing where epoch `in_force` (at most the current one) was in force: the same
+    /// rule, over the records `epoch..=in_force` only. A replay of an old position gets the verdict every reader
+    /// gave it there.
+    #[inline]
+    pub fn verdict_in_force(&self, object_key: u64, epoch: u64, writer: &MemberRef, in_force: u64) -> Verdict {
+        let in_force = in_force.min(self.epoch());
         if epoch == 0 || in_force == 0 {
             return Verdict::Stale(StaleReason::NoEpoch);
         }
@@ -128,7 +152,7 @@ impl Fence {
         }
         // Newest first: a writer that lost the object usually lost it in the latest change.
         let from = (epoch - 1) as usize;
-        for (i, (_, own)) in self.records[from..].iter().enumerate().rev() {
+        for (i, (_, own)) in self.records[from..in_force as usize].iter().enumerate().rev() {
             let owner = own.owner_of_key(object_key);
             if owner != Some(writer) {
                 return Verdict::Stale(StaleReason::NotOwner { epoch: epoch + i as u64, owner: owner.cloned() });
@@ -220,6 +244,7 @@ pub struct LogReader {
     applied: BTreeMap<CommandId, Outcome>,
     /// Log position of the epoch record in force (the compare-and-set precondition for the next proposal).
     epoch_seq: Option<u64>,
+    epoch_positions: EpochPositions,
     pub counters: ReaderCounters,
 }
 
@@ -263,6 +288,16 @@ impl LogReader {
         self.fence.current_ownership()?.owner(object)
     }
 
+    /// The verdict this reader gave (or would have given) the event at position `seq`, which it has read
+    /// (`seq <= position()`): for replays of positions already passed. `None` for a position not read yet.
+    pub fn verdict_at(&self, seq: u64, event: &Event) -> Option<Verdict> {
+        if !self.started || seq > self.position {
+            return None;
+        }
+        let in_force = self.epoch_positions.in_force_at(seq);
+        Some(self.fence.verdict_in_force(hrw::key(event.object.as_str()), event.epoch, &event.writer, in_force))
+    }
+
     /// Reads the entry at log position `seq`. Positions must grow; a repeated or older one is skipped.
     pub fn read(&mut self, seq: u64, entry: &LogEntry) -> Read {
         if self.started && seq <= self.position {
@@ -275,6 +310,7 @@ impl LogReader {
             LogEntry::Epoch(record) => match self.fence.install(record) {
                 Ok(()) => {
                     self.epoch_seq = Some(seq);
+                    self.epoch_positions.push(seq);
                     Read::EpochInstalled
                 }
                 Err(e) => {

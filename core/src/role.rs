@@ -1,0 +1,544 @@
+//! The machinery both roles that act on the log share (sink, notifier): a member of its own bucket that follows
+//! the log, owns objects by HRW over its bucket's live members (its own view: these buckets have no epoch
+//! records, and none is needed, because what they write is idempotent per log position), and hands the role
+//! every **accepted** event of the objects it owns, in log order per object.
+//!
+//! Gaining an object (at start, on a membership change, or after the role dropped work it could not hold) is a
+//! **resume**: the role's store is asked what it has for each gained object (its last log position), the log
+//! is read again from the oldest such position up to where this member stood when it gained them, and the
+//! events past the store's position come out, judged where they stand (`LogReader::verdict_at`), so nothing
+//! the previous owner had not stored is skipped. Events of a resuming object that arrive meanwhile are held and
+//! come out after the replay, so per object the role always sees positions in order. Held events are bounded:
+//! past `max_held`, they are dropped and the resume's end moves up to the current position (the replay then
+//! reads them again), so memory stays bounded however long the store is away. The log is the buffer.
+//!
+//! Driving it: `handle_*` for each input, then `drive(now, room)` (whether the role can take more work now),
+//! then drain `take_work()` and `poll_output()`, and re-arm the timer from `poll_timeout()`.
+
+use crate::backoff::Backoff;
+use crate::follow::Follower;
+use crate::hrw::{self, Ownership};
+use crate::log::{LogReader, ObjectView, Read};
+use crate::membership::{MemberObservation, Membership, MembershipOutput};
+use crate::model::{Bucket, Event, LogEntry, MemberRef, ObjectId};
+use crate::time::Time;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct RoleConfig {
+    pub bucket: Bucket,
+    pub me: MemberRef,
+    /// `-heartbeat-ttl`.
+    pub ttl: Duration,
+    /// Log entries read per replay request.
+    pub replay_chunk: u64,
+    /// Events of resuming objects held while their replay runs; past this they are read again instead.
+    pub max_held: usize,
+    /// Retries of a progress query or a replay read: the first after `retry_base`, doubling to `retry_max`.
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+}
+
+impl RoleConfig {
+    pub fn new(bucket: Bucket, me: MemberRef, ttl: Duration) -> RoleConfig {
+        RoleConfig {
+            bucket,
+            me,
+            ttl,
+            replay_chunk: 1000,
+            max_held: 10_000,
+            retry_base: Duration::from_millis(200),
+            retry_max: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What the role asks its driver to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RoleOutput {
+    Membership(MembershipOutput),
+    /// Ask the role's store, for each object, the last log position it holds for it (0: nothing). Answer with
+    /// `handle_progress`.
+    QueryProgress {
+        token: u64,
+        objects: Vec<ObjectId>,
+    },
+    /// Read the log's entries at positions `from..=to` again and hand them back with `handle_replayed` (all of
+    /// them, or the first ones with `upto` saying how far it got).
+    Replay {
+        token: u64,
+        from: u64,
+        to: u64,
+    },
+}
+
+/// An accepted event of an object this member owns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owned {
+    pub seq: u64,
+    pub event: Event,
+    pub after: After,
+}
+
+/// What is known of the object right after the event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum After {
+    /// Read live: the object as the log says it is right after this event (`None`: deleted).
+    Live(Option<ObjectView>),
+    /// Read again by a replay: the object's state there is not at hand.
+    Replayed,
+}
+
+/// The role's work, in order.
+// Most work is events: boxing them would cost an allocation each to shrink the rare `Resumed`.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Work {
+    Event(Owned),
+    /// A resume's replay is done: every event of these objects up to `at` has come out. Each object with the
+    /// log's view of it at `at` (`None`: deleted) and its last accepted position. Objects with held events
+    /// after `at` are not listed: their held events follow, each with its own view.
+    Resumed {
+        at: u64,
+        objects: Vec<(ObjectId, Option<ObjectView>, u64)>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RoleTimer {
+    Heartbeat,
+    ResumeRetry,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RoleCounters {
+    pub resumes_started: u64,
+    pub resumes_done: u64,
+    pub progress_queries: u64,
+    pub replay_reads: u64,
+    pub replayed_events: u64,
+    /// Store or log failures of a resume, retried after a backoff.
+    pub resume_retries: u64,
+    /// Times held events were dropped to be read again (the store was away for long).
+    pub held_dropped: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Stage {
+    /// Waiting for its turn or for a retry: the progress query goes out when it is first in line.
+    Waiting,
+    Querying,
+    /// Reading the log again from `next`; `need` is each object's position in the store (events past it come
+    /// out), `asked` whether a read is out.
+    Replaying {
+        need: BTreeMap<ObjectId, u64>,
+        next: u64,
+        asked: bool,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Resume {
+    token: u64,
+    /// Each gained object with its last accepted position at or below `at`.
+    objects: BTreeMap<ObjectId, u64>,
+    /// The position this member had read when it gained them: the replay's end.
+    at: u64,
+    held: Vec<Owned>,
+    stage: Stage,
+}
+
+pub struct LogRole {
+    cfg: RoleConfig,
+    follow: Follower,
+    /// HRW over this member's view of its bucket.
+    owners: Ownership,
+    /// Every object id that ever had an accepted event, deleted ones too, with its last accepted position: a
+    /// gained object whose delete its previous owner never stored must still be resumed.
+    known: BTreeMap<ObjectId, u64>,
+    resumes: VecDeque<Resume>,
+    next_token: u64,
+    work: VecDeque<Work>,
+    outputs: VecDeque<RoleOutput>,
+    retry_at: Option<Time>,
+    backoff: Backoff,
+    pub counters: RoleCounters,
+}
+
+impl LogRole {
+    pub fn new(cfg: RoleConfig) -> LogRole {
+        let salt = hrw::key(cfg.me.id.as_str()) ^ cfg.me.incarnation;
+        LogRole {
+            follow: Follower::new(cfg.bucket, cfg.me.clone(), cfg.ttl),
+            backoff: Backoff::new(cfg.retry_base, cfg.retry_max, salt),
+            cfg,
+            owners: Ownership::default(),
+            known: BTreeMap::new(),
+            resumes: VecDeque::new(),
+            next_token: 0,
+            work: VecDeque::new(),
+            outputs: VecDeque::new(),
+            retry_at: None,
+            counters: RoleCounters::default(),
+        }
+    }
+
+    // ---- getters ----
+
+    pub fn me(&self) -> &MemberRef {
+        &self.cfg.me
+    }
+
+    pub fn config(&self) -> &RoleConfig {
+        &self.cfg
+    }
+
+    pub fn reader(&self) -> &LogReader {
+        self.follow.reader()
+    }
+
+    pub fn membership(&self) -> &Membership {
+        self.follow.membership()
+    }
+
+    pub fn is_caught_up(&self) -> bool {
+        self.follow.is_caught_up()
+    }
+
+    pub fn is_leaving(&self) -> bool {
+        self.follow.is_leaving()
+    }
+
+    /// Whether this member owns `object` under its view of its bucket (and is not leaving).
+    pub fn owns(&self, object: &ObjectId) -> bool {
+        !self.follow.is_leaving() && self.owners.is_owner(hrw::key(object.as_str()), &self.cfg.me)
+    }
+
+    /// The owner of `object` under this member's view of its bucket.
+    pub fn owner(&self, object: &ObjectId) -> Option<&MemberRef> {
+        self.owners.owner(object)
+    }
+
+    /// Objects in the log that this member owns.
+    pub fn owned_count(&self) -> usize {
+        if self.follow.is_leaving() {
+            return 0;
+        }
+        self.reader().objects().values().filter(|v| self.owners.is_owner(v.key, &self.cfg.me)).count()
+    }
+
+    /// A resume is running or waiting: some gained objects are not caught up in the store yet.
+    pub fn is_resuming(&self) -> bool {
+        !self.resumes.is_empty()
+    }
+
+    /// Where the running resume's replay stands (the next position it reads), once it knows from the store
+    /// where to begin.
+    pub fn replaying_from(&self) -> Option<u64> {
+        self.resumes.front().and_then(|r| match &r.stage {
+            Stage::Replaying { next, .. } => Some(*next),
+            _ => None,
+        })
+    }
+
+    // ---- inputs ----
+
+    pub fn handle_start(&mut self, now: Time) {
+        self.follow.start(now);
+        self.drain_membership();
+    }
+
+    /// The backlog and the membership snapshot are in: every owned object is resumed from the store.
+    pub fn handle_caught_up(&mut self) {
+        if !self.follow.catch_up() {
+            return;
+        }
+        self.owners = Ownership::new(&self.follow.membership().view().members());
+        if self.follow.is_leaving() {
+            return;
+        }
+        let gained: Vec<ObjectId> = self.known.keys().filter(|id| self.owns(id)).cloned().collect();
+        self.push_resume(gained);
+    }
+
+    pub fn handle_member(&mut self, now: Time, obs: &MemberObservation) {
+        if self.follow.observe(now, obs) {
+            self.view_changed();
+        }
+        self.drain_membership();
+    }
+
+    /// A live log entry. Returns what reading it did (roles count stale events from it).
+    pub fn handle_log(&mut self, seq: u64, entry: &LogEntry) -> Read {
+        let read = self.follow.read(seq, entry);
+        if let (Read::Event { verdict, .. }, LogEntry::Event(event)) = (&read, entry) {
+            if verdict.is_accepted() {
+                self.known.insert(event.object.clone(), seq);
+                if self.follow.is_caught_up() && self.owns(&event.object) {
+                    let after = After::Live(self.reader().object(&event.object).cloned());
+                    self.hand_out(Owned { seq, event: event.clone(), after });
+                }
+            }
+        }
+        read
+    }
+
+    /// The store's answer to `QueryProgress`: each object's last stored position (absent: 0), or why not.
+    pub fn handle_progress(&mut self, now: Time, token: u64, result: Result<Vec<(ObjectId, u64)>, String>) {
+        let Some(r) = self.resumes.front_mut().filter(|r| r.token == token && matches!(r.stage, Stage::Querying))
+        else {
+            return;
+        };
+        let stored = match result {
+            Ok(s) => s.into_iter().collect::<BTreeMap<_, _>>(),
+            Err(_) => {
+                r.stage = Stage::Waiting;
+                self.schedule_retry(now);
+                return;
+            }
+        };
+        let need: BTreeMap<ObjectId, u64> = r
+            .objects
+            .iter()
+            .filter_map(|(id, last)| {
+                let s = stored.get(id).copied().unwrap_or(0);
+                (s < *last).then(|| (id.clone(), s))
+            })
+            .collect();
+        match need.values().min().copied() {
+            None => self.finish_resume(),
+            Some(from) => {
+                r.stage = Stage::Replaying { next: from + 1, need, asked: false };
+                self.backoff.reset();
+            }
+        }
+    }
+
+    /// Entries of a `Replay` read, with `upto` the last position the read covered (positions with nothing to
+    /// decode are simply absent), or why the read failed.
+    pub fn handle_replayed(&mut self, now: Time, token: u64, result: Result<(u64, Vec<(u64, LogEntry)>), String>) {
+        let reader_position = self.reader().position();
+        let Some(r) = self.resumes.front_mut().filter(|r| r.token == token) else { return };
+        let at = r.at;
+        let Stage::Replaying { need, next, asked } = &mut r.stage else { return };
+        *asked = false;
+        let (upto, entries) = match result {
+            Ok(v) => v,
+            Err(_) => {
+                self.schedule_retry(now);
+                return;
+            }
+        };
+        let mut out = Vec::new();
+        for (seq, entry) in entries {
+            if seq < *next || seq > at {
+                continue;
+            }
+            let LogEntry::Event(event) = entry else { continue };
+            let Some(stored) = need.get(&event.object) else { continue };
+            if seq <= *stored {
+                continue;
+            }
+            debug_assert!(seq <= reader_position);
+            if self.follow.reader().verdict_at(seq, &event).is_some_and(|v| v.is_accepted()) {
+                out.push(Owned { seq, event, after: After::Replayed });
+            }
+        }
+        *next = (*next).max(upto.saturating_add(1));
+        let done = *next > at;
+        self.counters.replayed_events += out.len() as u64;
+        self.work.extend(out.into_iter().map(Work::Event));
+        self.backoff.reset();
+        if done {
+            self.finish_resume();
+        }
+    }
+
+    /// Drop everything owned that the role has not stored, and resume every owned object from the store: the
+    /// role could not hold its work (the store was away too long). Running resumes are folded into this one.
+    pub fn resume_all_owned(&mut self) {
+        self.resumes.clear();
+        self.work.clear();
+        self.retry_at = None;
+        if !self.follow.is_caught_up() || self.follow.is_leaving() {
+            return;
+        }
+        let owned: Vec<ObjectId> = self.known.keys().filter(|id| self.owns(id)).cloned().collect();
+        self.push_resume(owned);
+    }
+
+    /// Leave the bucket: the key is deleted, resumes stop, nothing new comes out.
+    pub fn handle_leave(&mut self) {
+        self.follow.leave();
+        self.resumes.clear();
+        self.retry_at = None;
+        self.drain_membership();
+    }
+
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.follow.handle_timeout(now);
+        if self.retry_at.is_some_and(|t| t <= now) {
+            self.retry_at = None;
+        }
+        self.drain_membership();
+    }
+
+    /// Sends what the running resume needs next: its progress query, or its next replay read when the role has
+    /// `room` for the events it may bring.
+    pub fn drive(&mut self, room: bool) {
+        if self.retry_at.is_some() {
+            return;
+        }
+        let chunk = self.cfg.replay_chunk.max(1);
+        let Some(r) = self.resumes.front_mut() else { return };
+        match &mut r.stage {
+            // Every object it was replaying for moved to another member meanwhile.
+            Stage::Replaying { need, asked: false, .. } if need.is_empty() => {
+                self.finish_resume();
+                self.drive(room);
+            }
+            Stage::Waiting => {
+                r.stage = Stage::Querying;
+                self.counters.progress_queries += 1;
+                let objects = r.objects.keys().cloned().collect();
+                self.outputs.push_back(RoleOutput::QueryProgress { token: r.token, objects });
+            }
+            Stage::Replaying { next, asked, .. } if !*asked && room => {
+                *asked = true;
+                self.counters.replay_reads += 1;
+                let to = r.at.min(next.saturating_add(chunk - 1));
+                self.outputs.push_back(RoleOutput::Replay { token: r.token, from: *next, to });
+            }
+            _ => {}
+        }
+    }
+
+    // ---- outputs ----
+
+    /// Whether `take_work` has something.
+    pub fn has_work(&self) -> bool {
+        !self.work.is_empty()
+    }
+
+    #[must_use]
+    pub fn take_work(&mut self) -> Option<Work> {
+        self.work.pop_front()
+    }
+
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<RoleOutput> {
+        self.outputs.pop_front()
+    }
+
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<(Time, RoleTimer)> {
+        [(self.follow.poll_timeout(), RoleTimer::Heartbeat), (self.retry_at, RoleTimer::ResumeRetry)]
+            .into_iter()
+            .filter_map(|(t, timer)| t.map(|t| (t, timer)))
+            .min()
+    }
+
+    // ---- internals ----
+
+    fn drain_membership(&mut self) {
+        while let Some(m) = self.follow.poll_membership() {
+            self.outputs.push_back(RoleOutput::Membership(m));
+        }
+    }
+
+    fn schedule_retry(&mut self, now: Time) {
+        self.counters.resume_retries += 1;
+        self.retry_at = Some(now + self.backoff.next_delay());
+    }
+
+    /// An owned event: held if its object is resuming, handed out otherwise.
+    fn hand_out(&mut self, owned: Owned) {
+        let max_held = self.cfg.max_held;
+        let position = self.follow.reader().position();
+        let Some(r) = self.resumes.iter_mut().find(|r| r.objects.contains_key(&owned.event.object)) else {
+            self.work.push_back(Work::Event(owned));
+            return;
+        };
+        r.held.push(owned);
+        if r.held.len() > max_held {
+            // Read them again instead of holding them: the resume now ends here. An object the store already
+            // had complete has to be read again past its old end too.
+            self.counters.held_dropped += 1;
+            r.held.clear();
+            r.at = position;
+            for (id, last) in r.objects.iter_mut() {
+                if let Stage::Replaying { need, .. } = &mut r.stage {
+                    need.entry(id.clone()).or_insert(*last);
+                }
+                *last = self.known.get(id).copied().unwrap_or(*last);
+            }
+        }
+    }
+
+    fn push_resume(&mut self, gained: Vec<ObjectId>) {
+        if gained.is_empty() {
+            return;
+        }
+        let objects = gained
+            .into_iter()
+            .map(|id| {
+                let last = self.known.get(&id).copied().unwrap_or(0);
+                (id, last)
+            })
+            .collect();
+        let token = self.next_token;
+        self.next_token += 1;
+        self.counters.resumes_started += 1;
+        let at = self.follow.reader().position();
+        self.resumes.push_back(Resume { token, objects, at, held: Vec::new(), stage: Stage::Waiting });
+    }
+
+    fn finish_resume(&mut self) {
+        let Some(r) = self.resumes.pop_front() else { return };
+        self.counters.resumes_done += 1;
+        self.backoff.reset();
+        let reader = self.follow.reader();
+        let held: BTreeSet<&ObjectId> = r.held.iter().map(|h| &h.event.object).collect();
+        let objects = r
+            .objects
+            .iter()
+            .filter(|(id, _)| !held.contains(id))
+            .map(|(id, last)| (id.clone(), reader.object(id).cloned(), *last))
+            .collect();
+        self.work.push_back(Work::Resumed { at: r.at, objects });
+        self.work.extend(r.held.into_iter().map(Work::Event));
+    }
+
+    /// Our bucket's live set changed: ownership follows HRW over the new view. Gained objects are resumed;
+    /// lost ones leave every resume (their new owner resumes them from the store).
+    fn view_changed(&mut self) {
+        let before = std::mem::replace(&mut self.owners, Ownership::new(&self.follow.membership().view().members()));
+        if !self.follow.is_caught_up() || self.follow.is_leaving() {
+            return;
+        }
+        let me = &self.cfg.me;
+        let (mut gained, mut lost) = (Vec::new(), Vec::new());
+        for id in self.known.keys() {
+            let key = hrw::key(id.as_str());
+            let (was, is) = (before.is_owner(key, me), self.owners.is_owner(key, me));
+            if is && !was {
+                gained.push(id.clone());
+            } else if was && !is {
+                lost.push(id.clone());
+            }
+        }
+        if !lost.is_empty() {
+            for r in &mut self.resumes {
+                for id in &lost {
+                    r.objects.remove(id);
+                    if let Stage::Replaying { need, .. } = &mut r.stage {
+                        need.remove(id);
+                    }
+                }
+                r.held.retain(|h| r.objects.contains_key(&h.event.object));
+            }
+        }
+        self.push_resume(gained);
+    }
+}

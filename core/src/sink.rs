@@ -1,0 +1,660 @@
+//! The sink: every accepted event of the log into a store (SQLite, PostgreSQL), exactly once.
+//!
+//! Exactly once rests on three things. Rows are keyed by their log position, and the store ignores a row
+//! whose position it already has, so two sinks that both believe they own an object during a membership
+//! change, or a retried transaction whose commit was in fact done, cannot make a duplicate. A sink writes its
+//! rows, the objects' current rows and its progress in one transaction per batch, one transaction at a time,
+//! in log order, so per object the store always holds a prefix of that object's accepted events. And a sink
+//! that gains an object resumes it from what the store itself says it holds for it (`role::LogRole`), so
+//! nothing its previous owner had not stored is skipped. Fenced events never become rows: the sink reads the
+//! log through the same `LogReader` as the engines.
+//!
+//! The store being away does not grow memory: past `max_pending` rows the sink drops what it holds and later
+//! resumes its objects from the store, reading the log again (the log is the buffer). A row the store refuses
+//! (bad data, not a lost connection) is narrowed down one row per transaction, written once more degraded
+//! (text fields emptied), and skipped and counted if even that is refused: never a crash, never a stalled sink.
+//!
+//! Driving it: `handle(now, input)` or `handle_timeout(now)`, then drain `poll_output()`, then re-arm the timer
+//! from `poll_timeout()`. Every `Write` gets exactly one `Written`; every `QueryProgress` one `Progress`; every
+//! `Replay` one `Replayed`. A leaving sink may exit once `is_done()`.
+
+use crate::backoff::Backoff;
+use crate::hrw;
+use crate::log::ObjectView;
+use crate::membership::{MemberObservation, MembershipOutput};
+use crate::model::{Bucket, CommandId, EventBody, LogEntry, MemberId, MemberRef, ObjectDef, ObjectId, Probe, State};
+use crate::role::{After, LogRole, Owned, RoleConfig, RoleOutput, RoleTimer, Work};
+use crate::time::Time;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct SinkConfig {
+    pub role: RoleConfig,
+    /// Rows (events and objects) per transaction, at most.
+    pub max_batch: usize,
+    /// Rows held while the store is slow or away; past this they are dropped and read again later.
+    pub max_pending: usize,
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+    /// How long a leaving sink keeps writing what it holds before it exits anyway (its objects' new owners
+    /// resume them from the store).
+    pub leave_timeout: Duration,
+    /// Longest `output` stored, in bytes.
+    pub max_output: usize,
+}
+
+impl SinkConfig {
+    pub fn new(me: MemberRef, ttl: Duration) -> SinkConfig {
+        SinkConfig {
+            role: RoleConfig::new(Bucket::Sink, me, ttl),
+            max_batch: 1000,
+            max_pending: 20_000,
+            retry_base: Duration::from_millis(100),
+            retry_max: Duration::from_secs(10),
+            leave_timeout: Duration::from_secs(5),
+            max_output: 4096,
+        }
+    }
+}
+
+/// One row of table `events`: an accepted event at log position `seq`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventRow {
+    pub seq: u64,
+    pub object: ObjectId,
+    pub epoch: u64,
+    pub writer: MemberId,
+    pub writer_incarnation: u64,
+    /// The writer's clock when it wrote the event.
+    pub at: Time,
+    /// `put`, `delete`, `pause`, `resume`, `check_requested`, `ack` or `transition`.
+    pub kind: &'static str,
+    pub from_state: Option<State>,
+    pub to_state: Option<State>,
+    pub output: Option<String>,
+    pub command_id: Option<CommandId>,
+    /// A put's definition, as JSON.
+    pub definition: Option<String>,
+}
+
+/// One row of table `objects`: an object as the log says it is after its event at `last_seq`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectRow {
+    pub object: ObjectId,
+    /// `None` once deleted.
+    pub state: Option<State>,
+    pub definition: Option<String>,
+    pub paused: bool,
+    pub acknowledged: bool,
+    pub deleted: bool,
+    pub last_seq: u64,
+}
+
+/// One transaction: insert the event rows (ignoring any whose `seq` is there already), upsert the object rows
+/// (only over a row with a lower or equal `last_seq`), and set this sink's progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch {
+    pub id: u64,
+    pub events: Vec<EventRow>,
+    pub objects: Vec<ObjectRow>,
+    pub progress: Progress,
+}
+
+impl Batch {
+    pub fn rows(&self) -> usize {
+        self.events.len() + self.objects.len()
+    }
+}
+
+/// Row of table `sink_progress`: every event this sink was to write at or below `position` is in the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub sink: MemberId,
+    pub position: u64,
+}
+
+/// Why the store did not do what was asked: the kind decides retry (the same again, later) or narrowing down.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// Connection lost, timed out, the database restarting: try the same again after a backoff.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The database refused the data (a constraint, an encoding, a value too long): retrying it unchanged
+    /// would fail again.
+    #[error("store refused the rows: {0}")]
+    Refused(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    Start,
+    Member(MemberObservation),
+    Log {
+        seq: u64,
+        entry: LogEntry,
+    },
+    /// The log backlog and the membership snapshot present at start have been delivered.
+    CaughtUp,
+    /// The answer to `QueryProgress`: each asked object's last stored position (absent: none).
+    Progress {
+        token: u64,
+        result: Result<Vec<(ObjectId, u64)>, StoreError>,
+    },
+    /// The answer to `Replay`: the last position the read covered and the entries it found.
+    Replayed {
+        token: u64,
+        result: Result<(u64, Vec<(u64, LogEntry)>), String>,
+    },
+    /// The answer to `Write`.
+    Written {
+        batch: u64,
+        result: Result<(), StoreError>,
+    },
+    Leave,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    Membership(MembershipOutput),
+    QueryProgress { token: u64, objects: Vec<ObjectId> },
+    Replay { token: u64, from: u64, to: u64 },
+    Write(Batch),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    Heartbeat,
+    ResumeRetry,
+    WriteRetry,
+    LeaveDeadline,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SinkCounters {
+    /// Event rows in committed transactions (a row the store already had counts too: it is in the store).
+    pub events_written: u64,
+    pub batches_written: u64,
+    /// Failed transactions and progress queries.
+    pub store_errors: u64,
+    /// Rows written with their text fields emptied after the store refused them as they were.
+    pub rows_degraded: u64,
+    /// Rows the store refused even degraded: not in the store.
+    pub rows_skipped: u64,
+    /// Times the sink dropped what it held and resumed from the store.
+    pub overflows: u64,
+}
+
+/// Whether a process may serve (`/healthz`), and why not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Health {
+    pub ready: bool,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Item {
+    Event { row: EventRow, object: Option<ObjectRow>, degraded: bool },
+    Object { row: ObjectRow, degraded: bool },
+}
+
+impl Item {
+    fn rows(&self) -> usize {
+        match self {
+            Item::Event { object: Some(_), .. } => 2,
+            _ => 1,
+        }
+    }
+
+    fn event_seq(&self) -> Option<u64> {
+        match self {
+            Item::Event { row, .. } => Some(row.seq),
+            Item::Object { .. } => None,
+        }
+    }
+
+    fn degraded(&self) -> bool {
+        match self {
+            Item::Event { degraded, .. } | Item::Object { degraded, .. } => *degraded,
+        }
+    }
+
+    /// The same row with its text fields emptied: what a store that refuses the data is offered next.
+    fn degrade(self) -> Item {
+        match self {
+            Item::Event { mut row, object, .. } => {
+                row.output = row.output.map(|_| String::new());
+                row.definition = None;
+                Item::Event { row, object: object.map(degrade_object), degraded: true }
+            }
+            Item::Object { row, .. } => Item::Object { row: degrade_object(row), degraded: true },
+        }
+    }
+}
+
+fn degrade_object(mut row: ObjectRow) -> ObjectRow {
+    row.definition = None;
+    row
+}
+
+pub struct Sink {
+    cfg: SinkConfig,
+    role: LogRole,
+    pending: VecDeque<Item>,
+    /// Event items in `pending`: what the bound is on. Object rows of a finished resume are not counted: they
+    /// are bounded by the objects, and no replay could bring them back.
+    pending_events: usize,
+    /// The transaction out, with the items it was built from.
+    inflight: Option<(Batch, Vec<Item>)>,
+    /// A refused batch is being narrowed down: this many items go one per transaction.
+    isolate: usize,
+    retry_at: Option<Time>,
+    backoff: Backoff,
+    /// The last error the store gave, until a transaction or a query succeeds.
+    last_error: Option<StoreError>,
+    written_position: u64,
+    next_batch: u64,
+    started: bool,
+    leave_deadline: Option<Time>,
+    timed_out: bool,
+    outputs: VecDeque<Output>,
+    pub counters: SinkCounters,
+}
+
+impl Sink {
+    pub fn new(cfg: SinkConfig) -> Sink {
+        let salt = hrw::key(cfg.role.me.id.as_str()) ^ cfg.role.me.incarnation.rotate_left(17);
+        Sink {
+            role: LogRole::new(cfg.role.clone()),
+            backoff: Backoff::new(cfg.retry_base, cfg.retry_max, salt),
+            cfg,
+            pending: VecDeque::new(),
+            pending_events: 0,
+            inflight: None,
+            isolate: 0,
+            retry_at: None,
+            last_error: None,
+            written_position: 0,
+            next_batch: 0,
+            started: false,
+            leave_deadline: None,
+            timed_out: false,
+            outputs: VecDeque::new(),
+            counters: SinkCounters::default(),
+        }
+    }
+
+    // ---- getters ----
+
+    pub fn me(&self) -> &MemberRef {
+        self.role.me()
+    }
+
+    pub fn role(&self) -> &LogRole {
+        &self.role
+    }
+
+    pub fn config(&self) -> &SinkConfig {
+        &self.cfg
+    }
+
+    /// Log positions read but not yet in the store (0 when everything this sink owns is written).
+    pub fn lag(&self) -> u64 {
+        let oldest = [
+            self.inflight.as_ref().and_then(|(b, _)| b.events.first().map(|r| r.seq)),
+            self.pending.iter().find_map(Item::event_seq),
+            self.resume_from(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        match oldest {
+            Some(seq) => self.role.reader().position().saturating_sub(seq.saturating_sub(1)),
+            None => 0,
+        }
+    }
+
+    /// The oldest position a resume may still have to write: where its replay stands, or, before the store
+    /// said where to begin, the first position this sink has not confirmed written.
+    fn resume_from(&self) -> Option<u64> {
+        if !self.role.is_resuming() {
+            return None;
+        }
+        Some(self.role.replaying_from().unwrap_or(self.written_position + 1))
+    }
+
+    /// The position up to which the last committed transaction said everything was written.
+    pub fn written_position(&self) -> u64 {
+        self.written_position
+    }
+
+    pub fn health(&self) -> Health {
+        let (ready, reason) = if !self.started {
+            (false, "starting".to_string())
+        } else if self.role.is_leaving() {
+            (false, "leaving".to_string())
+        } else if !self.role.is_caught_up() {
+            (false, "reading the log".to_string())
+        } else if let Some(e) = &self.last_error {
+            (false, format!("{e}; retrying"))
+        } else {
+            (true, "ready".to_string())
+        };
+        Health { ready, reason }
+    }
+
+    /// A leaving sink has written what it held (or given up at its deadline): it may exit.
+    pub fn is_done(&self) -> bool {
+        self.role.is_leaving() && (self.timed_out || self.inflight.is_none() && self.pending.is_empty())
+    }
+
+    // ---- inputs ----
+
+    pub fn handle(&mut self, now: Time, input: Input) {
+        match input {
+            Input::Start => {
+                self.started = true;
+                self.role.handle_start(now);
+            }
+            Input::Member(obs) => self.role.handle_member(now, &obs),
+            Input::Log { seq, entry } => {
+                self.role.handle_log(seq, &entry);
+            }
+            Input::CaughtUp => self.role.handle_caught_up(),
+            Input::Progress { token, result } => {
+                let result = result.map_err(|e| {
+                    self.store_failed(e.clone());
+                    e.to_string()
+                });
+                if result.is_ok() && self.inflight.is_none() {
+                    self.last_error = None;
+                }
+                self.role.handle_progress(now, token, result);
+            }
+            Input::Replayed { token, result } => self.role.handle_replayed(now, token, result),
+            Input::Written { batch, result } => self.handle_written(now, batch, result),
+            Input::Leave => {
+                if !self.role.is_leaving() {
+                    self.role.handle_leave();
+                    self.leave_deadline = Some(now + self.cfg.leave_timeout);
+                }
+            }
+        }
+        self.step();
+    }
+
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.role.handle_timeout(now);
+        if self.retry_at.is_some_and(|t| t <= now) {
+            self.retry_at = None;
+            if let Some((batch, _)) = &self.inflight {
+                self.outputs.push_back(Output::Write(batch.clone()));
+            }
+        }
+        if self.leave_deadline.is_some_and(|t| t <= now) {
+            self.leave_deadline = None;
+            self.timed_out = true;
+        }
+        self.step();
+    }
+
+    // ---- outputs ----
+
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<(Time, Timer)> {
+        let role = self.role.poll_timeout().map(|(t, r)| {
+            (
+                t,
+                match r {
+                    RoleTimer::Heartbeat => Timer::Heartbeat,
+                    RoleTimer::ResumeRetry => Timer::ResumeRetry,
+                },
+            )
+        });
+        [role, self.retry_at.map(|t| (t, Timer::WriteRetry)), self.leave_deadline.map(|t| (t, Timer::LeaveDeadline))]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    // ---- internals ----
+
+    /// After every input: take the role's work, bound what is held, send the next transaction, let a resume
+    /// read on while there is room, carry the role's outputs out.
+    fn step(&mut self) {
+        loop {
+            while let Some(work) = self.role.take_work() {
+                self.take(work);
+            }
+            if self.pending_events > self.cfg.max_pending {
+                self.counters.overflows += 1;
+                self.pending.clear();
+                self.pending_events = 0;
+                self.isolate = 0;
+                self.role.resume_all_owned();
+            }
+            self.role.drive(self.pending.len() < self.cfg.max_batch);
+            while let Some(out) = self.role.poll_output() {
+                self.outputs.push_back(match out {
+                    RoleOutput::Membership(m) => Output::Membership(m),
+                    RoleOutput::QueryProgress { token, objects } => Output::QueryProgress { token, objects },
+                    RoleOutput::Replay { token, from, to } => Output::Replay { token, from, to },
+                });
+            }
+            // Driving a resume may finish one at once (nothing to replay), which brings more work.
+            if self.role.has_work() {
+                continue;
+            }
+            break;
+        }
+        self.send_next();
+    }
+
+    fn take(&mut self, work: Work) {
+        let max = self.cfg.max_output;
+        match work {
+            Work::Event(owned) => {
+                let object = match &owned.after {
+                    After::Live(view) => Some(object_row(&owned.event.object, view.as_ref(), owned.seq)),
+                    After::Replayed => None,
+                };
+                self.pending_events += 1;
+                self.pending.push_back(Item::Event { row: event_row(&owned, max), object, degraded: false });
+            }
+            Work::Resumed { objects, .. } => {
+                for (id, view, last) in objects {
+                    self.pending.push_back(Item::Object { row: object_row(&id, view.as_ref(), last), degraded: false });
+                }
+            }
+        }
+    }
+
+    fn send_next(&mut self) {
+        if self.inflight.is_some() || self.pending.is_empty() {
+            return;
+        }
+        let limit = if self.isolate > 0 { 1 } else { self.cfg.max_batch.max(1) };
+        let mut items = Vec::new();
+        let mut rows = 0;
+        while let Some(item) = self.pending.front() {
+            if !items.is_empty() && rows + item.rows() > limit {
+                break;
+            }
+            rows += item.rows();
+            let item = self.pending.pop_front().expect("front exists");
+            self.pending_events -= usize::from(item.event_seq().is_some());
+            items.push(item);
+            if self.isolate > 0 {
+                break;
+            }
+        }
+        let mut events = Vec::new();
+        let mut objects: BTreeMap<ObjectId, ObjectRow> = BTreeMap::new();
+        let mut keep = |row: &ObjectRow| match objects.get(&row.object) {
+            Some(have) if have.last_seq > row.last_seq => {}
+            _ => {
+                objects.insert(row.object.clone(), row.clone());
+            }
+        };
+        for item in &items {
+            match item {
+                Item::Event { row, object, .. } => {
+                    events.push(row.clone());
+                    if let Some(o) = object {
+                        keep(o);
+                    }
+                }
+                Item::Object { row, .. } => keep(row),
+            }
+        }
+        // Everything owned at or below this position is in this transaction or an earlier one, once it commits.
+        let oldest_left =
+            [self.pending.iter().find_map(Item::event_seq), self.resume_from()].into_iter().flatten().min();
+        let position = match oldest_left {
+            Some(seq) => seq.saturating_sub(1),
+            None => self.role.reader().position(),
+        }
+        .max(self.written_position);
+        let batch = Batch {
+            id: self.next_batch,
+            events,
+            objects: objects.into_values().collect(),
+            progress: Progress { sink: self.me().id.clone(), position },
+        };
+        self.next_batch += 1;
+        self.outputs.push_back(Output::Write(batch.clone()));
+        self.inflight = Some((batch, items));
+    }
+
+    fn handle_written(&mut self, now: Time, id: u64, result: Result<(), StoreError>) {
+        let Some((batch, items)) = self.inflight.take_if(|(b, _)| b.id == id) else { return };
+        match result {
+            Ok(()) => {
+                self.counters.batches_written += 1;
+                self.counters.events_written += batch.events.len() as u64;
+                self.counters.rows_degraded += items.iter().filter(|i| i.degraded()).count() as u64;
+                self.written_position = self.written_position.max(batch.progress.position);
+                self.isolate = self.isolate.saturating_sub(items.len());
+                self.backoff.reset();
+                self.last_error = None;
+            }
+            Err(e @ StoreError::Unavailable(_)) => {
+                self.store_failed(e);
+                self.retry_at = Some(now + self.backoff.next_delay());
+                self.inflight = Some((batch, items));
+            }
+            Err(e @ StoreError::Refused(_)) => {
+                self.store_failed(e);
+                if items.len() > 1 {
+                    // Narrow it down: the same items again, one per transaction.
+                    self.isolate = self.isolate.max(items.len());
+                    for item in items.into_iter().rev() {
+                        self.pending_events += usize::from(item.event_seq().is_some());
+                        self.pending.push_front(item);
+                    }
+                } else if let Some(item) = items.into_iter().next() {
+                    if item.degraded() {
+                        self.counters.rows_skipped += 1;
+                        self.isolate = self.isolate.saturating_sub(1);
+                    } else {
+                        self.pending_events += usize::from(item.event_seq().is_some());
+                        self.pending.push_front(item.degrade());
+                        self.isolate = self.isolate.max(1);
+                    }
+                }
+                // Refused data is not a store that is away: go on at once.
+                self.last_error = None;
+            }
+        }
+    }
+
+    fn store_failed(&mut self, e: StoreError) {
+        self.counters.store_errors += 1;
+        self.last_error = Some(e);
+    }
+}
+
+/// The sink's row for an event: text made storable (no NUL, which PostgreSQL text cannot hold; outputs cut at
+/// `max_output` bytes on a character boundary).
+pub fn event_row(owned: &Owned, max_output: usize) -> EventRow {
+    let e = &owned.event;
+    let (kind, from_state, to_state, output, definition) = match &e.body {
+        EventBody::Put { def } => ("put", None, None, None, Some(definition_json(def))),
+        EventBody::Delete => ("delete", None, None, None, None),
+        EventBody::Pause => ("pause", None, None, None, None),
+        EventBody::Resume => ("resume", None, None, None, None),
+        EventBody::CheckRequested => ("check_requested", None, None, None, None),
+        EventBody::Ack => ("ack", None, None, None, None),
+        EventBody::Transition { from, to, output } => {
+            ("transition", Some(*from), Some(*to), Some(storable(output, max_output)), None)
+        }
+    };
+    EventRow {
+        seq: owned.seq,
+        object: e.object.clone(),
+        epoch: e.epoch,
+        writer: e.writer.id.clone(),
+        writer_incarnation: e.writer.incarnation,
+        at: e.at,
+        kind,
+        from_state,
+        to_state,
+        output,
+        command_id: e.command_id.clone(),
+        definition,
+    }
+}
+
+/// The sink's row for an object after its event at `last_seq` (`None`: deleted).
+pub fn object_row(id: &ObjectId, view: Option<&ObjectView>, last_seq: u64) -> ObjectRow {
+    match view {
+        Some(v) => ObjectRow {
+            object: id.clone(),
+            state: Some(v.state),
+            definition: Some(definition_json(&v.def)),
+            paused: v.paused,
+            acknowledged: v.acked,
+            deleted: false,
+            last_seq,
+        },
+        None => ObjectRow {
+            object: id.clone(),
+            state: None,
+            definition: None,
+            paused: false,
+            acknowledged: false,
+            deleted: true,
+            last_seq,
+        },
+    }
+}
+
+/// A definition as the store keeps it: its JSON, every string made storable first.
+pub fn definition_json(def: &ObjectDef) -> String {
+    let clean = |s: &String| storable(s, usize::MAX);
+    let probe = match &def.probe {
+        Probe::Http { url, expect_status } => Probe::Http { url: clean(url), expect_status: *expect_status },
+        Probe::Tcp { addr } => Probe::Tcp { addr: clean(addr) },
+        Probe::Exec { plugin, args } => Probe::Exec { plugin: clean(plugin), args: args.iter().map(clean).collect() },
+    };
+    let def = ObjectDef { probe, interval_ms: def.interval_ms, timeout_ms: def.timeout_ms };
+    serde_json::to_string(&def).expect("a definition always serializes")
+}
+
+/// `s` without NUL characters (each becomes U+FFFD), cut to at most `max` bytes on a character boundary.
+pub fn storable(s: &str, max: usize) -> String {
+    let mut out = if s.contains('\0') { s.replace('\0', "\u{fffd}") } else { s.to_string() };
+    if out.len() > max {
+        let mut cut = max;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+    }
+    out
+}

@@ -1,0 +1,636 @@
+//! The sink node in a small, scripted world: one shared log, a membership bucket with revisions and TTLs, and a
+//! transactional store with the rules the shell's SQL has (a row's `seq` at most once; an object row only over
+//! an older one). The simulator is the seeded, faulty version of this; here tests read like scripts, and a
+//! property drives random schedules of crashes, leaves, store outages, refused rows and lost commit answers.
+
+use jaque_core::hrw::Ownership;
+use jaque_core::sink::{self, Batch, EventRow, Input, ObjectRow, Output, Sink, SinkConfig, StoreError};
+use jaque_core::*;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+const TTL: Duration = Duration::from_secs(9);
+
+fn member(id: &str, inc: u64) -> MemberRef {
+    MemberRef { id: MemberId::new(id).unwrap(), incarnation: inc }
+}
+
+fn oid(i: usize) -> ObjectId {
+    ObjectId::new(format!("obj-{i}")).unwrap()
+}
+
+fn def() -> ObjectDef {
+    ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 1000, timeout_ms: 500 }
+}
+
+/// The store: what PostgreSQL or SQLite hold after the shell's statements.
+#[derive(Default)]
+struct Store {
+    events: BTreeMap<u64, EventRow>,
+    objects: BTreeMap<ObjectId, ObjectRow>,
+    progress: BTreeMap<MemberId, u64>,
+    down: bool,
+    /// Commit, then answer "unavailable" (a lost commit answer): the retry must not duplicate.
+    lose_answers: usize,
+    /// Outputs containing this are refused (as PostgreSQL refuses some bytes), and degraded rows too when
+    /// `refuse_degraded`.
+    refuse: Option<String>,
+    refuse_degraded: bool,
+    transactions: u64,
+}
+
+impl Store {
+    fn write(&mut self, b: &Batch) -> Result<(), StoreError> {
+        if self.down {
+            return Err(StoreError::Unavailable("connection refused".into()));
+        }
+        if let Some(bad) = &self.refuse {
+            let refused = b.events.iter().any(|r| match &r.output {
+                Some(o) => o.contains(bad.as_str()) || (o.is_empty() && self.refuse_degraded),
+                None => false,
+            });
+            if refused {
+                return Err(StoreError::Refused("invalid byte sequence".into()));
+            }
+        }
+        self.transactions += 1;
+        for r in &b.events {
+            self.events.entry(r.seq).or_insert_with(|| r.clone());
+        }
+        for o in &b.objects {
+            match self.objects.get(&o.object) {
+                Some(have) if have.last_seq > o.last_seq => {}
+                _ => {
+                    self.objects.insert(o.object.clone(), o.clone());
+                }
+            }
+        }
+        self.progress.insert(b.progress.sink.clone(), b.progress.position);
+        if self.lose_answers > 0 {
+            self.lose_answers -= 1;
+            return Err(StoreError::Unavailable("connection reset".into()));
+        }
+        Ok(())
+    }
+
+    fn last_seqs(&self, objects: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>, StoreError> {
+        if self.down {
+            return Err(StoreError::Unavailable("connection refused".into()));
+        }
+        let mut last: BTreeMap<&ObjectId, u64> = BTreeMap::new();
+        for r in self.events.values() {
+            last.insert(&r.object, r.seq);
+        }
+        Ok(objects.iter().filter_map(|o| last.get(o).map(|s| (o.clone(), *s))).collect())
+    }
+}
+
+struct Proc {
+    sink: Sink,
+    inc: u64,
+    /// Next log index to deliver.
+    cursor: usize,
+    members_rev: u64,
+    caught_up: bool,
+}
+
+#[derive(Default)]
+struct World {
+    now: Time,
+    log: Vec<LogEntry>,
+    kv_rev: u64,
+    /// The sink bucket: id -> (incarnation, expires at).
+    kv: BTreeMap<String, (u64, Time)>,
+    changes: Vec<(u64, MemberChange)>,
+    sinks: BTreeMap<String, Proc>,
+    paused: BTreeSet<String>,
+    store: Store,
+    queue: VecDeque<(String, u64, Input)>,
+    next_inc: u64,
+    max_pending_seen: usize,
+}
+
+impl World {
+    fn new() -> World {
+        World { now: Time(1_000_000), next_inc: 1, ..World::default() }
+    }
+
+    fn cfg(&self, id: &str, inc: u64) -> SinkConfig {
+        let mut cfg = SinkConfig::new(member(id, inc), TTL);
+        cfg.max_batch = 7;
+        cfg.max_pending = 40;
+        cfg.role.replay_chunk = 5;
+        cfg.role.max_held = 12;
+        cfg
+    }
+
+    fn start(&mut self, id: &str) {
+        let inc = self.next_inc;
+        self.next_inc += 1;
+        let mut sink = Sink::new(self.cfg(id, inc));
+        sink.handle(self.now, Input::Start);
+        self.sinks.insert(id.to_string(), Proc { sink, inc, cursor: 0, members_rev: 0, caught_up: false });
+        self.carry_out(id);
+    }
+
+    fn crash(&mut self, id: &str) {
+        self.sinks.remove(id);
+        self.paused.remove(id);
+        self.queue.retain(|(s, _, _)| s != id);
+    }
+
+    fn leave(&mut self, id: &str) {
+        self.input(id, Input::Leave);
+    }
+
+    fn input(&mut self, id: &str, input: Input) {
+        let Some(p) = self.sinks.get_mut(id) else { return };
+        p.sink.handle(self.now, input);
+        self.carry_out(id);
+    }
+
+    fn kv_change(&mut self, change: MemberChange) {
+        self.kv_rev += 1;
+        self.changes.push((self.kv_rev, change));
+    }
+
+    fn carry_out(&mut self, id: &str) {
+        let Some(p) = self.sinks.get_mut(id) else { return };
+        let inc = p.inc;
+        let mut outs = Vec::new();
+        while let Some(o) = p.sink.poll_output() {
+            outs.push(o);
+        }
+        self.max_pending_seen = self.max_pending_seen.max(p.sink.lag() as usize);
+        for o in outs {
+            match o {
+                Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => {
+                    self.kv.insert(member.id.to_string(), (member.incarnation, self.now + ttl));
+                    self.kv_change(MemberChange::Up(member));
+                }
+                Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
+                    if self.kv.get(member.id.as_str()).is_some_and(|(i, _)| *i == member.incarnation) {
+                        self.kv.remove(member.id.as_str());
+                        self.kv_change(MemberChange::Down(member.id));
+                    }
+                }
+                Output::QueryProgress { token, objects } => {
+                    let result = self.store.last_seqs(&objects);
+                    self.queue.push_back((id.to_string(), inc, Input::Progress { token, result }));
+                }
+                Output::Replay { token, from, to } => {
+                    let entries =
+                        (from..=to).filter_map(|s| self.log.get(s as usize - 1).map(|e| (s, e.clone()))).collect();
+                    let upto = to.min(self.log.len() as u64);
+                    self.queue.push_back((id.to_string(), inc, Input::Replayed { token, result: Ok((upto, entries)) }));
+                }
+                Output::Write(batch) => {
+                    let result = self.store.write(&batch);
+                    self.queue.push_back((id.to_string(), inc, Input::Written { batch: batch.id, result }));
+                }
+            }
+        }
+    }
+
+    /// Delivers everything pending (membership, log, answers) to every running, unpaused sink, until quiet.
+    fn settle(&mut self) {
+        for _ in 0..100_000 {
+            let mut busy = false;
+            let ids: Vec<String> = self.sinks.keys().filter(|id| !self.paused.contains(*id)).cloned().collect();
+            for id in ids {
+                let p = self.sinks.get_mut(&id).unwrap();
+                let mut inputs = Vec::new();
+                // Revisions are 1, 2, ...: `changes[r - 1]` is revision r.
+                for (rev, change) in &self.changes[p.members_rev as usize..] {
+                    let obs = MemberObservation { bucket: Bucket::Sink, rev: *rev, change: change.clone() };
+                    inputs.push(Input::Member(obs));
+                }
+                p.members_rev = self.kv_rev;
+                while p.cursor < self.log.len() {
+                    p.cursor += 1;
+                    inputs.push(Input::Log { seq: p.cursor as u64, entry: self.log[p.cursor - 1].clone() });
+                }
+                if !p.caught_up {
+                    p.caught_up = true;
+                    inputs.push(Input::CaughtUp);
+                }
+                busy |= !inputs.is_empty();
+                for i in inputs {
+                    self.input(&id, i);
+                }
+            }
+            // Answers to a paused process wait for it; those to a process that is gone go nowhere.
+            let mut waiting = VecDeque::new();
+            while let Some((id, inc, input)) = self.queue.pop_front() {
+                match self.sinks.get(&id) {
+                    Some(p) if p.inc == inc && self.paused.contains(&id) => waiting.push_back((id, inc, input)),
+                    Some(p) if p.inc == inc => {
+                        busy = true;
+                        self.input(&id, input);
+                    }
+                    _ => {}
+                }
+            }
+            self.queue = waiting;
+            if !busy {
+                return;
+            }
+        }
+        panic!("the world did not settle");
+    }
+
+    /// Moves time on by `ms`, firing timers and expiring keys, settling after each step.
+    fn run(&mut self, ms: u64) {
+        let end = self.now + Duration::from_millis(ms);
+        while self.now < end {
+            let next = self
+                .sinks
+                .iter()
+                .filter(|(id, _)| !self.paused.contains(*id))
+                .filter_map(|(_, p)| p.sink.poll_timeout().map(|(t, _)| t))
+                .chain(self.kv.values().map(|(_, t)| *t))
+                .min()
+                .unwrap_or(end)
+                .clamp(self.now + Duration::from_millis(1), end);
+            self.now = next;
+            let expired: Vec<String> =
+                self.kv.iter().filter(|(_, (_, t))| *t <= self.now).map(|(k, _)| k.clone()).collect();
+            for k in expired {
+                self.kv.remove(&k);
+                self.kv_change(MemberChange::Down(MemberId::new(k).unwrap()));
+            }
+            let ids: Vec<String> = self.sinks.keys().cloned().collect();
+            for id in ids {
+                if self.paused.contains(&id) {
+                    continue;
+                }
+                let due = self.sinks[&id].sink.poll_timeout().is_some_and(|(t, _)| t <= self.now);
+                if due {
+                    let p = self.sinks.get_mut(&id).unwrap();
+                    p.sink.handle_timeout(self.now);
+                    self.carry_out(&id);
+                }
+            }
+            self.settle();
+        }
+    }
+
+    fn epoch(&mut self, engines: &[&str]) -> Ownership {
+        let epoch = self.log.iter().filter(|e| matches!(e, LogEntry::Epoch(_))).count() as u64 + 1;
+        let members: Vec<MemberRef> = engines.iter().map(|e| member(e, 1)).collect();
+        self.log.push(LogEntry::Epoch(EpochRecord { epoch, members: members.clone(), members_rev: epoch }));
+        Ownership::new(&members)
+    }
+
+    fn epoch_now(&self) -> u64 {
+        self.log.iter().filter(|e| matches!(e, LogEntry::Epoch(_))).count() as u64
+    }
+
+    /// An event on `object` by its owner under `own` (or by `writer` when given: a fenced write).
+    fn event(&mut self, own: &Ownership, object: usize, body: EventBody, writer: Option<&str>) {
+        let o = oid(object);
+        let writer = match writer {
+            Some(w) => member(w, 1),
+            None => own.owner(&o).unwrap().clone(),
+        };
+        let epoch = self.epoch_now();
+        self.log.push(LogEntry::Event(Event { object: o, epoch, writer, at: self.now, command_id: None, body }));
+    }
+
+    /// What every reader agrees was accepted, read independently of the sinks.
+    fn accepted(&self) -> BTreeMap<u64, ObjectId> {
+        let mut reader = LogReader::new();
+        let mut out = BTreeMap::new();
+        for (i, e) in self.log.iter().enumerate() {
+            let seq = i as u64 + 1;
+            if let log::Read::Event { verdict: Verdict::Accepted, .. } = reader.read(seq, e) {
+                let LogEntry::Event(ev) = e else { unreachable!() };
+                out.insert(seq, ev.object.clone());
+            }
+        }
+        out
+    }
+
+    /// Invariant 10 and the store's shape: every accepted event stored once, no fenced one, each object's row
+    /// at its last stored event.
+    fn assert_store_complete(&self) {
+        let accepted = self.accepted();
+        let stored: BTreeMap<u64, ObjectId> = self.store.events.iter().map(|(s, r)| (*s, r.object.clone())).collect();
+        let missing: Vec<_> = accepted.keys().filter(|s| !stored.contains_key(s)).collect();
+        let extra: Vec<_> = stored.keys().filter(|s| !accepted.contains_key(s)).collect();
+        assert!(missing.is_empty() && extra.is_empty(), "missing {missing:?}, not accepted but stored {extra:?}");
+        let mut last: BTreeMap<&ObjectId, u64> = BTreeMap::new();
+        for (s, o) in &accepted {
+            last.insert(o, *s);
+        }
+        for (o, s) in last {
+            let row = self.store.objects.get(o).unwrap_or_else(|| panic!("no objects row for {o}"));
+            assert_eq!(row.last_seq, s, "objects row of {o}");
+        }
+    }
+
+    /// At every moment, per object, the store holds a prefix of that object's accepted events.
+    fn assert_prefixes(&self) {
+        let accepted = self.accepted();
+        let mut per: BTreeMap<&ObjectId, Vec<u64>> = BTreeMap::new();
+        for (s, o) in &accepted {
+            per.entry(o).or_default().push(*s);
+        }
+        for (o, seqs) in per {
+            let held: Vec<bool> = seqs.iter().map(|s| self.store.events.contains_key(s)).collect();
+            let first_gap = held.iter().position(|h| !h).unwrap_or(held.len());
+            assert!(held[first_gap..].iter().all(|h| !h), "{o}: store holds {held:?} of {seqs:?}: not a prefix");
+        }
+    }
+}
+
+fn transition(to: State) -> EventBody {
+    EventBody::Transition { from: State::Pending, to, output: format!("now {}", to.as_str()) }
+}
+
+#[test]
+fn one_sink_stores_every_accepted_event_once_and_no_fenced_one() {
+    let mut w = World::new();
+    w.start("s1");
+    let own = w.epoch(&["e1", "e2"]);
+    for i in 0..10 {
+        w.event(&own, i, EventBody::Put { def: def() }, None);
+    }
+    w.run(100);
+    // A fenced write: the writer does not own the object.
+    let wrong = if own.owner(&oid(3)).unwrap().id.as_str() == "e1" { "e2" } else { "e1" };
+    w.event(&own, 3, transition(State::Critical), Some(wrong));
+    w.event(&own, 4, transition(State::Ok), None);
+    w.event(&own, 4, EventBody::Delete, None);
+    w.run(100);
+    w.assert_store_complete();
+    assert_eq!(w.store.events.len(), 12, "10 puts, a transition and a delete; not the fenced write");
+}
+
+#[test]
+fn two_sinks_split_the_objects_and_store_each_event_once() {
+    let mut w = World::new();
+    w.start("s1");
+    w.start("s2");
+    w.run(100);
+    let own = w.epoch(&["e1"]);
+    for i in 0..40 {
+        w.event(&own, i, EventBody::Put { def: def() }, None);
+        w.event(&own, i, transition(State::Ok), None);
+    }
+    w.run(200);
+    w.assert_store_complete();
+    let owned: Vec<usize> = w.sinks.values().map(|p| p.sink.role().owned_count()).collect();
+    assert_eq!(owned.iter().sum::<usize>(), 40);
+    assert!(owned.iter().all(|n| *n > 0), "both sinks own some: {owned:?}");
+}
+
+#[test]
+fn a_gained_object_resumes_after_the_last_event_the_store_has() {
+    let mut w = World::new();
+    w.start("s1");
+    w.start("s2");
+    w.run(100);
+    let own = w.epoch(&["e1"]);
+    for i in 0..20 {
+        w.event(&own, i, EventBody::Put { def: def() }, None);
+    }
+    w.run(100);
+    w.assert_store_complete();
+    // s2 stops writing (the store is away for it... simplest: it is paused), events keep coming, then it dies.
+    w.paused.insert("s2".into());
+    for i in 0..20 {
+        w.event(&own, i, transition(State::Warning), None);
+    }
+    w.event(&own, 5, EventBody::Delete, None);
+    w.run(50);
+    w.crash("s2");
+    // s2's key expires after the ttl; s1 gains its objects and resumes them from the store.
+    w.run(TTL.as_millis() as u64 + 1000);
+    w.assert_store_complete();
+    let s1 = &w.sinks["s1"].sink;
+    assert!(s1.role().counters.replayed_events > 0, "the gained objects' events came from a replay");
+}
+
+#[test]
+fn a_store_that_is_away_is_retried_and_nothing_is_lost_or_doubled() {
+    let mut w = World::new();
+    w.start("s1");
+    let own = w.epoch(&["e1"]);
+    for i in 0..30 {
+        w.event(&own, i, EventBody::Put { def: def() }, None);
+    }
+    w.run(100);
+    w.assert_store_complete();
+    w.store.down = true;
+    for i in 0..170 {
+        w.event(&own, i % 30, transition([State::Critical, State::Ok][i / 30 % 2]), None);
+    }
+    w.run(2_000);
+    assert_eq!(w.store.events.len(), 30, "nothing is written while the store is away");
+    let s1 = &w.sinks["s1"].sink;
+    assert!(!s1.health().ready && s1.health().reason.contains("unavailable"), "{:?}", s1.health());
+    assert!(s1.lag() > 100, "the lag grows while the store is away: {}", s1.lag());
+    assert!(s1.counters.overflows > 0, "what it could not hold was dropped, to be read again");
+    w.store.down = false;
+    w.store.lose_answers = 3;
+    w.run(30_000);
+    w.assert_store_complete();
+    let s1 = &w.sinks["s1"].sink;
+    assert!(s1.health().ready, "{:?}", s1.health());
+    assert_eq!(s1.lag(), 0);
+}
+
+#[test]
+fn a_refused_row_is_written_degraded_or_skipped_and_counted_never_stalling() {
+    let mut w = World::new();
+    w.start("s1");
+    let own = w.epoch(&["e1"]);
+    w.store.refuse = Some("BAD".into());
+    for i in 0..5 {
+        w.event(&own, i, EventBody::Put { def: def() }, None);
+    }
+    w.event(
+        &own,
+        2,
+        EventBody::Transition { from: State::Pending, to: State::Critical, output: "BAD bytes".into() },
+        None,
+    );
+    for i in 0..5 {
+        w.event(&own, i, transition(State::Ok), None);
+    }
+    w.run(1_000);
+    w.assert_store_complete();
+    assert_eq!(w.sinks["s1"].sink.counters.rows_degraded, 1);
+    let degraded = w.store.events.values().find(|r| r.output.as_deref() == Some("")).expect("the degraded row");
+    assert_eq!(degraded.to_state, Some(State::Critical));
+
+    // Refused even degraded: skipped, counted, and the rows after it still arrive.
+    let mut w = World::new();
+    w.start("s1");
+    let own = w.epoch(&["e1"]);
+    w.store.refuse = Some("BAD".into());
+    w.store.refuse_degraded = true;
+    w.event(&own, 0, EventBody::Put { def: def() }, None);
+    w.event(&own, 0, EventBody::Transition { from: State::Pending, to: State::Critical, output: "BAD".into() }, None);
+    w.event(&own, 0, transition(State::Ok), None);
+    w.run(1_000);
+    assert_eq!(w.sinks["s1"].sink.counters.rows_skipped, 1);
+    assert_eq!(w.store.events.len(), 2);
+    assert_eq!(w.sinks["s1"].sink.lag(), 0);
+}
+
+#[test]
+fn a_leaving_sink_writes_what_it_holds_deletes_its_key_and_is_done() {
+    let mut w = World::new();
+    w.start("s1");
+    w.start("s2");
+    w.run(100);
+    let own = w.epoch(&["e1"]);
+    for i in 0..30 {
+        w.event(&own, i, EventBody::Put { def: def() }, None);
+    }
+    w.settle();
+    w.leave("s2");
+    w.settle();
+    assert!(w.sinks["s2"].sink.is_done());
+    assert!(!w.kv.contains_key("s2"), "a clean leave deletes the key at once");
+    w.crash("s2");
+    for i in 0..30 {
+        w.event(&own, i, transition(State::Ok), None);
+    }
+    w.run(100);
+    w.assert_store_complete();
+    assert_eq!(w.sinks["s1"].sink.role().owned_count(), 30, "s1 took s2's objects without waiting for the ttl");
+}
+
+#[test]
+fn text_the_store_cannot_hold_is_made_storable() {
+    assert_eq!(sink::storable("a\0b", 100), "a\u{fffd}b");
+    assert_eq!(sink::storable("héllo", 2), "h");
+    let d = ObjectDef {
+        probe: Probe::Http { url: "http://x/\0".into(), expect_status: None },
+        interval_ms: 1000,
+        timeout_ms: 10,
+    };
+    assert!(!sink::definition_json(&d).contains("\\u0000"));
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Events(u8),
+    Run(u16),
+    StartSink(u8),
+    Crash(u8),
+    Leave(u8),
+    Pause(u8),
+    Resume(u8),
+    StoreDown(bool),
+    LoseAnswers(u8),
+    NewEpoch(u8),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (1u8..20).prop_map(Step::Events),
+        3 => (1u16..4000).prop_map(Step::Run),
+        1 => (0u8..4).prop_map(Step::StartSink),
+        1 => (0u8..4).prop_map(Step::Crash),
+        1 => (0u8..4).prop_map(Step::Leave),
+        1 => (0u8..4).prop_map(Step::Pause),
+        1 => (0u8..4).prop_map(Step::Resume),
+        1 => any::<bool>().prop_map(Step::StoreDown),
+        1 => (0u8..3).prop_map(Step::LoseAnswers),
+        1 => (0u8..3).prop_map(Step::NewEpoch),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// Invariant 10 under any schedule: once the faults heal and the sinks catch up, every accepted event is in
+    /// the store exactly once and no fenced one is; at every step, per object, the store holds a prefix.
+    #[test]
+    fn every_accepted_event_is_stored_exactly_once(steps in prop::collection::vec(step(), 1..60), seed in any::<u64>()) {
+        let mut w = World::new();
+        w.start("s0");
+        let engines = [["e1", "e2"], ["e2", "e3"], ["e1", "e3"]];
+        let mut own = w.epoch(&engines[0]);
+        let mut n = seed;
+        let mut next = || { n = n.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); n >> 33 };
+        let mut defined = BTreeSet::new();
+        for s in steps {
+            match s {
+                Step::Events(k) => for _ in 0..k {
+                    let i = (next() % 25) as usize;
+                    let body = if defined.insert(i) { EventBody::Put { def: def() } } else {
+                        match next() % 6 {
+                            0 => { defined.remove(&i); EventBody::Delete }
+                            1 => EventBody::Pause,
+                            _ => transition([State::Ok, State::Critical, State::Warning][(next() % 3) as usize]),
+                        }
+                    };
+                    // Now and then a fenced write by a member that does not own the object.
+                    let writer = (next() % 7 == 0).then_some("e9");
+                    w.event(&own, i, body, writer);
+                },
+                Step::Run(ms) => w.run(ms as u64),
+                Step::StartSink(k) => { let id = format!("s{k}"); if !w.sinks.contains_key(&id) { w.start(&id) } }
+                Step::Crash(k) => w.crash(&format!("s{k}")),
+                Step::Leave(k) => w.leave(&format!("s{k}")),
+                Step::Pause(k) => { w.paused.insert(format!("s{k}")); }
+                Step::Resume(k) => { w.paused.remove(&format!("s{k}")); }
+                Step::StoreDown(d) => w.store.down = d,
+                Step::LoseAnswers(k) => w.store.lose_answers = k as usize,
+                Step::NewEpoch(k) => own = w.epoch(&engines[k as usize]),
+            }
+            w.settle();
+            w.assert_prefixes();
+        }
+        // Heal: the store back, pauses over, a sink that is not leaving running; then let them catch up.
+        w.store.down = false;
+        w.paused.clear();
+        let leaving: Vec<String> = w.sinks.iter().filter(|(_, p)| p.sink.role().is_leaving()).map(|(id, _)| id.clone()).collect();
+        for id in leaving { w.crash(&id); }
+        if w.sinks.is_empty() { w.start("s0"); }
+        w.run(4 * TTL.as_millis() as u64 + 30_000);
+        w.assert_prefixes();
+        w.assert_store_complete();
+        for p in w.sinks.values() {
+            prop_assert_eq!(p.sink.lag(), 0);
+            prop_assert!(p.sink.role().reader().position() == w.log.len() as u64);
+        }
+    }
+
+    /// Ownership within the bucket is HRW over the member's view: a sink owns exactly what HRW gives it, and a
+    /// join or leave moves only the objects HRW moves.
+    #[test]
+    fn ownership_moves_only_as_hrw_moves(n in 1usize..5, joiner in 0usize..5) {
+        prop_assume!(n > 1 || joiner >= n, "the only sink leaving leaves nobody to own anything");
+        let mut w = World::new();
+        for k in 0..n { w.start(&format!("s{k}")); }
+        let own = w.epoch(&["e1"]);
+        for i in 0..60 { w.event(&own, i, EventBody::Put { def: def() }, None); }
+        w.run(100);
+        let owners_before: BTreeMap<ObjectId, String> = (0..60).map(|i| {
+            let o = oid(i);
+            let holders: Vec<&String> = w.sinks.iter().filter(|(_, p)| p.sink.role().owns(&o)).map(|(id, _)| id).collect();
+            assert_eq!(holders.len(), 1, "{o} held by {holders:?}");
+            (o, holders[0].clone())
+        }).collect();
+        let id = format!("s{joiner}");
+        let joined = !w.sinks.contains_key(&id);
+        if joined { w.start(&id) } else { w.leave(&id) }
+        w.run(100);
+        if !joined { w.crash(&id); w.run(10); }
+        for (o, before) in &owners_before {
+            let now: Vec<&String> = w.sinks.iter().filter(|(_, p)| p.sink.role().owns(o)).map(|(id, _)| id).collect();
+            prop_assert_eq!(now.len(), 1);
+            let moved = now[0] != before;
+            let hrw_moved = if joined { now[0] == &id } else { before == &id };
+            prop_assert_eq!(moved, hrw_moved, "{} moved {} -> {}", o, before, now[0]);
+        }
+        w.assert_store_complete();
+    }
+}
