@@ -158,7 +158,7 @@ impl EngineLoop {
                 .await
                 .map_err(|e| format!("subscribing to forwards on {}: {e}", link.url))?;
             // Forwards are taken until the process ends: the core answers them even while leaving.
-            drop(spawn_command_reader(forwards, self.done_tx.clone()));
+            drop(spawn_command_reader(forwards, link.client.clone(), self.done_tx.clone()));
         }
         if let WorkQueue::Nats(link) = &self.queue {
             let mut results = link
@@ -200,7 +200,7 @@ impl EngineLoop {
             .await
             .map_err(|e| format!("joining {INGRESS_SUBJECT} on {}: {e}", link.url))?;
         tracing::info!(epoch = self.engine.epoch(), "ready: joined the ingress queue group");
-        self.ingress = Some(spawn_command_reader(sub, self.done_tx.clone()));
+        self.ingress = Some(spawn_command_reader(sub, link.client.clone(), self.done_tx.clone()));
         Ok(())
     }
 
@@ -401,8 +401,13 @@ impl EngineLoop {
 }
 
 /// Feeds commands from a subscription to the loop until told to leave; then unsubscribes and still hands
-/// over what was already delivered, so no claimed command goes unanswered.
-fn spawn_command_reader(mut sub: async_nats::Subscriber, tx: mpsc::UnboundedSender<Done>) -> oneshot::Sender<()> {
+/// over what was already delivered, so no claimed command goes unanswered. Bytes that are not a command are
+/// answered at once with the core's rejection (the engine never sees them).
+fn spawn_command_reader(
+    mut sub: async_nats::Subscriber,
+    client: async_nats::Client,
+    tx: mpsc::UnboundedSender<Done>,
+) -> oneshot::Sender<()> {
     let (leave_tx, mut leave) = oneshot::channel::<()>();
     tokio::spawn(async move {
         let mut left = false;
@@ -420,6 +425,7 @@ fn spawn_command_reader(mut sub: async_nats::Subscriber, tx: mpsc::UnboundedSend
             };
             let Some(msg) = msg else { return };
             let Some(reply) = msg.reply else {
+                // Nobody to tell: counted, and dropped before it could have any effect.
                 metrics::wire_error("command without reply subject");
                 continue;
             };
@@ -430,8 +436,12 @@ fn spawn_command_reader(mut sub: async_nats::Subscriber, tx: mpsc::UnboundedSend
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "skipping a malformed command");
+                    tracing::warn!(subject = %msg.subject, error = %e, "rejecting a malformed command");
                     metrics::wire_error("command");
+                    let answer = wire::encode(&wire::rejection(&e));
+                    if let Err(e) = client.publish(reply, answer.into()).await {
+                        tracing::warn!(error = %e, "replying to a command");
+                    }
                 }
             }
         }
