@@ -1,19 +1,27 @@
 //! The bytes of every message the shell sends and receives: commands (ingress and forwards), their outcomes,
 //! heartbeat values, log entries, check work and results. JSON, so an operator can read them with
-//! `nats sub`. Decoding never panics: garbage is an error the caller counts and skips.
+//! `nats sub`. Decoding never panics: garbage is an error the caller counts and skips, and for a request on a
+//! command subject also answers with [`rejection`]. `docs/wire.md` is this format for clients; a test here
+//! keeps its examples equal to what the encoder writes.
 
 use crate::engine::{CheckResult, CheckWork};
-use crate::model::{Command, LogEntry, MemberId, MemberRef, Outcome};
+use crate::model::{Command, CommandId, CommandKind, LogEntry, MemberId, MemberRef, ObjectId, Outcome};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// Larger messages are refused before parsing.
 pub const MAX_MESSAGE: usize = 1 << 20;
 
+/// Why bytes are not the message expected. Each says what was wrong and where, so the sender can fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
     #[error("message of {0} bytes is larger than the {MAX_MESSAGE}-byte limit")]
     TooLarge(usize),
+    #[error("empty message: expected one JSON object ({what})")]
+    Empty { what: &'static str },
+    #[error("{what} is not UTF-8, as JSON must be: {source}")]
+    NotUtf8 { what: &'static str, source: std::str::Utf8Error },
+    /// Not JSON, or JSON of the wrong shape; serde_json's message names the line and column.
     #[error("malformed {what}: {source}")]
     Malformed { what: &'static str, source: serde_json::Error },
     #[error("invalid {what}: {reason}")]
@@ -24,6 +32,11 @@ fn decode<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<T, Wi
     if bytes.len() > MAX_MESSAGE {
         return Err(WireError::TooLarge(bytes.len()));
     }
+    if bytes.is_empty() {
+        return Err(WireError::Empty { what });
+    }
+    // serde_json would refuse these bytes too, but as an unexpected character; this names the encoding.
+    std::str::from_utf8(bytes).map_err(|source| WireError::NotUtf8 { what, source })?;
     serde_json::from_slice(bytes).map_err(|source| WireError::Malformed { what, source })
 }
 
@@ -31,13 +44,44 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("jaque's wire types always serialize")
 }
 
-/// A command from `jaque.work.cmd.ingress` (hop 0) or `jaque.cmd.<engine-id>` (hop 1).
+/// A command as it arrives, before its ids and hop are checked, so that a refusal can name the field and the
+/// hop bound instead of a type error.
+#[derive(Deserialize)]
+#[serde(expecting = "a command: a JSON object with id, object and kind")]
+struct ArrivingCommand {
+    id: String,
+    object: String,
+    #[serde(flatten)]
+    kind: CommandKind,
+    /// Wider than the model's `u8`, so `hop: 300` is "out of range" like `hop: 7`.
+    #[serde(default)]
+    hop: u64,
+}
+
+/// A command from `jaque.work.cmd.ingress` or `jaque.cmd.<engine-id>`: hop 0 from a client, 1 on the one
+/// forward an engine makes.
 pub fn decode_command(bytes: &[u8]) -> Result<Command, WireError> {
-    let cmd: Command = decode("command", bytes)?;
-    if cmd.hop > 1 {
-        return Err(WireError::Invalid { what: "command", reason: format!("hop {} (at most 1)", cmd.hop) });
-    }
-    Ok(cmd)
+    let cmd: ArrivingCommand = decode("command", bytes)?;
+    let invalid = |reason: String| WireError::Invalid { what: "command", reason };
+    let hop = match u8::try_from(cmd.hop) {
+        Ok(hop @ 0..=1) => hop,
+        _ => {
+            return Err(invalid(format!(
+                "hop {} is out of range: a client sends 0 (or leaves it out); 1 marks an engine's one forward",
+                cmd.hop
+            )))
+        }
+    };
+    let id = CommandId::new(cmd.id).map_err(|e| invalid(format!("field \"id\": {e}")))?;
+    let object = ObjectId::new(cmd.object).map_err(|e| invalid(format!("field \"object\": {e}")))?;
+    Ok(Command { id, object, kind: cmd.kind, hop })
+}
+
+/// What an engine answers a request on a command subject whose bytes are not a command: `rejected`, with
+/// what was wrong. Never silence: the caller learns it at once instead of waiting for its own timeout. Not
+/// `unavailable`, because sending the same bytes again cannot help.
+pub fn rejection(e: &WireError) -> Outcome {
+    Outcome::Rejected { reason: e.to_string() }
 }
 
 pub fn decode_outcome(bytes: &[u8]) -> Result<Outcome, WireError> {
@@ -95,6 +139,89 @@ mod tests {
             hop: 0,
         };
         assert_eq!(decode_command(&encode(&cmd)).unwrap(), cmd);
+    }
+
+    #[test]
+    fn every_undecodable_command_is_answered_rejected_naming_what_was_wrong() {
+        let cases: [(&[u8], &str); 10] = [
+            (b"", "empty message"),
+            (&[0xff, 0xfe], "not UTF-8"),
+            (br#"{"id":"c","object":"x","kind":"de"#, "line 1 column 33"),
+            (b"null", "expected a command"),
+            (br#"{"id":"c","object":"x","kind":"delete"} x"#, "trailing characters at line 1 column 41"),
+            (br#"{"id":"c","object":"x","kind":"delete","hop":7}"#, "hop 7 is out of range: a client sends 0"),
+            (br#"{"id":"c","object":"x","kind":"delete","hop":300}"#, "hop 300 is out of range"),
+            (br#"{"id":"a b","object":"x","kind":"delete"}"#, r#"field "id": command id contains ' '; allowed are"#),
+            (br#"{"id":"c","object":"../../etc","kind":"delete"}"#, r#"field "object": object id contains '/'"#),
+            (br#"{"id":"c","object":"x","kind":"put"}"#, "missing field `def`"),
+        ];
+        for (bytes, expected) in cases {
+            let e = decode_command(bytes).expect_err("not a command");
+            match rejection(&e) {
+                Outcome::Rejected { reason } => assert!(reason.contains(expected), "{reason:?} lacks {expected:?}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_command_without_hop_is_a_clients_hop_0() {
+        let cmd = decode_command(br#"{"id":"c","object":"x","kind":"delete"}"#).unwrap();
+        assert_eq!(cmd.hop, 0);
+    }
+
+    /// `docs/wire.md` is the format for clients: every example there must be what the encoder writes, and every
+    /// rejection there the answer to its input.
+    #[test]
+    fn wire_md_examples_are_what_the_encoder_writes() {
+        let doc = include_str!("../../docs/wire.md");
+        let block = |info: &str| -> Vec<&str> {
+            let fence = format!("```{info}");
+            let start = doc.lines().position(|l| l == fence).unwrap_or_else(|| panic!("no {fence} block"));
+            doc.lines().skip(start + 1).take_while(|l| *l != "```").collect()
+        };
+        let commands = block("json command");
+        let kinds: std::collections::BTreeSet<&str> =
+            commands.iter().map(|l| decode_command(l.as_bytes()).unwrap().kind.name()).collect();
+        assert_eq!(kinds.len(), 6, "an example of every command kind: {kinds:?}");
+        for line in commands {
+            let cmd = decode_command(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(String::from_utf8(encode(&cmd)).unwrap(), line);
+        }
+        let outcomes = block("json outcome");
+        assert_eq!(outcomes.len(), 5, "an example of every outcome");
+        for line in outcomes {
+            let outcome = decode_outcome(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(String::from_utf8(encode(&outcome)).unwrap(), line);
+        }
+
+        // The rejection table: `| sent | answer |`, code spans with one or two backticks.
+        let code = |cell: &str| -> String {
+            let cell = cell.trim();
+            let inner = match cell.strip_prefix("`` ") {
+                Some(rest) => rest.strip_suffix(" ``"),
+                None => cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')),
+            };
+            inner.unwrap_or_else(|| panic!("not a code span: {cell}")).to_string()
+        };
+        let section = doc.split("## What is rejected").nth(1).expect("the rejection section");
+        let section = section.split("\n## ").next().unwrap_or_default();
+        let mut rows = 0;
+        for row in section.lines().filter(|l| l.starts_with("| ") && l.contains("outcome")) {
+            let cells: Vec<&str> = row.trim_matches('|').splitn(2, " | ").collect();
+            let sent = cells[0].trim();
+            let bytes: Vec<u8> = if sent == "no bytes" {
+                Vec::new()
+            } else if let Some(hex) = sent.strip_prefix("the bytes ") {
+                code(hex).split(' ').map(|b| u8::from_str_radix(b, 16).expect("hex byte")).collect()
+            } else {
+                code(sent).into_bytes()
+            };
+            let answer = encode(&rejection(&decode_command(&bytes).expect_err(sent)));
+            assert_eq!(String::from_utf8(answer).unwrap(), code(cells[1]), "the answer to {sent}");
+            rows += 1;
+        }
+        assert_eq!(rows, 8, "every rejection in the table was checked");
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! owner the ui's log view names, else the ingress queue group), or nowhere (503). Its HTTP status is
 //! `jaque_core::ui::http_status` of the outcome.
 
-use crate::driver::{cmd_subject, write_deadline, Owners, INGRESS_SUBJECT};
 use crate::metrics::{self, Exposition};
 use crate::nats::NatsLink;
+use crate::subjects::{cmd_subject, INGRESS_SUBJECT};
+use crate::ui_reader::Owners;
 use crate::views::UiRequest;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -258,7 +259,7 @@ async fn write(
         }
     };
     let cmd = Command { id: command_id, object, kind, hop: 0 };
-    let deadline = write_deadline(&s.engine_cfg);
+    let deadline = s.engine_cfg.write_timeout();
     let outcome = match s.route {
         WriteRoute::LocalEngine => {
             match tokio::time::timeout(deadline, ask(s, |reply| UiRequest::Write { cmd, reply })).await {

@@ -2,18 +2,22 @@
 //! outputs into I/O. See the README for the flags, topologies, API and metrics.
 
 mod cli;
+mod clock;
 mod coord;
-mod driver;
+mod engine;
+mod follow;
 mod http;
 mod metrics;
 mod nats;
+mod subjects;
+mod ui_reader;
 mod views;
 mod worker;
 
 use clap::Parser;
 use cli::{Config, Endpoint};
 use coord::{Coordination, NatsCoord};
-use driver::{EngineLoop, WorkQueue};
+use engine::{EngineLoop, WorkQueue};
 use jaque_core::ui::write_route;
 use jaque_core::{EngineConfig, MemberRef};
 use std::io::IsTerminal;
@@ -69,7 +73,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(cfg: Config) -> Result<(), String> {
-    let incarnation = driver::now().as_millis();
+    let incarnation = clock::now().as_millis();
     let me = MemberRef { id: cfg.id.clone(), incarnation };
     let mut engine_cfg = EngineConfig::new(me.clone(), cfg.ttl);
     engine_cfg.forwarding = cfg.coordination.is_nats();
@@ -155,7 +159,7 @@ async fn run(cfg: Config) -> Result<(), String> {
         let coord = coord.clone();
         let (owners_tx, owners_rx) = watch::channel(None);
         owners = Some(owners_rx);
-        tasks.spawn(async move { driver::run_reader(coord, ui_rx, owners_tx).await });
+        tasks.spawn(async move { ui_reader::run_reader(coord, ui_rx, owners_tx).await });
         backend = Some(ui_tx);
     }
 

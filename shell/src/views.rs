@@ -1,6 +1,7 @@
 //! What the ui asks of the loop that holds the log (an engine's, or a ui's own reader) and the JSON it gets
 //! back. Rendering reads a `LogReader` and the live sets; it decides nothing.
 
+use crate::follow::Buckets;
 use jaque_core::log::ObjectView;
 use jaque_core::{Bucket, Command, LiveSet, LogReader, MemberId, ObjectId, Outcome, Probe, State};
 use serde::Serialize;
@@ -33,20 +34,6 @@ pub enum UiRequest {
     Health {
         reply: oneshot::Sender<(bool, String)>,
     },
-}
-
-/// Live sets of every bucket, as the membership watch reports them.
-#[derive(Default)]
-pub struct Buckets(pub BTreeMap<Bucket, LiveSet>);
-
-impl Buckets {
-    pub fn observe(&mut self, obs: &jaque_core::MemberObservation) {
-        self.0.entry(obs.bucket).or_default().observe(obs.rev, &obs.change);
-    }
-
-    pub fn live(&self, bucket: Bucket) -> usize {
-        self.0.get(&bucket).map_or(0, LiveSet::len)
-    }
 }
 
 fn duration(ms: u64) -> String {

@@ -4,6 +4,7 @@
 
 use crate::metrics::{self, WORKER_CHECKS};
 use crate::nats::NatsLink;
+use crate::subjects::{WORKER_GROUP, WORK_SUBJECT};
 use futures_util::StreamExt;
 use jaque_core::wire;
 use jaque_core::{CheckResult, CheckWork, Probe, State};
@@ -13,10 +14,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch, Semaphore};
-
-/// Subject engines publish check work on (on the `-queue` server); workers take it as one queue group.
-pub const WORK_SUBJECT: &str = "jaque.work.check";
-pub const WORKER_GROUP: &str = "jaque-workers";
 
 /// One piece of work handed over in memory, with where its result goes.
 pub struct MemWork {

@@ -2,10 +2,12 @@
 //!
 //! Checked: each decoder returns a value or an error, never panics; whatever decodes re-encodes to bytes that
 //! decode to the same value, and encoding is stable (encode(decode(encode(x))) == encode(x)); error messages
-//! format; a decoded log entry can be read by a `LogReader`, a decoded command's definition validated.
+//! format; a decoded log entry can be read by a `LogReader`, a decoded command's definition validated. Bytes
+//! on a command subject get an answer: a command, or the core's `rejection`, which is `rejected` with a
+//! non-empty reason (naming the line and column for JSON that does not parse or fit) that survives the wire.
 
 use jaque_core::wire::{self, Heartbeat, WireError};
-use jaque_core::{EventBody, LogEntry, LogReader};
+use jaque_core::{EventBody, LogEntry, LogReader, Outcome};
 use std::fmt::Debug;
 
 fn round_trip<T, D>(what: &str, data: &[u8], decode: D) -> Option<T>
@@ -35,15 +37,33 @@ fn show(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// What an engine answers to bytes that are not a command.
+fn check_rejection(data: &[u8], e: &WireError) {
+    let outcome = wire::rejection(e);
+    let Outcome::Rejected { reason } = &outcome else {
+        panic!("{:?} is answered {outcome:?}, not rejected", show(data));
+    };
+    assert!(!reason.trim().is_empty(), "{:?} is rejected without a reason", show(data));
+    if matches!(e, WireError::Malformed { .. }) {
+        assert!(reason.contains(" line ") && reason.contains(" column "), "{reason:?} names no position");
+    }
+    let answer = wire::encode(&outcome);
+    assert_eq!(wire::decode_outcome(&answer).expect("a rejection decodes"), outcome);
+}
+
 pub fn check(data: &[u8]) {
-    if let Some(cmd) = round_trip("command", data, wire::decode_command) {
-        assert!(cmd.hop <= 1, "a command with hop {} decoded", cmd.hop);
-        if let EventBody::Put { def } = EventBody::from_command(&cmd.kind) {
-            if let Err(e) = def.validate() {
-                let _ = e.to_string();
+    match wire::decode_command(data) {
+        Ok(_) => {
+            let cmd = round_trip("command", data, wire::decode_command).expect("it decoded once");
+            assert!(cmd.hop <= 1, "a command with hop {} decoded", cmd.hop);
+            if let EventBody::Put { def } = EventBody::from_command(&cmd.kind) {
+                if let Err(e) = def.validate() {
+                    let _ = e.to_string();
+                }
             }
+            let _ = cmd.kind.name();
         }
-        let _ = cmd.kind.name();
+        Err(e) => check_rejection(data, &e),
     }
     round_trip("outcome", data, wire::decode_outcome);
     if let Some(entry) = round_trip("log entry", data, wire::decode_log_entry) {

@@ -1,46 +1,24 @@
-//! The engine loop, in the manner of quinn's driver: one task waits on whichever comes first — a membership
-//! change, a log entry, a NATS command or a result, a ui request, or the core's single timer — feeds it to
-//! the core, then carries out every output the core has. Every decision is the core's.
-//!
-//! Also the ui's reader loop for a process without an engine: the same log follower and membership watch,
-//! folded by a `LogReader`, serving reads.
+//! The engine role's loop, in the manner of quinn's driver: one task waits on whichever comes first — a
+//! membership change, a log entry (both from the `Follower`), a NATS command or a result, a ui request, or
+//! the core's single timer — feeds it to the core, then carries out every output the core has. Every decision
+//! is the core's. Its metrics are beside it.
 
-use crate::coord::{AppendAck, Coordination, LogEvent, MemberEvent};
+use crate::clock::{far_future, instant_at, now};
+use crate::coord::{AppendAck, Coordination};
+use crate::follow::{spawn_heartbeat_writer, Buckets, Followed, Follower, HeartbeatWriter};
 use crate::metrics::{self, Exposition};
 use crate::nats::NatsLink;
-use crate::views::{self, Buckets, UiRequest};
-use crate::worker::{MemWork, WORK_SUBJECT};
+use crate::subjects::{cmd_subject, results_subject, INGRESS_GROUP, INGRESS_SUBJECT, WORK_SUBJECT};
+use crate::views::{self, UiRequest};
+use crate::worker::MemWork;
 use futures_util::StreamExt;
-use jaque_core::hrw::Ownership;
-use jaque_core::log::Read;
-use jaque_core::membership::MembershipOutput;
 use jaque_core::wire;
 use jaque_core::{
-    Bucket, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef, Outcome, Output,
-    ReplyTo, Time,
+    CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, MemberRef, Outcome, Output, ReplyTo,
 };
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
-
-/// The subject all engines join as one queue group for ui writes.
-pub const INGRESS_SUBJECT: &str = "jaque.work.cmd.ingress";
-pub const INGRESS_GROUP: &str = "jaque-engines";
-
-/// The subject an engine takes forwarded commands on.
-pub fn cmd_subject(id: &jaque_core::MemberId) -> String {
-    format!("jaque.cmd.{id}")
-}
-
-/// Wall-clock Unix milliseconds: the shell's `Time`.
-pub fn now() -> Time {
-    Time(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
-}
-
-fn instant_at(t: Time) -> tokio::time::Instant {
-    tokio::time::Instant::now() + t.saturating_since(now())
-}
 
 /// Where check work goes.
 pub enum WorkQueue {
@@ -63,11 +41,6 @@ enum Waiter {
     Nats(async_nats::Subject),
 }
 
-/// How long a ui request may wait for an engine's outcome before it is answered `unavailable`.
-pub fn write_deadline(cfg: &EngineConfig) -> Duration {
-    cfg.write_timeout()
-}
-
 pub struct EngineLoop {
     engine: Engine,
     coord: Coordination,
@@ -76,11 +49,10 @@ pub struct EngineLoop {
     queue: WorkQueue,
     done_tx: mpsc::UnboundedSender<Done>,
     done_rx: Option<mpsc::UnboundedReceiver<Done>>,
-    heartbeats: mpsc::UnboundedSender<HeartbeatJob>,
+    heartbeats: HeartbeatWriter,
     appends: mpsc::UnboundedSender<Event>,
     waiters: HashMap<u64, Waiter>,
     next_reply: u64,
-    buckets: Buckets,
     results_subject: String,
     /// Set while this engine is a member of the ingress queue group: sending on it leaves the group.
     ingress: Option<oneshot::Sender<()>>,
@@ -89,7 +61,7 @@ pub struct EngineLoop {
 impl EngineLoop {
     pub fn new(cfg: EngineConfig, coord: Coordination, nats: Option<NatsLink>, queue: WorkQueue) -> EngineLoop {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
-        let results_subject = format!("jaque.work.result.{}.{}", cfg.me.id, cfg.me.incarnation);
+        let results_subject = results_subject(&cfg.me);
         EngineLoop {
             engine: Engine::new(cfg),
             heartbeats: spawn_heartbeat_writer(coord.clone()),
@@ -101,7 +73,6 @@ impl EngineLoop {
             done_tx,
             waiters: HashMap::new(),
             next_reply: 0,
-            buckets: Buckets::default(),
             results_subject,
             ingress: None,
         }
@@ -115,37 +86,18 @@ impl EngineLoop {
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<(), String> {
         let mut done = self.done_rx.take().ok_or("the engine loop runs once")?;
-        let mut members = self.coord.watch_members().await?;
-        let mut log = self.coord.follow_log().await?;
+        let mut follow = Follower::start(&self.coord).await?;
         self.subscribe().await?;
 
-        let (mut snapshot_done, mut log_caught_up, mut caught_up) = (false, false, false);
         let mut leave_by: Option<tokio::time::Instant> = None;
         self.engine.handle(now(), Input::Start);
         self.drain();
         loop {
             let timer = self.engine.poll_timeout().map(|(t, _)| instant_at(t));
             tokio::select! {
-                Some(ev) = members.recv() => match ev {
-                    MemberEvent::Observed(obs) => {
-                        self.buckets.observe(&obs);
-                        self.engine.handle(now(), Input::Member(obs));
-                    }
-                    MemberEvent::SnapshotDone => snapshot_done = true,
-                },
-                Some(ev) = log.recv() => match ev {
-                    LogEvent::Entry { seq, entry } => {
-                        let epoch = self.engine.epoch();
-                        self.engine.handle(now(), Input::Log { seq, entry });
-                        if self.engine.epoch() != epoch {
-                            let members = self.engine.reader().fence().current().map_or(0, |r| r.members.len());
-                            tracing::info!(epoch = self.engine.epoch(), seq, members, owned = self.engine.owned_count(), "epoch in force");
-                        }
-                    }
-                    LogEvent::CaughtUp => log_caught_up = true,
-                },
+                Some(f) = follow.next() => self.handle_followed(f),
                 Some(d) = done.recv() => self.handle_done(d),
-                Some(req) = ui.recv() => self.handle_ui(req),
+                Some(req) = ui.recv() => self.handle_ui(req, follow.buckets()),
                 _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => {
                     self.engine.handle_timeout(now());
                 }
@@ -159,11 +111,6 @@ impl EngineLoop {
                 }
                 _ = tokio::time::sleep_until(leave_by.unwrap_or_else(far_future)), if leave_by.is_some() => break,
             }
-            if !caught_up && snapshot_done && log_caught_up {
-                caught_up = true;
-                tracing::info!(epoch = self.engine.epoch(), position = self.engine.reader().position(), "caught up");
-                self.engine.handle(now(), Input::CaughtUp);
-            }
             self.drain();
             if self.ingress.is_none() && leave_by.is_none() && self.engine.is_ready() {
                 self.join_ingress().await?;
@@ -172,12 +119,33 @@ impl EngineLoop {
                 break;
             }
         }
-        // Wait for the key's delete (queued by the core's Leave) to reach the store, so the others move our
-        // objects at once.
-        let (tx, rx) = oneshot::channel();
-        let _ = self.heartbeats.send(HeartbeatJob::Flush(tx));
-        let _ = tokio::time::timeout(Duration::from_secs(2), rx).await;
+        // The key's delete was queued by the core's Leave.
+        self.heartbeats.flush_leave().await;
         Ok(())
+    }
+
+    fn handle_followed(&mut self, f: Followed) {
+        match f {
+            Followed::Member(obs) => self.engine.handle(now(), Input::Member(obs)),
+            Followed::Log { seq, entry } => {
+                let epoch = self.engine.epoch();
+                self.engine.handle(now(), Input::Log { seq, entry });
+                if self.engine.epoch() != epoch {
+                    let members = self.engine.reader().fence().current().map_or(0, |r| r.members.len());
+                    tracing::info!(
+                        epoch = self.engine.epoch(),
+                        seq,
+                        members,
+                        owned = self.engine.owned_count(),
+                        "epoch in force"
+                    );
+                }
+            }
+            Followed::CaughtUp => {
+                tracing::info!(epoch = self.engine.epoch(), position = self.engine.reader().position(), "caught up");
+                self.engine.handle(now(), Input::CaughtUp);
+            }
+        }
     }
 
     /// Joins `jaque.cmd.<id>` (forwards) and the check results subject. The ingress queue group is joined
@@ -190,7 +158,7 @@ impl EngineLoop {
                 .await
                 .map_err(|e| format!("subscribing to forwards on {}: {e}", link.url))?;
             // Forwards are taken until the process ends: the core answers them even while leaving.
-            drop(spawn_command_reader(forwards, self.done_tx.clone()));
+            drop(spawn_command_reader(forwards, link.client.clone(), self.done_tx.clone()));
         }
         if let WorkQueue::Nats(link) = &self.queue {
             let mut results = link
@@ -232,7 +200,7 @@ impl EngineLoop {
             .await
             .map_err(|e| format!("joining {INGRESS_SUBJECT} on {}: {e}", link.url))?;
         tracing::info!(epoch = self.engine.epoch(), "ready: joined the ingress queue group");
-        self.ingress = Some(spawn_command_reader(sub, self.done_tx.clone()));
+        self.ingress = Some(spawn_command_reader(sub, link.client.clone(), self.done_tx.clone()));
         Ok(())
     }
 
@@ -251,7 +219,7 @@ impl EngineLoop {
         ReplyTo(n)
     }
 
-    fn handle_ui(&mut self, req: UiRequest) {
+    fn handle_ui(&mut self, req: UiRequest, buckets: &Buckets) {
         let reader = self.engine.reader();
         match req {
             UiRequest::Write { cmd, reply } => {
@@ -262,10 +230,10 @@ impl EngineLoop {
                 let _ = reply.send(views::objects(reader, id.as_ref()));
             }
             UiRequest::Cluster { reply } => {
-                let _ = reply.send(views::cluster(reader, &self.buckets));
+                let _ = reply.send(views::cluster(reader, buckets));
             }
             UiRequest::Metrics { reply } => {
-                let _ = reply.send(self.metrics());
+                let _ = reply.send(self.metrics(buckets));
             }
             UiRequest::Health { reply } => {
                 let status = if self.engine.is_leaving() {
@@ -285,7 +253,7 @@ impl EngineLoop {
         while let Some(out) = self.engine.poll_output() {
             match out {
                 Output::Membership(m) => {
-                    let _ = self.heartbeats.send(HeartbeatJob::Write(m));
+                    self.heartbeats.write(m);
                 }
                 Output::ProposeEpoch { record, after_seq } => {
                     let (coord, tx) = (self.coord.clone(), self.done_tx.clone());
@@ -373,7 +341,7 @@ impl EngineLoop {
         }
     }
 
-    fn metrics(&self) -> String {
+    fn metrics(&self, buckets: &Buckets) -> String {
         let e = &self.engine;
         let c = &e.counters;
         let mut m = Exposition::default();
@@ -405,10 +373,7 @@ impl EngineLoop {
         );
         m.one("jaque_engine_objects", "gauge", "Objects in the log.", e.reader().objects().len() as u64);
         m.one("jaque_engine_log_position", "gauge", "The last log position read.", e.reader().position());
-        m.header("jaque_membership_live_members", "gauge", "Live members per membership bucket.");
-        for b in Bucket::ALL {
-            m.sample("jaque_membership_live_members", &[("bucket", b.prefix())], self.buckets.live(b) as u64);
-        }
+        buckets.expose(&mut m);
         m.one(
             "jaque_membership_id_conflicts_total",
             "counter",
@@ -436,8 +401,13 @@ impl EngineLoop {
 }
 
 /// Feeds commands from a subscription to the loop until told to leave; then unsubscribes and still hands
-/// over what was already delivered, so no claimed command goes unanswered.
-fn spawn_command_reader(mut sub: async_nats::Subscriber, tx: mpsc::UnboundedSender<Done>) -> oneshot::Sender<()> {
+/// over what was already delivered, so no claimed command goes unanswered. Bytes that are not a command are
+/// answered at once with the core's rejection (the engine never sees them).
+fn spawn_command_reader(
+    mut sub: async_nats::Subscriber,
+    client: async_nats::Client,
+    tx: mpsc::UnboundedSender<Done>,
+) -> oneshot::Sender<()> {
     let (leave_tx, mut leave) = oneshot::channel::<()>();
     tokio::spawn(async move {
         let mut left = false;
@@ -455,6 +425,7 @@ fn spawn_command_reader(mut sub: async_nats::Subscriber, tx: mpsc::UnboundedSend
             };
             let Some(msg) = msg else { return };
             let Some(reply) = msg.reply else {
+                // Nobody to tell: counted, and dropped before it could have any effect.
                 metrics::wire_error("command without reply subject");
                 continue;
             };
@@ -465,50 +436,17 @@ fn spawn_command_reader(mut sub: async_nats::Subscriber, tx: mpsc::UnboundedSend
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "skipping a malformed command");
+                    tracing::warn!(subject = %msg.subject, error = %e, "rejecting a malformed command");
                     metrics::wire_error("command");
+                    let answer = wire::encode(&wire::rejection(&e));
+                    if let Err(e) = client.publish(reply, answer.into()).await {
+                        tracing::warn!(error = %e, "replying to a command");
+                    }
                 }
             }
         }
     });
     leave_tx
-}
-
-fn far_future() -> tokio::time::Instant {
-    tokio::time::Instant::now() + Duration::from_secs(86_400)
-}
-
-/// Work for the membership key writer.
-enum HeartbeatJob {
-    Write(MembershipOutput),
-    /// Answered once every job before it is done.
-    Flush(oneshot::Sender<()>),
-}
-
-/// Writes heartbeats and deletes one at a time, in order, so a late put never resurrects a deleted key.
-fn spawn_heartbeat_writer(coord: Coordination) -> mpsc::UnboundedSender<HeartbeatJob> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<HeartbeatJob>();
-    tokio::spawn(async move {
-        while let Some(job) = rx.recv().await {
-            let r = match job {
-                HeartbeatJob::Write(MembershipOutput::PutHeartbeat { bucket, member, ttl }) => {
-                    coord.put_heartbeat(bucket, &member, ttl).await
-                }
-                HeartbeatJob::Write(MembershipOutput::DeleteHeartbeat { bucket, member }) => {
-                    coord.delete_heartbeat(bucket, &member).await
-                }
-                HeartbeatJob::Flush(done) => {
-                    let _ = done.send(());
-                    Ok(())
-                }
-            };
-            if let Err(e) = r {
-                // A missed refresh is retried at the next one; two may be lost before the key expires.
-                tracing::warn!(error = %e, "writing the membership key");
-            }
-        }
-    });
-    tx
 }
 
 /// Sends appends in the order the core produced them and waits for their acks concurrently.
@@ -537,65 +475,4 @@ fn spawn_appender(coord: Coordination, done: mpsc::UnboundedSender<Done>) -> mps
         }
     });
     tx
-}
-
-/// The ownership in force as a ui's log view has it, for sending writes straight to their owner.
-pub type Owners = watch::Receiver<Option<Arc<Ownership>>>;
-
-/// The ui's loop in a process without an engine: follows the log and membership, answers reads, and once
-/// caught up publishes the ownership of each epoch it reads to `owners`.
-pub async fn run_reader(
-    coord: Coordination,
-    mut ui: mpsc::Receiver<UiRequest>,
-    owners: watch::Sender<Option<Arc<Ownership>>>,
-) -> Result<(), String> {
-    let mut members = coord.watch_members().await?;
-    let mut log = coord.follow_log().await?;
-    let mut reader = LogReader::new();
-    let mut buckets = Buckets::default();
-    let mut caught_up = false;
-    let publish = |reader: &LogReader| {
-        owners.send_replace(reader.fence().current_ownership().cloned().map(Arc::new));
-    };
-    loop {
-        tokio::select! {
-            Some(ev) = members.recv() => if let MemberEvent::Observed(obs) = ev { buckets.observe(&obs) },
-            Some(ev) = log.recv() => match ev {
-                LogEvent::Entry { seq, entry } => {
-                    if matches!(reader.read(seq, &entry), Read::EpochInstalled) && caught_up {
-                        publish(&reader);
-                    }
-                }
-                LogEvent::CaughtUp => {
-                    caught_up = true;
-                    publish(&reader);
-                }
-            },
-            req = ui.recv() => match req {
-                None => return Ok(()),
-                Some(UiRequest::Objects { id, reply }) => { let _ = reply.send(views::objects(&reader, id.as_ref())); }
-                Some(UiRequest::Cluster { reply }) => { let _ = reply.send(views::cluster(&reader, &buckets)); }
-                Some(UiRequest::Metrics { reply }) => {
-                    let mut m = Exposition::default();
-                    m.one("jaque_ui_epoch", "gauge", "The epoch in force in the log this ui follows.", reader.epoch());
-                    m.one("jaque_ui_log_position", "gauge", "The last log position read.", reader.position());
-                    m.one("jaque_ui_stale_events_total", "counter", "Events in the log discarded by the fence.",
-                        reader.counters.stale_epoch_total);
-                    m.header("jaque_membership_live_members", "gauge", "Live members per membership bucket.");
-                    for b in Bucket::ALL {
-                        m.sample("jaque_membership_live_members", &[("bucket", b.prefix())], buckets.live(b) as u64);
-                    }
-                    let _ = reply.send(m.0);
-                }
-                Some(UiRequest::Health { reply }) => {
-                    let status = if caught_up { (true, "ready".into()) } else { (false, "reading the log".into()) };
-                    let _ = reply.send(status);
-                }
-                Some(UiRequest::Write { reply, .. }) => {
-                    // Writes of an engine-less ui go through ingress in the HTTP layer; this is a wiring bug.
-                    let _ = reply.send(Outcome::Unavailable { reason: "no engine in this process".into() });
-                }
-            },
-        }
-    }
 }
