@@ -198,7 +198,11 @@ impl Sim {
         if self.trace.is_some() {
             let line = match &input {
                 Some(i) => format!("e{} <- {}", n + 1, brief_input(i)),
-                None => format!("e{} <- timeout", n + 1),
+                // The timer that fired: the soonest deadline, the one it was armed at (nothing ran since).
+                None => match self.nodes[n].engine().and_then(|e| e.poll_timeout()) {
+                    Some((_, timer)) => format!("e{} <- timer {timer:?}", n + 1),
+                    None => format!("e{} <- timer", n + 1),
+                },
             };
             self.tr(|| line);
         }
