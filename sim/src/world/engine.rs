@@ -7,9 +7,9 @@
 
 use super::log::brief_entry;
 use super::process::Process;
-use super::{ms, Ev, Phase, Sim, TICK};
+use super::{ms, Category, Ev, Phase, Sim, TICK};
 use crate::params::{stream, Params, Stream};
-use crate::world::Category;
+
 use jaque_core::{
     CommandId, Engine, EngineConfig, Input, MemberId, MemberRef, MembershipOutput, Output, ReplyTo, Time,
 };
