@@ -2,7 +2,8 @@
 //! simulated store, log and network with faults, and checks DESIGN.md §4's invariants as it goes.
 //!
 //! - [`params`]: what a seed draws (swarm testing), and the sub-seed streams.
-//! - [`world`]: the simulated world and its event queue; the fault vocabulary; the safety and liveness phases.
+//! - [`world`]: the simulated world: its event queue and step loop in `world/mod.rs`, one file per concern
+//!   (process lifecycle, membership store, log, network, faults, workload, engines, checks).
 //! - [`oracle`]: the independent log reader that holds the log's invariants.
 //! - [`run`]: one seed from start to verdict, with the replay line and trace on failure.
 //! - [`scenario`]: a small API for hand-written cases.

@@ -40,6 +40,9 @@ struct Args {
     bench: bool,
     bench_seconds: u64,
     jobs: u64,
+    /// Hidden: one line per seed with its outcome, trace hash, simulated time and statistics (deterministic
+    /// fields only), to compare two builds seed by seed (a refactor must not move any of them).
+    print_hash: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -53,6 +56,7 @@ fn parse() -> Result<Args, String> {
         bench: false,
         bench_seconds: 20,
         jobs: 1,
+        print_hash: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -70,6 +74,7 @@ fn parse() -> Result<Args, String> {
             "--keep-going" => a.keep_going = true,
             "--verbose" | "-v" => a.verbose = true,
             "--bench" => a.bench = true,
+            "--print-hash" => a.print_hash = true,
             "--help" | "-h" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -220,6 +225,37 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
     t.sim_total += report.sim_time;
     t.events += report.stats.events;
     t.ran += 1;
+    if args.print_hash {
+        let s = &report.stats;
+        let outcome = match &report.result {
+            Ok(()) => "ok".to_string(),
+            Err(v) => format!("{:?} {} at {}", v.category, v.invariant, v.at),
+        };
+        // Only what a run determines: no real time.
+        println!(
+            "hash seed={seed} outcome={outcome:?} trace={:016x} sim_ms={} events={} steps={} log={} epochs={} stale={} commands={} applied={} not_owned={} unavailable={} checks={} forwards={} faults={} crashes={} pauses={} leaves={} converged_after_ms={} budget_ms={} check_pct={}",
+            report.trace_hash,
+            report.sim_time.as_millis(),
+            s.events,
+            s.engine_steps,
+            s.log_entries,
+            s.epochs,
+            s.stale,
+            s.commands,
+            s.applied,
+            s.not_owned,
+            s.unavailable,
+            s.checks,
+            s.forwards,
+            s.faults,
+            s.crashes,
+            s.pauses,
+            s.leaves,
+            s.converged_after_ms,
+            s.converge_budget_ms,
+            s.check_budget_used_pct
+        );
+    }
     if let Some(again) = again {
         if again.trace_hash != report.trace_hash || again.sim_time != report.sim_time {
             println!("{}", report.params);

@@ -93,6 +93,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tracing_does_not_move_the_trace_hash() {
+        // A failure is replayed with tracing on and must be the same run: the trace's text is not hashed.
+        for seed in 1..=3 {
+            let quiet = run_seed(Params::draw(seed), 0);
+            let traced = run_seed(Params::draw(seed), 100_000);
+            assert_eq!(quiet.trace_hash, traced.trace_hash, "seed {seed}");
+            assert!(traced.trace.iter().any(|l| l.contains("<- timer Heartbeat")), "seed {seed}: timers named");
+        }
+    }
+
+    #[test]
     fn a_panic_is_reported_as_its_own_category() {
         // No engine slot at all: the heal's restart of slot 0 indexes out of bounds.
         let report = run_seed(Params { engines: 0, ..Params::scripted(1, 0) }, 0);

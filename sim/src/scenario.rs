@@ -127,7 +127,7 @@ impl Scenario {
     /// Every engine that has read as far as the oracle holds the same objects and the same stale count.
     pub fn assert_readers_agree(&self) {
         for (n, node) in self.sim.nodes.iter().enumerate() {
-            let Some(e) = &node.engine else { continue };
+            let Some(e) = node.engine() else { continue };
             let r = e.reader();
             if r.position() == self.sim.oracle.position() {
                 self.check(

@@ -133,7 +133,7 @@ fn a_clean_leave_hands_objects_over_without_waiting_for_the_ttl() {
             && moving.iter().all(|id| {
                 let o = jaque_sim::oracle::hrw_owner(&rec.members, id.as_str()).unwrap();
                 let n: usize = o.id.as_str()[1..].parse::<usize>().unwrap() - 1;
-                sim.nodes[n].engine.as_ref().is_some_and(|e| e.owns(id))
+                sim.nodes[n].engine().is_some_and(|e| e.owns(id))
             })
     });
     let handover = s.sim.now().0 - t0.0;
@@ -144,7 +144,7 @@ fn a_clean_leave_hands_objects_over_without_waiting_for_the_ttl() {
     s.run_until(interval + 3_000, "each moved object checked by its new owner", |sim| {
         moving.iter().all(|id| sim.last_checked(id).is_some_and(|(n, _, t)| n != e3 && t >= since))
     });
-    assert!(s.sim.nodes[e3].engine.is_none(), "the leaving engine exited once idle");
+    assert!(s.sim.nodes[e3].engine().is_none(), "the leaving engine exited once idle");
     assert_eq!(s.stale_total(), stale, "no event discarded: the leaver stopped writing, the others kept theirs");
     s.assert_readers_agree();
 }

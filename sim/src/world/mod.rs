@@ -1,0 +1,559 @@
+//! The simulated world the shell sees, driving unchanged `jaque-core` engines. This module owns the [`Sim`]:
+//! the event queue ordered by (time, sequence), the step loop that routes each event to the concern it is
+//! about, the trace and its hash, and the public API of scenarios and tests. Each concern has its own file:
+//!
+//! - [`process`]: one member process whatever its role: incarnation, running/paused/leaving, buffered inputs,
+//!   its timer, its readers' cursors, its clock, the faults that hold it.
+//! - [`store`]: the membership KV, every bucket in one revision sequence, per-key TTL, late expiry, watchers.
+//! - [`log`]: the log (one total order, compare-and-set epoch appends, event appends that fail or land late)
+//!   and its delivery to readers.
+//! - [`net`]: request/reply (no responders, timeouts), forwards, the ingress queue group, store and
+//!   process-to-process links.
+//! - [`faults`]: the fault tick (crash, pause, partitions, heartbeat loss, clogging, clean leave), swizzle,
+//!   what undoes each fault, and the heal.
+//! - [`workload`]: clients, commands and their one outcome, check workers and the simulated truth.
+//! - [`engine`]: engine processes: start, boot, step, carrying out outputs, the timer, leave and exit.
+//! - [`checks`]: the invariants checked as the run goes (agreement, one hop, accounting) and at its end
+//!   (convergence, failover, every caller answered); the log's own are the [`Oracle`]'s.
+//!
+//! Randomness comes from sub-seeds: the network, the faults, the workload, the ui, the simulated truth and
+//! each process draw from their own streams.
+
+mod checks;
+mod engine;
+mod faults;
+mod log;
+mod net;
+mod process;
+mod store;
+mod workload;
+
+pub use engine::{EngineRole, Node};
+pub use process::Process;
+pub use workload::{Submission, Via};
+
+use crate::oracle::Oracle;
+use crate::params::{mix, Params};
+use checks::Checks;
+use faults::{Faults, Undo};
+use jaque_core::{
+    Bucket, CheckResult, Command, Engine, EngineConfig, EpochRecord, Event, LogEntry, MemberId, MemberRef, ObjectDef,
+    ObjectId, Outcome, State, Time,
+};
+use log::Log;
+use net::{Net, Waiter};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+use store::Store;
+use workload::Workload;
+
+/// The category of a failure; each has its own exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Category {
+    Safety,
+    Liveness,
+    Panic,
+}
+
+/// A broken invariant: which, what exactly, and when.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    pub category: Category,
+    pub invariant: String,
+    pub message: String,
+    pub at: Time,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Faults on, workload on.
+    Safety,
+    /// Healed: no new faults, no new commands; convergence is demanded.
+    Liveness,
+    Done,
+}
+
+/// Something that happens at one instant. Events for a process carry its slot and incarnation: one for an
+/// incarnation that is gone is dropped, one for a paused process waits in its buffers.
+#[derive(Clone, Debug)]
+enum Ev {
+    Timer {
+        node: usize,
+        inc: u64,
+        deadline: Time,
+    },
+    Boot {
+        node: usize,
+        inc: u64,
+    },
+    LogDeliver {
+        node: usize,
+        inc: u64,
+        upto: u64,
+    },
+    MemberDeliver {
+        node: usize,
+        inc: u64,
+        upto: u64,
+    },
+    HeartbeatLand {
+        bucket: Bucket,
+        member: MemberRef,
+        ttl_ms: u64,
+    },
+    HeartbeatDelete {
+        bucket: Bucket,
+        member: MemberRef,
+    },
+    Expire {
+        bucket: Bucket,
+        id: MemberId,
+        gen: u64,
+    },
+    AppendLand {
+        event: Event,
+    },
+    ProposeLand {
+        node: usize,
+        inc: u64,
+        record: EpochRecord,
+        after_seq: Option<u64>,
+    },
+    ProposeAnswer {
+        node: usize,
+        inc: u64,
+        epoch: u64,
+        won: bool,
+    },
+    AppendFailed {
+        node: usize,
+        inc: u64,
+        event: Event,
+    },
+    CommandArrive {
+        node: usize,
+        inc: u64,
+        reply: u64,
+        waiter: Waiter,
+        cmd: Command,
+    },
+    ForwardAnswer {
+        fwd: usize,
+        result: Result<Outcome, String>,
+    },
+    ForwardTimeout {
+        fwd: usize,
+    },
+    CheckDone {
+        node: usize,
+        inc: u64,
+        result: CheckResult,
+    },
+    ClientAnswer {
+        sub: usize,
+        outcome: Outcome,
+    },
+    ClientTimeout {
+        sub: usize,
+    },
+    Submit,
+    Retry {
+        sub: usize,
+    },
+    FaultTick,
+    FaultEnd {
+        gen: u64,
+        undo: Undo,
+    },
+    ClogStart {
+        gen: u64,
+        node: usize,
+    },
+    Resume {
+        node: usize,
+        inc: u64,
+    },
+    /// `healing`: issued by the heal; other restarts scheduled by faults are dropped once healed.
+    Restart {
+        node: usize,
+        healing: bool,
+    },
+    ExitIfIdle {
+        node: usize,
+        inc: u64,
+    },
+    Heal,
+    LivenessCheck,
+}
+
+impl Ev {
+    /// The process incarnation an event is for, if any: it waits while that process is paused.
+    fn target(&self) -> Option<(usize, u64)> {
+        match self {
+            Ev::Timer { node, inc, .. }
+            | Ev::Boot { node, inc }
+            | Ev::LogDeliver { node, inc, .. }
+            | Ev::MemberDeliver { node, inc, .. }
+            | Ev::ProposeAnswer { node, inc, .. }
+            | Ev::AppendFailed { node, inc, .. }
+            | Ev::CommandArrive { node, inc, .. }
+            | Ev::CheckDone { node, inc, .. } => Some((*node, *inc)),
+            _ => None,
+        }
+    }
+
+    /// What the trace hash records of an event (with its time): a new kind gets the next free code.
+    fn code(&self) -> u64 {
+        match self {
+            Ev::Timer { .. } => 1,
+            Ev::Boot { .. } => 2,
+            Ev::LogDeliver { .. } => 3,
+            Ev::MemberDeliver { .. } => 4,
+            Ev::HeartbeatLand { .. } => 5,
+            Ev::HeartbeatDelete { .. } => 6,
+            Ev::Expire { .. } => 7,
+            Ev::AppendLand { .. } => 8,
+            Ev::ProposeLand { .. } => 9,
+            Ev::ProposeAnswer { .. } => 10,
+            Ev::AppendFailed { .. } => 11,
+            Ev::CommandArrive { .. } => 12,
+            Ev::ForwardAnswer { .. } => 13,
+            Ev::ForwardTimeout { .. } => 14,
+            Ev::CheckDone { .. } => 15,
+            Ev::ClientAnswer { .. } => 16,
+            Ev::ClientTimeout { .. } => 17,
+            Ev::Submit => 18,
+            Ev::Retry { .. } => 19,
+            Ev::FaultTick => 20,
+            Ev::FaultEnd { .. } => 21,
+            Ev::Resume { .. } => 22,
+            Ev::Restart { .. } => 23,
+            Ev::ExitIfIdle { .. } => 24,
+            Ev::Heal => 25,
+            Ev::LivenessCheck => 26,
+            Ev::ClogStart { .. } => 27,
+        }
+    }
+}
+
+/// Statistics of a run, for reports and the benchmark.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub events: u64,
+    pub engine_steps: u64,
+    pub log_entries: u64,
+    pub epochs: u64,
+    pub stale: u64,
+    pub commands: u64,
+    pub applied: u64,
+    pub not_owned: u64,
+    pub unavailable: u64,
+    pub faults: u64,
+    pub crashes: u64,
+    pub pauses: u64,
+    pub leaves: u64,
+    pub forwards: u64,
+    pub checks: u64,
+    /// From the heal to the (last) convergence of the liveness phase, and the budget it had.
+    pub converged_after_ms: u64,
+    pub converge_budget_ms: u64,
+    /// The largest share of its check budget an object's first check after convergence used.
+    pub check_budget_used_pct: u64,
+}
+
+pub struct Sim {
+    pub params: Params,
+    /// What every simulated engine's config holds but its member: core's timeouts, which the simulator's
+    /// own waits and budgets are built on.
+    core: EngineConfig,
+    now: Time,
+    seq: u64,
+    queue: BTreeMap<(Time, u64), Ev>,
+    /// The engine slots `e1`..: slot `n` is member `e<n+1>`.
+    pub nodes: Vec<Node>,
+    slot_of: BTreeMap<MemberId, usize>,
+    store: Store,
+    log: Log,
+    pub oracle: Oracle,
+    net: Net,
+    /// Every command a client submitted, in order, with the outcome it was told.
+    pub subs: Vec<Submission>,
+    work: Workload,
+    faults: Faults,
+    checks: Checks,
+    pub phase: Phase,
+    pub violation: Option<Violation>,
+    pub stats: Stats,
+    hash: u64,
+    same_time: (Time, u64),
+    trace: Option<(usize, VecDeque<String>)>,
+}
+
+/// The simulator's polling period (a leaving engine's exit, the liveness checks).
+const TICK: u64 = 100;
+
+/// Milliseconds of one of core's durations.
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+/// An exponentially distributed wait with mean `mean` (capped at 20 means), at least 1 ms.
+fn exp(r: &mut ChaCha8Rng, mean: u64) -> u64 {
+    let u: f64 = r.random_range(1e-9..1.0);
+    ((-u.ln()) * mean as f64).min(mean as f64 * 20.0) as u64 + 1
+}
+
+impl Sim {
+    pub fn new(params: Params) -> Sim {
+        let seed = params.seed;
+        let nodes: Vec<Node> = (0..params.engines).map(|i| engine::slot(&params, i)).collect();
+        let slot_of = nodes.iter().enumerate().map(|(i, n)| (n.id.clone(), i)).collect();
+        let anyone = MemberRef { id: MemberId::new("e1").expect("valid member id"), incarnation: 0 };
+        Sim {
+            core: engine::config(&params, anyone),
+            now: Time::ZERO,
+            seq: 0,
+            queue: BTreeMap::new(),
+            nodes,
+            slot_of,
+            store: Store::new(),
+            log: Log::new(),
+            oracle: Oracle::new(),
+            net: Net::new(seed),
+            subs: Vec::new(),
+            work: Workload::new(&params),
+            faults: Faults::new(seed),
+            checks: Checks::new(params.objects),
+            phase: Phase::Safety,
+            violation: None,
+            stats: Stats::default(),
+            hash: mix(seed),
+            same_time: (Time::ZERO, 0),
+            trace: None,
+            params,
+        }
+    }
+
+    /// Keep the last `lines` trace lines (costly: only for replays of failures and for scenarios).
+    pub fn with_trace(mut self, lines: usize) -> Sim {
+        self.trace = Some((lines, VecDeque::new()));
+        self
+    }
+
+    pub fn trace_lines(&self) -> Vec<String> {
+        self.trace.as_ref().map(|(_, t)| t.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// A hash of everything that happened (each event's time and kind, each engine step's output count, log
+    /// positions, store revisions, fault kinds; not the trace's text): two runs of one seed must agree on it.
+    pub fn trace_hash(&self) -> u64 {
+        self.hash
+    }
+
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    pub fn log(&self) -> &[LogEntry] {
+        self.log.entries()
+    }
+
+    pub fn engine(&self, n: usize) -> &Engine {
+        self.nodes[n].engine().expect("engine is running")
+    }
+
+    pub fn object_ids(&self) -> Vec<ObjectId> {
+        self.work.objects.iter().map(|(id, _)| id.clone()).collect()
+    }
+
+    pub fn object_def(&self, i: usize) -> ObjectDef {
+        self.work.objects[i].1.clone()
+    }
+
+    /// Forces the simulated truth of an object (what every check of it returns from now on).
+    pub fn set_truth(&mut self, id: &ObjectId, state: State) {
+        self.work.truth_override.insert(id.clone(), state);
+    }
+
+    /// Schedules a whole swarm run: engines start, the workload and faults run for the safety phase, then
+    /// everything heals for the liveness phase.
+    pub fn start_swarm(&mut self) {
+        for n in 0..self.nodes.len() {
+            let at = self.nodes[n].rng.random_range(0..=2_000);
+            self.push(Time(at), Ev::Restart { node: n, healing: false });
+        }
+        if !self.work.objects.is_empty() || self.params.command_every_ms > 0 {
+            self.push(Time(500), Ev::Submit);
+        }
+        if !self.params.faults.is_empty() {
+            let at = exp(&mut self.faults.rng, self.params.fault_every_ms) + 2_000;
+            self.push(Time(at), Ev::FaultTick);
+        }
+        self.push(Time(self.params.safety_ms.max(1)), Ev::Heal);
+    }
+
+    /// Runs until the run ends or an invariant breaks.
+    pub fn run(&mut self) -> Result<(), Violation> {
+        while self.violation.is_none() && self.phase != Phase::Done {
+            if !self.step_event() {
+                break;
+            }
+        }
+        match self.violation.clone() {
+            Some(v) => Err(v),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs scheduled events up to time `t` (scenarios).
+    pub fn run_until(&mut self, t: Time) {
+        while self.violation.is_none() {
+            match self.queue.first_key_value() {
+                Some((&(at, _), _)) if at <= t => {
+                    self.step_event();
+                }
+                _ => break,
+            }
+        }
+        if self.violation.is_none() {
+            self.now = self.now.max(t);
+        }
+    }
+
+    pub fn run_for(&mut self, ms: u64) {
+        self.run_until(self.now + Duration::from_millis(ms));
+    }
+
+    /// Runs in steps of 10 ms until `done` holds or `max_ms` pass; returns whether it held.
+    pub fn run_until_cond(&mut self, max_ms: u64, mut done: impl FnMut(&Sim) -> bool) -> bool {
+        let end = self.now + Duration::from_millis(max_ms);
+        while self.now < end && self.violation.is_none() {
+            if done(self) {
+                return true;
+            }
+            self.run_for(10);
+        }
+        done(self)
+    }
+
+    fn push(&mut self, at: Time, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((at.max(self.now), self.seq), ev);
+    }
+
+    fn after(&mut self, ms: u64, ev: Ev) {
+        self.push(self.now + Duration::from_millis(ms), ev);
+    }
+
+    fn h(&mut self, x: u64) {
+        self.hash = mix(self.hash ^ x);
+    }
+
+    fn tr(&mut self, line: impl FnOnce() -> String) {
+        if let Some((cap, t)) = &mut self.trace {
+            if t.len() == *cap {
+                t.pop_front();
+            }
+            let now = self.now;
+            t.push_back(format!("{now} {}", line()));
+        }
+    }
+
+    fn fail(&mut self, category: Category, invariant: &str, message: String) {
+        if self.violation.is_none() {
+            self.tr(|| format!("VIOLATION {invariant}: {message}"));
+            self.violation = Some(Violation { category, invariant: invariant.into(), message, at: self.now });
+        }
+    }
+
+    fn step_event(&mut self) -> bool {
+        let Some(((at, _), ev)) = self.queue.pop_first() else { return false };
+        self.now = at;
+        if self.same_time.0 == at {
+            self.same_time.1 += 1;
+            if self.same_time.1 > 200_000 {
+                self.fail(Category::Liveness, "livelock", "more than 200000 events at one instant".into());
+                return false;
+            }
+        } else {
+            self.same_time = (at, 0);
+        }
+        self.stats.events += 1;
+        if self.stats.events > 100_000_000 {
+            self.fail(Category::Liveness, "runaway", "more than 100 million events in one seed".into());
+            return false;
+        }
+        self.h(at.0);
+        self.h(ev.code());
+        if let Some((n, inc)) = ev.target() {
+            if self.nodes[n].is_current(inc) && self.nodes[n].is_paused() {
+                // A paused process handles nothing; what reaches it waits in its buffers. Its timers are
+                // re-armed when it resumes.
+                if !matches!(ev, Ev::Timer { .. }) {
+                    self.nodes[n].hold(ev);
+                }
+                return true;
+            }
+        }
+        self.dispatch(ev);
+        true
+    }
+
+    /// Routes an event to the concern it is about.
+    fn dispatch(&mut self, ev: Ev) {
+        match ev {
+            Ev::Timer { node, inc, deadline } => self.timer(node, inc, deadline),
+            Ev::Boot { node, inc } => {
+                if self.alive(node, inc) {
+                    self.boot(node);
+                }
+            }
+            Ev::LogDeliver { node, inc, upto } => self.log_deliver(node, inc, upto),
+            Ev::MemberDeliver { node, inc, upto } => self.member_deliver(node, inc, upto),
+            Ev::HeartbeatLand { bucket, member, ttl_ms } => self.kv_put(bucket, member, ttl_ms),
+            Ev::HeartbeatDelete { bucket, member } => self.kv_delete(bucket, &member.id),
+            Ev::Expire { bucket, id, gen } => self.kv_expire(bucket, id, gen),
+            Ev::AppendLand { event } => self.append(LogEntry::Event(event)),
+            Ev::ProposeLand { node, inc, record, after_seq } => self.propose_land(node, inc, record, after_seq),
+            Ev::ProposeAnswer { node, inc, epoch, won } => {
+                if self.alive(node, inc) {
+                    self.step(node, Some(jaque_core::Input::ProposeResult { epoch, won }));
+                }
+            }
+            Ev::AppendFailed { node, inc, event } => self.append_failed(node, inc, event),
+            Ev::CommandArrive { node, inc, reply, waiter, cmd } => self.command_arrive(node, inc, reply, waiter, cmd),
+            Ev::ForwardAnswer { fwd, result } => self.forward_result(fwd, result),
+            Ev::ForwardTimeout { fwd } => self.forward_result(fwd, Err(net::TIMEOUT.into())),
+            Ev::CheckDone { node, inc, result } => self.check_done(node, inc, result),
+            Ev::ClientAnswer { sub, outcome } => self.client_outcome(sub, outcome),
+            Ev::ClientTimeout { sub } => {
+                self.client_outcome(sub, Outcome::Unavailable { reason: net::TIMEOUT.into() });
+            }
+            Ev::Submit => self.workload_tick(),
+            Ev::Retry { sub } => self.retry(sub),
+            Ev::FaultTick => self.fault_tick(),
+            Ev::ClogStart { gen, node } => self.clog_start(gen, node),
+            Ev::FaultEnd { gen, undo } => {
+                if gen == self.faults.gen {
+                    self.undo(undo);
+                }
+            }
+            Ev::Resume { node, inc } => {
+                if self.alive(node, inc) && self.nodes[node].pause_over(self.now) {
+                    self.resume(node);
+                }
+            }
+            Ev::Restart { node, healing } => self.restart_event(node, healing),
+            Ev::ExitIfIdle { node, inc } => self.exit_if_idle(node, inc),
+            Ev::Heal => self.heal(),
+            Ev::LivenessCheck => self.liveness_check(),
+        }
+    }
+
+    /// Whether incarnation `inc` of slot `n` is the one running.
+    fn alive(&self, n: usize, inc: u64) -> bool {
+        self.nodes[n].is_current(inc)
+    }
+}

@@ -1,0 +1,248 @@
+//! The network as NATS gives it to the shell: every message's latency (clogged processes hold messages for
+//! seconds), message-level loss in the safety phase, the store's links to each process (cut in, out or both)
+//! and the links between two processes (cut one way or both). On top of it, request/reply on
+//! `jaque.cmd.<id>`: a `Forward` to an id with no running process gets `no responders` at once, an
+//! unreachable or paused target `timeout` after the forward timeout, and every `Forward` gets exactly one
+//! `ForwardResult`; and the ingress queue group, which hands a request to exactly one subscribed engine.
+
+use super::{Ev, Phase, Sim, Via};
+use crate::params::{stream, Stream};
+use jaque_core::{Command, CommandId, ForwardId, Input, MemberRef, Outcome, ReplyTo, Time};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The error of a request nobody answered in time.
+pub(super) const TIMEOUT: &str = "timeout";
+/// The error of a request to a subject nobody is subscribed to.
+pub(super) const NO_RESPONDERS: &str = "no responders";
+
+/// Who waits for the answer to a command handed to an engine.
+#[derive(Clone, Debug)]
+pub(super) enum Waiter {
+    /// Submission `sub` of a client.
+    Client(usize),
+    /// Forward `fwd` of another engine.
+    Forward(usize),
+}
+
+/// A caller an engine was handed and has not answered yet.
+#[derive(Clone, Debug)]
+pub(super) struct PendingReply {
+    pub node: usize,
+    pub inc: u64,
+    pub waiter: Waiter,
+    pub at: Time,
+    pub cmd_id: CommandId,
+}
+
+#[derive(Clone, Debug)]
+struct Fwd {
+    origin: usize,
+    inc: u64,
+    id: ForwardId,
+    done: bool,
+}
+
+pub(super) struct Net {
+    pub rng: ChaCha8Rng,
+    /// Cut links from one process to another, counted (faults may overlap).
+    pair_cut: BTreeMap<(usize, usize), u32>,
+    next_reply: u64,
+    /// Callers handed to engines and not answered yet, by reply id.
+    pub replies: BTreeMap<u64, PendingReply>,
+    forwards: Vec<Fwd>,
+}
+
+impl Net {
+    pub fn new(seed: u64) -> Net {
+        Net {
+            rng: stream(seed, Stream::Network, 0),
+            pair_cut: BTreeMap::new(),
+            next_reply: 1,
+            replies: BTreeMap::new(),
+            forwards: Vec::new(),
+        }
+    }
+
+    /// A fresh reply subject.
+    pub fn reply_id(&mut self) -> u64 {
+        let reply = self.next_reply;
+        self.next_reply += 1;
+        reply
+    }
+
+    /// Incarnation `inc` of `n` is gone: whoever waited on it learns by timeout, nothing will answer.
+    pub fn forget(&mut self, n: usize, inc: u64) {
+        self.replies.retain(|_, p| !(p.node == n && p.inc == inc));
+        for f in &mut self.forwards {
+            if f.origin == n && f.inc == inc {
+                f.done = true;
+            }
+        }
+    }
+
+    pub fn cut(&mut self, a: usize, b: usize) {
+        *self.pair_cut.entry((a, b)).or_default() += 1;
+    }
+
+    pub fn uncut(&mut self, a: usize, b: usize) {
+        if let Some(c) = self.pair_cut.get_mut(&(a, b)) {
+            *c -= 1;
+            if *c == 0 {
+                self.pair_cut.remove(&(a, b));
+            }
+        }
+    }
+
+    /// Every process-to-process link works again.
+    pub fn heal(&mut self) {
+        self.pair_cut.clear();
+    }
+}
+
+impl Sim {
+    /// Whether a request from `a` reaches `b` through NATS.
+    pub(super) fn link(&self, a: usize, b: usize) -> bool {
+        self.nodes[a].can_send() && self.nodes[b].can_recv() && !self.net.pair_cut.contains_key(&(a, b))
+    }
+
+    /// A message-level fault with probability `p`; only in the safety phase.
+    pub(super) fn chance(&mut self, p: f64) -> bool {
+        self.phase == Phase::Safety && p > 0.0 && self.net.rng.random_bool(p)
+    }
+
+    /// One message's latency to or from process `n` (clogged processes hold messages for a while).
+    pub(super) fn delay(&mut self, n: usize) -> u64 {
+        let mut d = 1 + self.net.rng.random_range(0..=self.params.net_delay_max_ms);
+        if self.nodes[n].clog > 0 {
+            d += self.net.rng.random_range(500..=3_000);
+        }
+        d
+    }
+
+    /// Reading resumes after a cut: the watcher and the log follower catch up.
+    pub(super) fn catch_up(&mut self, n: usize) {
+        if !self.nodes[n].follows() {
+            return;
+        }
+        let d = self.delay(n);
+        let at = self.nodes[n].log.schedule(self.now + Duration::from_millis(d));
+        self.nodes[n].members.schedule(at);
+        let inc = self.nodes[n].inc;
+        let (log, rev) = (self.log.len(), self.store.rev());
+        self.push(at, Ev::MemberDeliver { node: n, inc, upto: rev });
+        self.push(at, Ev::LogDeliver { node: n, inc, upto: log });
+    }
+
+    /// A command on its way to engine `t` from outside the engines (a client, the ui, ingress).
+    pub(super) fn request(&mut self, t: usize, reply: u64, waiter: Waiter, cmd: Command) {
+        if self.nodes[t].can_recv() {
+            let d = self.delay(t);
+            let inc = self.nodes[t].inc;
+            self.after(d, Ev::CommandArrive { node: t, inc, reply, waiter, cmd });
+        }
+    }
+
+    pub(super) fn command_arrive(&mut self, n: usize, inc: u64, reply: u64, waiter: Waiter, cmd: Command) {
+        if !self.alive(n, inc) || !self.one_hop_in(n, &cmd) {
+            return;
+        }
+        let cmd_id = cmd.id.clone();
+        self.net.replies.insert(reply, PendingReply { node: n, inc, waiter, at: self.now, cmd_id });
+        self.step(n, Some(Input::Command { reply: ReplyTo(reply), cmd }));
+    }
+
+    pub(super) fn forward(&mut self, n: usize, id: ForwardId, to: MemberRef, mut cmd: Command) {
+        self.stats.forwards += 1;
+        if !self.one_hop_out(n, &cmd) {
+            return;
+        }
+        let fwd = self.net.forwards.len();
+        self.net.forwards.push(Fwd { origin: n, inc: self.nodes[n].inc, id, done: false });
+        self.after(self.params.forward_timeout_ms, Ev::ForwardTimeout { fwd });
+        if !self.nodes[n].can_send() {
+            return;
+        }
+        let Some(&t) = self.slot_of.get(&to.id) else {
+            self.after(1, Ev::ForwardAnswer { fwd, result: Err(NO_RESPONDERS.into()) });
+            return;
+        };
+        if !self.nodes[t].is_running() {
+            let d = 1 + self.delay(n);
+            self.after(d, Ev::ForwardAnswer { fwd, result: Err(NO_RESPONDERS.into()) });
+            return;
+        }
+        if self.link(n, t) {
+            let reply = self.net.reply_id();
+            let d = self.delay(n) + self.delay(t);
+            let inc = self.nodes[t].inc;
+            cmd.hop = 1;
+            self.after(d, Ev::CommandArrive { node: t, inc, reply, waiter: Waiter::Forward(fwd), cmd });
+        }
+    }
+
+    /// The one result of forward `fwd` reaches its engine (it waits in its buffers while paused).
+    pub(super) fn forward_result(&mut self, fwd: usize, result: Result<Outcome, String>) {
+        let f = self.net.forwards[fwd].clone();
+        if f.done {
+            return;
+        }
+        if !self.alive(f.origin, f.inc) {
+            self.net.forwards[fwd].done = true;
+            return;
+        }
+        if self.nodes[f.origin].is_paused() {
+            let ev = match result {
+                Err(r) if r == TIMEOUT => Ev::ForwardTimeout { fwd },
+                result => Ev::ForwardAnswer { fwd, result },
+            };
+            self.nodes[f.origin].hold(ev);
+            return;
+        }
+        self.net.forwards[fwd].done = true;
+        self.step(f.origin, Some(Input::ForwardResult { id: f.id, result }));
+    }
+
+    /// Engine `n` answers caller `to`; the answer travels back to whoever waits.
+    pub(super) fn reply(&mut self, n: usize, to: u64, outcome: Outcome) {
+        let Some(p) = self.answered(n, to, &outcome) else { return };
+        match p.waiter {
+            Waiter::Client(sub) => match self.subs[sub].via {
+                Via::Engine(_) => self.client_outcome(sub, outcome),
+                Via::Ingress | Via::Ui => {
+                    if self.nodes[n].can_send() {
+                        let d = self.delay(n);
+                        self.after(d, Ev::ClientAnswer { sub, outcome });
+                    }
+                }
+            },
+            Waiter::Forward(fwd) => {
+                let origin = self.net.forwards[fwd].origin;
+                if self.link(n, origin) {
+                    let d = self.delay(n) + self.delay(origin);
+                    self.after(d, Ev::ForwardAnswer { fwd, result: Ok(outcome) });
+                }
+            }
+        }
+    }
+
+    /// A request on `jaque.work.cmd.ingress`: the queue group hands it to exactly one subscribed engine.
+    pub(super) fn submit_ingress(&mut self, sub: usize, reply: u64, cmd: Command) {
+        let members: Vec<usize> = (0..self.nodes.len())
+            .filter(|&n| {
+                // A leaving engine may still be subscribed until it exits, in some seeds.
+                self.nodes[n].engine().is_some_and(|e| !e.is_leaving() || self.params.ingress_while_leaving)
+            })
+            .collect();
+        if members.is_empty() {
+            let outcome = Outcome::Unavailable { reason: NO_RESPONDERS.into() };
+            self.after(1, Ev::ClientAnswer { sub, outcome });
+            return;
+        }
+        let n = members[self.work.rng.random_range(0..members.len())];
+        self.subs[sub].engine = Some(n);
+        self.request(n, reply, Waiter::Client(sub), cmd);
+    }
+}

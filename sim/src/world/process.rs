@@ -1,0 +1,165 @@
+//! One member process, whatever its role (engines today; sinks and notifiers follow the same life): its
+//! incarnation, whether it runs, is paused or is leaving, what reached it while it was paused, its armed timer,
+//! how far its log follower and its membership watcher have read, its clock, its random stream, and the
+//! faults that hold it (store cuts, heartbeat loss, clogging). What only its role has lives in `R`, one value
+//! per running incarnation: a crash drops it with the process, a restart makes a new one.
+
+use super::Ev;
+use jaque_core::{MemberId, MemberRef, Time};
+use rand_chacha::ChaCha8Rng;
+
+pub struct Process<R> {
+    pub id: MemberId,
+    /// The incarnation of the running process (or of the last one).
+    pub inc: u64,
+    /// The running incarnation's role state; `None`: crashed, exited, or never started.
+    pub(super) role: Option<R>,
+    pub(super) paused_until: Option<Time>,
+    /// It has had its watcher's snapshot and the log's backlog.
+    pub(super) booted: bool,
+    pub(super) leave_started: Option<Time>,
+    /// What reached this process while it was paused, in arrival order: handled when it resumes.
+    held: Vec<Ev>,
+    /// The deadline its one timer is armed at, on its own clock.
+    pub(super) armed: Option<Time>,
+    pub(super) log: Follow,
+    pub(super) members: Follow,
+    pub(super) rng: ChaCha8Rng,
+    /// This host's clock minus the simulation's, in milliseconds.
+    clock: i64,
+    pub(super) hb_loss: u32,
+    pub(super) clog: u32,
+    pub(super) store_out_cut: u32,
+    pub(super) store_in_cut: u32,
+    /// Scenarios: the log follower is held (a slow reader); released with a catch-up.
+    pub(super) log_held: bool,
+}
+
+/// How far a follower (of the log, or of the membership bucket) has read, and when its last delivery is
+/// due: deliveries to one follower never overtake each other.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Follow {
+    pub cursor: u64,
+    pub sched: Time,
+}
+
+impl Follow {
+    /// The next delivery, due at `at` at the earliest: not before the one scheduled last.
+    pub fn schedule(&mut self, at: Time) -> Time {
+        let at = at.max(self.sched);
+        self.sched = at;
+        at
+    }
+}
+
+impl<R> Process<R> {
+    pub(super) fn new(id: MemberId, rng: ChaCha8Rng, clock: i64) -> Process<R> {
+        Process {
+            id,
+            inc: 0,
+            role: None,
+            paused_until: None,
+            booted: false,
+            leave_started: None,
+            held: Vec::new(),
+            armed: None,
+            log: Follow::default(),
+            members: Follow::default(),
+            rng,
+            clock,
+            hb_loss: 0,
+            clog: 0,
+            store_out_cut: 0,
+            store_in_cut: 0,
+            log_held: false,
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.role.is_some()
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused_until.is_some()
+    }
+
+    pub fn is_leaving(&self) -> bool {
+        self.leave_started.is_some()
+    }
+
+    /// Incarnation `inc` is the one running (events for an older one are dropped).
+    pub fn is_current(&self, inc: u64) -> bool {
+        self.inc == inc && self.role.is_some()
+    }
+
+    pub fn member(&self) -> MemberRef {
+        MemberRef { id: self.id.clone(), incarnation: self.inc }
+    }
+
+    /// A new incarnation begins at `now`: nothing read, no timer, not paused, not leaving. The caller makes
+    /// its role state (which may need [`Process::member`]) and hands it to [`Process::run`].
+    pub(super) fn begin(&mut self, now: Time) {
+        assert!(self.role.is_none(), "restart of a running process");
+        self.inc += 1;
+        self.booted = false;
+        self.log = Follow { cursor: 0, sched: now };
+        self.members = Follow { cursor: 0, sched: now };
+        self.armed = None;
+        self.paused_until = None;
+        self.leave_started = None;
+    }
+
+    pub(super) fn run(&mut self, role: R) {
+        self.role = Some(role);
+    }
+
+    /// The process is gone (crash or exit): its role state and its buffers with it.
+    pub(super) fn end(&mut self) {
+        self.role = None;
+        self.booted = false;
+        self.paused_until = None;
+        self.armed = None;
+        self.leave_started = None;
+        self.held.clear();
+    }
+
+    pub(super) fn hold(&mut self, ev: Ev) {
+        self.held.push(ev);
+    }
+
+    /// Its pause ends by `now`.
+    pub(super) fn pause_over(&self, now: Time) -> bool {
+        self.paused_until.is_some_and(|t| t <= now)
+    }
+
+    /// Resumes: what waited in its buffers, in arrival order.
+    pub(super) fn resume(&mut self) -> Vec<Ev> {
+        self.paused_until = None;
+        std::mem::take(&mut self.held)
+    }
+
+    /// Its clock reading at simulation time `t`.
+    pub(super) fn local(&self, t: Time) -> Time {
+        Time((t.0 as i64).saturating_add(self.clock).max(0) as u64)
+    }
+
+    /// The simulation time at which its clock reads `t`.
+    pub(super) fn global(&self, t: Time) -> Time {
+        Time((t.0 as i64).saturating_sub(self.clock).max(0) as u64)
+    }
+
+    /// Its messages to the store get through.
+    pub(super) fn can_send(&self) -> bool {
+        self.store_out_cut == 0
+    }
+
+    /// The store's messages reach it.
+    pub(super) fn can_recv(&self) -> bool {
+        self.store_in_cut == 0
+    }
+
+    /// Running and booted: its followers get what lands.
+    pub(super) fn follows(&self) -> bool {
+        self.booted && self.role.is_some()
+    }
+}

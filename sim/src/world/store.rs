@@ -1,0 +1,217 @@
+//! The membership KV as NATS has it: one KV bucket (`jaque_membership`) whose keys are `membership/<id>`,
+//! `sink/membership/<id>` and `notifier/membership/<id>` — one key space per [`Bucket`], ONE revision
+//! sequence across all of them. A heartbeat writes a key with a TTL, a delete deletes it, an expired key
+//! becomes a delete after an expiry lag (a refresh that lands in between keeps it). Watchers see every key's
+//! changes in revision order, whatever its bucket (a role ignores the other buckets' keys); a (re)started
+//! watcher first gets the snapshot: the last entry of every key, in revision order.
+
+use super::{Ev, Sim};
+use crate::oracle::member_hash;
+use jaque_core::{Bucket, Input, MemberChange, MemberId, MemberObservation, MemberRef};
+use rand::Rng;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+struct KeyState {
+    inc: u64,
+    /// Bumped by every write and delete of the key: an expiry scheduled before it is void.
+    gen: u64,
+    live: bool,
+    last_rev: u64,
+}
+
+pub(super) struct Store {
+    /// `revs[rev - 1]`: the change at revision `rev`, and its key's bucket.
+    revs: Vec<(Bucket, MemberChange)>,
+    keys: BTreeMap<(Bucket, MemberId), KeyState>,
+    /// `live[rev][bucket]`: the hash of the bucket's live set after revision `rev` (index 0: every bucket
+    /// empty), so an epoch record's `members_rev` can be checked against what the bucket really held.
+    live: Vec<[u64; Bucket::ALL.len()]>,
+}
+
+impl Store {
+    pub fn new() -> Store {
+        Store { revs: Vec::new(), keys: BTreeMap::new(), live: vec![[0; Bucket::ALL.len()]] }
+    }
+
+    /// The last revision (0: nothing written yet).
+    pub fn rev(&self) -> u64 {
+        self.revs.len() as u64
+    }
+
+    /// The change at revision `rev`, as a watcher reports it.
+    pub fn observation(&self, rev: u64) -> MemberObservation {
+        let (bucket, change) = self.revs[(rev - 1) as usize].clone();
+        MemberObservation { bucket, rev, change }
+    }
+
+    /// The watcher's snapshot: the last entry of every key of every bucket, in revision order.
+    pub fn snapshot(&self) -> Vec<MemberObservation> {
+        let mut last: Vec<u64> = self.keys.values().map(|k| k.last_rev).collect();
+        last.sort_unstable();
+        last.into_iter().map(|rev| self.observation(rev)).collect()
+    }
+
+    /// The hash of `bucket`'s live set (id and incarnation of every live key) after revision `rev`.
+    pub fn live_hash(&self, bucket: Bucket, rev: u64) -> Option<u64> {
+        self.live.get(usize::try_from(rev).ok()?).map(|h| h[bucket as usize])
+    }
+
+    /// Writes `member`'s key at the next revision; returns the revision and the key's generation.
+    fn put(&mut self, bucket: Bucket, member: MemberRef) -> (u64, u64) {
+        let rev = self.rev() + 1;
+        let mut live = *self.live.last().expect("live hashes of revision 0");
+        let key = self.keys.entry((bucket, member.id.clone())).or_insert(KeyState {
+            inc: 0,
+            gen: 0,
+            live: false,
+            last_rev: 0,
+        });
+        let hash = &mut live[bucket as usize];
+        if key.live {
+            *hash = hash.wrapping_sub(member_hash(&MemberRef { id: member.id.clone(), incarnation: key.inc }));
+        }
+        *hash = hash.wrapping_add(member_hash(&member));
+        key.inc = member.incarnation;
+        key.gen += 1;
+        key.live = true;
+        key.last_rev = rev;
+        let gen = key.gen;
+        self.live.push(live);
+        self.revs.push((bucket, MemberChange::Up(member)));
+        (rev, gen)
+    }
+
+    /// Deletes a live key at the next revision; returns that revision (`None`: no such live key).
+    fn delete(&mut self, bucket: Bucket, id: &MemberId) -> Option<u64> {
+        let key = self.keys.get_mut(&(bucket, id.clone())).filter(|k| k.live)?;
+        let rev = self.revs.len() as u64 + 1;
+        key.live = false;
+        key.gen += 1;
+        key.last_rev = rev;
+        let gone = MemberRef { id: id.clone(), incarnation: key.inc };
+        let mut live = *self.live.last().expect("live hashes");
+        live[bucket as usize] = live[bucket as usize].wrapping_sub(member_hash(&gone));
+        self.live.push(live);
+        self.revs.push((bucket, MemberChange::Down(id.clone())));
+        Some(rev)
+    }
+
+    /// The key is still live and unchanged since the write that scheduled expiry `gen`.
+    fn expires(&self, bucket: Bucket, id: &MemberId, gen: u64) -> bool {
+        self.keys.get(&(bucket, id.clone())).is_some_and(|k| k.gen == gen && k.live)
+    }
+}
+
+impl Sim {
+    /// A process's heartbeat on its way to the store (lost while its heartbeats are being dropped).
+    pub(super) fn send_heartbeat(&mut self, n: usize, bucket: Bucket, member: MemberRef, ttl: Duration) {
+        let lost = self.nodes[n].hb_loss > 0 && self.net.rng.random_bool(self.params.heartbeat_loss);
+        if self.nodes[n].can_send() && !lost {
+            let d = self.delay(n);
+            let ttl_ms = ttl.as_millis() as u64;
+            self.after(d, Ev::HeartbeatLand { bucket, member, ttl_ms });
+        }
+    }
+
+    pub(super) fn send_delete(&mut self, n: usize, bucket: Bucket, member: MemberRef) {
+        if self.nodes[n].can_send() {
+            let d = self.delay(n);
+            self.after(d, Ev::HeartbeatDelete { bucket, member });
+        }
+    }
+
+    pub(super) fn kv_put(&mut self, bucket: Bucket, member: MemberRef, ttl_ms: u64) {
+        let id = member.id.clone();
+        let (rev, gen) = self.store.put(bucket, member);
+        let lag = self.net.rng.random_range(0..=self.params.expiry_lag_max_ms);
+        self.after(ttl_ms + lag, Ev::Expire { bucket, id, gen });
+        self.notify_watchers(rev);
+    }
+
+    pub(super) fn kv_delete(&mut self, bucket: Bucket, id: &MemberId) {
+        let Some(rev) = self.store.delete(bucket, id) else { return };
+        self.tr(|| format!("store: rev {rev} deletes {}{id}", bucket.prefix()));
+        self.notify_watchers(rev);
+    }
+
+    pub(super) fn kv_expire(&mut self, bucket: Bucket, id: MemberId, gen: u64) {
+        if self.store.expires(bucket, &id, gen) {
+            self.tr(|| format!("store: key {}{id} expired", bucket.prefix()));
+            self.kv_delete(bucket, &id);
+        }
+    }
+
+    /// Revision `rev` is on its way to every running watcher, each after its own lag.
+    fn notify_watchers(&mut self, rev: u64) {
+        self.h(rev << 20);
+        for n in 0..self.nodes.len() {
+            if self.nodes[n].follows() {
+                let lag = self.nodes[n].rng.random_range(0..=self.params.watch_lag_max_ms) + self.delay(n);
+                let at = self.nodes[n].members.schedule(self.now + Duration::from_millis(lag));
+                let inc = self.nodes[n].inc;
+                self.push(at, Ev::MemberDeliver { node: n, inc, upto: rev });
+            }
+        }
+    }
+
+    pub(super) fn member_deliver(&mut self, n: usize, inc: u64, upto: u64) {
+        if self.alive(n, inc) && self.nodes[n].booted && self.nodes[n].can_recv() {
+            self.deliver_members(n, upto);
+        }
+    }
+
+    /// Engine `n`'s watcher hands it every revision up to `upto` it has not seen (sometimes the last twice).
+    fn deliver_members(&mut self, n: usize, upto: u64) {
+        let upto = upto.min(self.store.rev());
+        while self.nodes[n].members.cursor < upto && self.violation.is_none() && self.nodes[n].is_running() {
+            let rev = self.nodes[n].members.cursor + 1;
+            self.nodes[n].members.cursor = rev;
+            let obs = self.store.observation(rev);
+            self.step(n, Some(Input::Member(obs)));
+        }
+        let cur = self.nodes[n].members.cursor;
+        if cur > 0 && self.nodes[n].is_running() && self.chance(self.params.duplicate) {
+            let obs = self.store.observation(cur);
+            self.step(n, Some(Input::Member(obs)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(id: &str, inc: u64) -> MemberRef {
+        MemberRef { id: MemberId::new(id).unwrap(), incarnation: inc }
+    }
+
+    #[test]
+    fn every_bucket_shares_one_revision_sequence_and_keeps_its_own_live_set() {
+        let mut s = Store::new();
+        assert_eq!(s.put(Bucket::Engine, m("a", 1)), (1, 1));
+        assert_eq!(s.put(Bucket::Sink, m("a", 1)), (2, 1), "same id, another bucket: another key");
+        assert_eq!(s.put(Bucket::Engine, m("b", 1)).0, 3);
+        assert_eq!(s.delete(Bucket::Sink, &m("a", 1).id), Some(4));
+        assert_eq!(s.delete(Bucket::Sink, &m("a", 1).id), None, "already deleted");
+        let engines = crate::oracle::members_hash(&[m("a", 1), m("b", 1)]);
+        assert_eq!(s.live_hash(Bucket::Engine, 4), Some(engines), "the sink's delete leaves the engines alone");
+        assert_eq!(s.live_hash(Bucket::Sink, 2), Some(member_hash(&m("a", 1))));
+        assert_eq!(s.live_hash(Bucket::Sink, 4), Some(0));
+        assert_eq!(s.live_hash(Bucket::Notifier, 4), Some(0));
+        let snapshot: Vec<(Bucket, u64)> = s.snapshot().iter().map(|o| (o.bucket, o.rev)).collect();
+        assert_eq!(snapshot, [(Bucket::Engine, 1), (Bucket::Engine, 3), (Bucket::Sink, 4)]);
+    }
+
+    #[test]
+    fn a_refresh_voids_the_expiry_of_the_write_before_it() {
+        let mut s = Store::new();
+        let (_, gen) = s.put(Bucket::Notifier, m("n1", 1));
+        assert!(s.expires(Bucket::Notifier, &m("n1", 1).id, gen));
+        let (_, again) = s.put(Bucket::Notifier, m("n1", 1));
+        assert!(!s.expires(Bucket::Notifier, &m("n1", 1).id, gen));
+        assert!(s.expires(Bucket::Notifier, &m("n1", 1).id, again));
+        assert!(!s.expires(Bucket::Engine, &m("n1", 1).id, again), "not a key of the engine bucket");
+    }
+}

@@ -1,0 +1,285 @@
+//! The workload and the world's clients: the object pool, the commands of the safety phase (first a put of
+//! every object, then a random mix) and how each is submitted (at an engine's local caller, through ingress,
+//! or as a `-target ui` sends it), retries with the same command id, and the one outcome each client is told.
+//! Also the check workers: a dispatched check answers after a latency up to its timeout with the simulated
+//! truth of its object (piecewise constant), or is lost.
+
+use super::net::Waiter;
+use super::{exp, ms, Ev, Phase, Sim};
+use crate::params::{mix, stream, Params, Stream};
+use jaque_core::ui::{submit_to, Submit};
+use jaque_core::{
+    hrw, CheckResult, CheckWork, Command, CommandId, CommandKind, Input, ObjectDef, ObjectId, Outcome, Probe, State,
+    Time,
+};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How a client submitted a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// A ui write on `jaque.work.cmd.ingress`: the queue group picks one engine.
+    Ingress,
+    /// A caller in the process of engine `n`.
+    Engine(usize),
+    /// A `-target ui` write: straight to the owner its (possibly one epoch old) view of the log names, as
+    /// `jaque_core::ui::submit_to` says; through ingress when it names none or that engine has no responder.
+    Ui,
+}
+
+/// A command a client submitted, and the one outcome it was told.
+#[derive(Clone, Debug)]
+pub struct Submission {
+    pub cmd: Command,
+    pub via: Via,
+    pub at: Time,
+    pub outcome: Option<Outcome>,
+    /// Which engine took it (ingress pick or the local engine).
+    pub engine: Option<usize>,
+}
+
+pub(super) struct Workload {
+    pub rng: ChaCha8Rng,
+    /// The ui's own choices (direct or ingress, a stale view).
+    ui: ChaCha8Rng,
+    /// The object pool: `o<i>` and the definition its first put carries.
+    pub objects: Vec<(ObjectId, ObjectDef)>,
+    /// How many objects have had their first put.
+    bootstrapped: usize,
+    next_cmd: u64,
+    truth_seed: u64,
+    pub truth_override: BTreeMap<ObjectId, State>,
+    /// Scenarios: pause engine `n` for `ms` right after it dispatches a check of this object.
+    pause_on_dispatch: Option<(usize, ObjectId, u64)>,
+}
+
+impl Workload {
+    pub fn new(params: &Params) -> Workload {
+        let seed = params.seed;
+        let mut rng = stream(seed, Stream::Workload, 0);
+        let objects = (0..params.objects)
+            .map(|i| {
+                let id = ObjectId::new(format!("o{i}")).expect("valid object id");
+                (id, draw_def(&mut rng, params, i))
+            })
+            .collect();
+        Workload {
+            rng,
+            ui: stream(seed, Stream::Ui, 0),
+            objects,
+            bootstrapped: 0,
+            next_cmd: 0,
+            truth_seed: mix(seed ^ 0x0074_7275_7468),
+            truth_override: BTreeMap::new(),
+            pause_on_dispatch: None,
+        }
+    }
+
+    fn command(&mut self, object: usize, kind: CommandKind) -> Command {
+        self.next_cmd += 1;
+        Command {
+            id: CommandId::new(format!("c{}", self.next_cmd)).expect("valid command id"),
+            object: self.objects[object].0.clone(),
+            kind,
+            hop: 0,
+        }
+    }
+}
+
+impl Sim {
+    fn pick_via(&mut self) -> Via {
+        if self.work.rng.random_bool(self.params.ingress_share) {
+            if self.work.ui.random_bool(self.params.ui_direct_share) {
+                Via::Ui
+            } else {
+                Via::Ingress
+            }
+        } else {
+            Via::Engine(self.work.rng.random_range(0..self.nodes.len()))
+        }
+    }
+
+    pub(super) fn workload_tick(&mut self) {
+        if self.phase != Phase::Safety || self.work.objects.is_empty() {
+            return;
+        }
+        // First every object is put once, quickly; then a random mix.
+        let (cmd, next) = if self.work.bootstrapped < self.work.objects.len() {
+            let i = self.work.bootstrapped;
+            self.work.bootstrapped += 1;
+            let kind = CommandKind::Put { def: self.work.objects[i].1.clone() };
+            (self.work.command(i, kind), 5)
+        } else {
+            let w = &mut self.work;
+            let i = w.rng.random_range(0..w.objects.len());
+            let kind = match w.rng.random_range(0..100) {
+                0..=19 => {
+                    let mut def = draw_def(&mut w.rng, &self.params, i);
+                    if w.rng.random_bool(0.05) {
+                        def.interval_ms = 0; // rejected
+                    }
+                    CommandKind::Put { def }
+                }
+                20..=24 => CommandKind::Delete,
+                25..=39 => CommandKind::Pause,
+                40..=59 => CommandKind::Resume,
+                60..=84 => CommandKind::CheckNow,
+                _ => CommandKind::Ack,
+            };
+            (w.command(i, kind), exp(&mut w.rng, self.params.command_every_ms))
+        };
+        let via = self.pick_via();
+        if self.params.double_submit > 0.0 && self.work.rng.random_bool(self.params.double_submit) {
+            // The same command id twice at once by two paths (a client retrying while the first is in flight).
+            let again = self.pick_via();
+            self.submit(cmd.clone(), again);
+        }
+        self.submit(cmd, via);
+        self.after(next, Ev::Submit);
+    }
+
+    /// How long a client waits for an outcome before it gives up (the ui's 503): the engine's reply timeout
+    /// plus a forward's, and 2 s, so an engine's own answer comes first.
+    fn client_timeout_ms(&self) -> u64 {
+        ms(self.core.reply_timeout) + self.params.forward_timeout_ms + 2_000
+    }
+
+    /// A client submits a command; it will learn exactly one outcome. Returns the submission's index.
+    pub fn submit(&mut self, cmd: Command, via: Via) -> usize {
+        self.stats.commands += 1;
+        let sub = self.subs.len();
+        self.subs.push(Submission { cmd: cmd.clone(), via, at: self.now, outcome: None, engine: None });
+        self.after(self.client_timeout_ms(), Ev::ClientTimeout { sub });
+        let reply = self.net.reply_id();
+        match via {
+            Via::Ingress => self.submit_ingress(sub, reply, cmd),
+            Via::Ui => {
+                let epoch = self.oracle.reader.epoch();
+                let stale = epoch > 1 && self.work.ui.random_bool(self.params.ui_view_stale);
+                let view = self.oracle.reader.fence().ownership(if stale { epoch - 1 } else { epoch });
+                let owner = match submit_to(view, &cmd.object) {
+                    Submit::Owner(m) => self.slot_of.get(&m.id).copied().filter(|&t| self.nodes[t].is_running()),
+                    Submit::Ingress => None,
+                };
+                match owner {
+                    Some(t) => {
+                        self.subs[sub].engine = Some(t);
+                        self.request(t, reply, Waiter::Client(sub), cmd);
+                    }
+                    // No view, or no responder at that owner (its process is down): ingress.
+                    None => self.submit_ingress(sub, reply, cmd),
+                }
+            }
+            Via::Engine(n) => {
+                if !self.nodes[n].is_running() {
+                    let outcome = Outcome::Unavailable { reason: "connection refused".into() };
+                    self.after(0, Ev::ClientAnswer { sub, outcome });
+                    return sub;
+                }
+                self.subs[sub].engine = Some(n);
+                let inc = self.nodes[n].inc;
+                self.after(0, Ev::CommandArrive { node: n, inc, reply, waiter: Waiter::Client(sub), cmd });
+            }
+        }
+        sub
+    }
+
+    /// A command that ended `unavailable` is submitted again, same id, by a path drawn anew.
+    pub(super) fn retry(&mut self, sub: usize) {
+        if self.phase == Phase::Safety {
+            let cmd = self.subs[sub].cmd.clone();
+            let via = self.pick_via();
+            self.submit(cmd, via);
+        }
+    }
+
+    pub(super) fn client_outcome(&mut self, sub: usize, outcome: Outcome) {
+        if self.subs[sub].outcome.is_some() {
+            // The client already gave up (a late answer after its timeout is dropped by the shell).
+            return;
+        }
+        if self.trace.is_some() {
+            let line = format!("client: {} -> {outcome:?}", self.subs[sub].cmd.id);
+            self.tr(|| line);
+        }
+        match &outcome {
+            Outcome::Applied { .. } => self.stats.applied += 1,
+            Outcome::NotOwned => self.stats.not_owned += 1,
+            Outcome::Unavailable { .. } => {
+                self.stats.unavailable += 1;
+                let bootstrap = matches!(self.subs[sub].cmd.kind, CommandKind::Put { .. });
+                let p = if bootstrap { self.params.retry.max(0.5) } else { self.params.retry };
+                if self.phase == Phase::Safety && self.work.rng.random_bool(p) {
+                    let d = self.work.rng.random_range(200..=3_000);
+                    self.after(d, Ev::Retry { sub });
+                }
+            }
+            _ => {}
+        }
+        self.subs[sub].outcome = Some(outcome);
+    }
+
+    /// Engine `n` dispatched a check: a worker answers it after a latency up to its timeout, or is lost.
+    pub(super) fn dispatch_check(&mut self, n: usize, work: CheckWork) {
+        self.stats.checks += 1;
+        let inc = self.nodes[n].inc;
+        self.checks.dispatched(&work.object, n, inc, self.now);
+        if self.work.pause_on_dispatch.as_ref().is_some_and(|(m, o, _)| *m == n && *o == work.object) {
+            let (_, _, ms) = self.work.pause_on_dispatch.take().expect("checked");
+            self.pause(n, ms);
+        }
+        if !self.nodes[n].can_send() || self.chance(self.params.check_loss) {
+            return;
+        }
+        let latency = self.nodes[n].rng.random_range(1..=work.timeout_ms.max(1)) + self.delay(n);
+        let at = self.now + Duration::from_millis(latency / 2);
+        let state = self.truth(&work.object, at);
+        let result = CheckResult { check_id: work.check_id, object: work.object, state, output: String::new() };
+        self.after(latency, Ev::CheckDone { node: n, inc, result });
+    }
+
+    pub(super) fn check_done(&mut self, n: usize, inc: u64, result: CheckResult) {
+        if self.alive(n, inc) && self.nodes[n].can_recv() {
+            self.checks.check_result(&result.object, n, inc, self.now);
+            self.step(n, Some(Input::CheckResult(result)));
+        }
+    }
+
+    /// Scenarios: pause node `n` for `ms` right after it next dispatches a check of `object`.
+    pub fn pause_at_next_dispatch(&mut self, n: usize, object: &ObjectId, ms: u64) {
+        self.work.pause_on_dispatch = Some((n, object.clone(), ms));
+    }
+
+    /// The simulated truth of an object: piecewise constant, a new state every period or so.
+    fn truth(&self, id: &ObjectId, t: Time) -> State {
+        if let Some(s) = self.work.truth_override.get(id) {
+            return *s;
+        }
+        let k = mix(hrw::key(id.as_str()) ^ self.work.truth_seed);
+        let period = self.params.truth_period_ms / 2 + k % self.params.truth_period_ms.max(1);
+        let slot = t.0 / period.max(1);
+        match mix(k ^ mix(slot)) % 100 {
+            0..=69 => State::Ok,
+            70..=79 => State::Warning,
+            80..=94 => State::Critical,
+            _ => State::Unknown,
+        }
+    }
+}
+
+/// The number of an object of the workload's pool (`o<i>`).
+pub(super) fn object_index(id: &ObjectId) -> Option<usize> {
+    id.as_str().strip_prefix('o')?.parse().ok()
+}
+
+fn draw_def(r: &mut ChaCha8Rng, p: &Params, i: usize) -> ObjectDef {
+    let interval_ms = r.random_range(p.interval_ms.0..=p.interval_ms.1.max(p.interval_ms.0)) / 100 * 100;
+    let interval_ms = interval_ms.max(100);
+    ObjectDef {
+        probe: Probe::Tcp { addr: format!("host{i}:80") },
+        interval_ms,
+        timeout_ms: r.random_range(1..=interval_ms.min(2_000)),
+    }
+}
