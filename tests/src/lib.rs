@@ -3,6 +3,7 @@
 //! a bounded deadline. Every process is started here, killed by its own PID on drop, and nothing else.
 
 pub mod checker;
+pub mod pki;
 pub mod proxy;
 
 use std::io::{BufRead, BufReader, Read, Write};
