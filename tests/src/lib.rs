@@ -1,9 +1,14 @@
 //! Helpers for integration tests against real processes: a nats-server on a free loopback port with
-//! JetStream in a temp dir, `jaque` processes, a tiny HTTP client, an HTTP target to check, and polling with
-//! a bounded deadline. Every process is started here, killed by its own PID on drop, and nothing else.
+//! JetStream in a temp dir, a PostgreSQL server likewise (`postgres`), `jaque` processes, a tiny HTTP client,
+//! an HTTP target to check, and polling with a bounded deadline. Every process is started here, killed by its
+//! own PID on drop, and nothing else.
 
 pub mod checker;
+pub mod pki;
+pub mod postgres;
 pub mod proxy;
+
+pub use postgres::Postgres;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -102,10 +107,14 @@ pub struct Proc {
 }
 
 impl Proc {
-    fn spawn(name: &str, mut cmd: Command) -> Proc {
+    fn spawn(name: &str, cmd: Command) -> Proc {
+        Proc::spawn_into(name, cmd, Output::default())
+    }
+
+    /// Like `spawn`, appending to `output`: one server's runs, before and after a restart, in one text.
+    fn spawn_into(name: &str, mut cmd: Command, output: Output) -> Proc {
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        let output = Output::default();
         let readers = vec![
             output.collect(child.stdout.take().expect("piped")),
             output.collect(child.stderr.take().expect("piped")),

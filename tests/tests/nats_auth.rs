@@ -2,10 +2,10 @@
 //! password, or TLS certificates an engine joins and takes writes; without, jaque refuses to start and says
 //! which flags to check.
 
+use jaque_tests::pki::Pki;
 use jaque_tests::{jaque_refuses, Jaque, Nats};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn engine_args<'a>(url: &'a str, auth: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["-target", "engine,worker,ui", "-queue", url, "-coordination", url, "-heartbeat-ttl", "3s"];
@@ -48,41 +48,6 @@ fn a_user_and_password_server_takes_jaque_with_them() {
     let nats = Nats::start_with(&["--user", "jaque", "--pass", "pa55word"]);
     works(&nats, &["-nats-user", "jaque", "-nats-password", "pa55word"]);
     refused(&nats, &["-nats-user", "jaque", "-nats-password", "nope"]);
-}
-
-/// A certificate authority for the test, and the PEM files it signs, in a temporary folder.
-struct Pki {
-    dir: tempfile::TempDir,
-    ca: (rcgen::Certificate, KeyPair),
-}
-
-impl Pki {
-    fn new(name: &str) -> Pki {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let cert = params.self_signed(&key).unwrap();
-        let pki = Pki { dir: tempfile::tempdir().unwrap(), ca: (cert, key) };
-        std::fs::write(pki.path("ca.pem"), pki.ca.0.pem()).unwrap();
-        pki
-    }
-
-    fn path(&self, file: &str) -> PathBuf {
-        self.dir.path().join(file)
-    }
-
-    /// A certificate for `san` (an IP address or a name) signed by this CA: (cert.pem, key.pem).
-    fn issue(&self, name: &str, san: &str) -> (PathBuf, PathBuf) {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(vec![san.to_string()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, san);
-        let cert = params.signed_by(&key, &self.ca.0, &self.ca.1).unwrap();
-        let (c, k) = (self.path(&format!("{name}.pem")), self.path(&format!("{name}-key.pem")));
-        std::fs::write(&c, cert.pem()).unwrap();
-        std::fs::write(&k, key.serialize_pem()).unwrap();
-        (c, k)
-    }
 }
 
 fn s(p: &Path) -> &str {
