@@ -26,10 +26,16 @@ impl Backoff {
     /// The delay before the next attempt, and counts one more failure: `base * 2^attempts`, at most `max`, with
     /// jitter between half of it and all of it ("equal jitter": never zero, so a failing store is not hammered).
     pub fn next_delay(&mut self) -> Duration {
-        let exp = self.base.saturating_mul(1u32.checked_shl(self.attempt.min(31)).unwrap_or(u32::MAX));
-        let ceiling = exp.min(self.max);
-        let r = mix64(self.salt ^ (u64::from(self.attempt) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let d = self.delay(self.attempt);
         self.attempt = self.attempt.saturating_add(1);
+        d
+    }
+
+    /// The delay before retry number `attempt + 1` (0: the first retry), without counting it.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let exp = self.base.saturating_mul(1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX));
+        let ceiling = exp.min(self.max);
+        let r = mix64(self.salt ^ (u64::from(attempt) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let half = ceiling / 2;
         let span = u64::try_from((ceiling - half).as_millis()).unwrap_or(u64::MAX);
         half + Duration::from_millis(if span == 0 { 0 } else { r % (span + 1) })

@@ -21,6 +21,7 @@ pub mod hrw;
 pub mod log;
 pub mod membership;
 pub mod model;
+pub mod notifier;
 pub mod role;
 pub mod schedule;
 pub mod sink;

@@ -54,3 +54,42 @@ impl fmt::Display for Time {
 pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
+
+/// `t` (Unix milliseconds) as RFC 3339 in UTC with milliseconds, e.g. `2026-12-03T18:22:24.123Z`: the form
+/// notifications and the sink's SQLite rows carry, computed here so every process writes the same bytes.
+pub fn rfc3339_millis(t: Time) -> String {
+    let ms = t.0;
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms % 1000)
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (days are grouped in 400-year eras of
+/// 146,097 days; within an era, years start on March 1 so the leap day is the era's last).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_of_known_instants() {
+        assert_eq!(rfc3339_millis(Time(0)), "1970-01-01T00:00:00.000Z");
+        // 2000-02-29 (a leap day of a century leap year) and 2026-12-03, checked with `date -u -d @...`.
+        assert_eq!(rfc3339_millis(Time(951_782_400_000)), "2000-02-29T00:00:00.000Z");
+        assert_eq!(rfc3339_millis(Time(1_796_322_144_123)), "2026-12-03T18:22:24.123Z");
+        assert_eq!(rfc3339_millis(Time(4_107_542_399_999)), "2100-02-28T23:59:59.999Z");
+    }
+}

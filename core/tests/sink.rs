@@ -3,26 +3,18 @@
 //! an older one). The simulator is the seeded, faulty version of this; here tests read like scripts, and a
 //! property drives random schedules of crashes, leaves, store outages, refused rows and lost commit answers.
 
+#[path = "common/roles.rs"]
+mod roles;
+
 use jaque_core::hrw::Ownership;
 use jaque_core::sink::{self, Batch, EventRow, Input, ObjectRow, Output, Sink, SinkConfig, StoreError};
 use jaque_core::*;
 use proptest::prelude::*;
+use roles::{def, member, oid, transition, Kv, TestLog};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 const TTL: Duration = Duration::from_secs(9);
-
-fn member(id: &str, inc: u64) -> MemberRef {
-    MemberRef { id: MemberId::new(id).unwrap(), incarnation: inc }
-}
-
-fn oid(i: usize) -> ObjectId {
-    ObjectId::new(format!("obj-{i}")).unwrap()
-}
-
-fn def() -> ObjectDef {
-    ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 1000, timeout_ms: 500 }
-}
 
 /// The store: what PostgreSQL or SQLite hold after the shell's statements.
 #[derive(Default)]
@@ -98,11 +90,9 @@ struct Proc {
 #[derive(Default)]
 struct World {
     now: Time,
-    log: Vec<LogEntry>,
-    kv_rev: u64,
-    /// The sink bucket: id -> (incarnation, expires at).
-    kv: BTreeMap<String, (u64, Time)>,
-    changes: Vec<(u64, MemberChange)>,
+    log: TestLog,
+    /// The sink bucket.
+    kv: Kv,
     sinks: BTreeMap<String, Proc>,
     paused: BTreeSet<String>,
     store: Store,
@@ -150,11 +140,6 @@ impl World {
         self.carry_out(id);
     }
 
-    fn kv_change(&mut self, change: MemberChange) {
-        self.kv_rev += 1;
-        self.changes.push((self.kv_rev, change));
-    }
-
     fn carry_out(&mut self, id: &str) {
         let Some(p) = self.sinks.get_mut(id) else { return };
         let inc = p.inc;
@@ -166,24 +151,16 @@ impl World {
         for o in outs {
             match o {
                 Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => {
-                    self.kv.insert(member.id.to_string(), (member.incarnation, self.now + ttl));
-                    self.kv_change(MemberChange::Up(member));
+                    self.kv.put(member, ttl, self.now)
                 }
-                Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
-                    if self.kv.get(member.id.as_str()).is_some_and(|(i, _)| *i == member.incarnation) {
-                        self.kv.remove(member.id.as_str());
-                        self.kv_change(MemberChange::Down(member.id));
-                    }
-                }
+                Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => self.kv.delete(&member),
                 Output::QueryProgress { token, objects } => {
                     let result = self.store.last_seqs(&objects);
                     self.queue.push_back((id.to_string(), inc, Input::Progress { token, result }));
                 }
                 Output::Replay { token, from, to } => {
-                    let entries =
-                        (from..=to).filter_map(|s| self.log.get(s as usize - 1).map(|e| (s, e.clone()))).collect();
-                    let upto = to.min(self.log.len() as u64);
-                    self.queue.push_back((id.to_string(), inc, Input::Replayed { token, result: Ok((upto, entries)) }));
+                    let result = Ok(self.log.range(from, to));
+                    self.queue.push_back((id.to_string(), inc, Input::Replayed { token, result }));
                 }
                 Output::Write(batch) => {
                     let result = self.store.write(&batch);
@@ -201,15 +178,12 @@ impl World {
             for id in ids {
                 let p = self.sinks.get_mut(&id).unwrap();
                 let mut inputs = Vec::new();
-                // Revisions are 1, 2, ...: `changes[r - 1]` is revision r.
-                for (rev, change) in &self.changes[p.members_rev as usize..] {
-                    let obs = MemberObservation { bucket: Bucket::Sink, rev: *rev, change: change.clone() };
-                    inputs.push(Input::Member(obs));
-                }
-                p.members_rev = self.kv_rev;
+                inputs.extend(self.kv.since(p.members_rev, Bucket::Sink).into_iter().map(Input::Member));
+                p.members_rev = self.kv.rev;
                 while p.cursor < self.log.len() {
                     p.cursor += 1;
-                    inputs.push(Input::Log { seq: p.cursor as u64, entry: self.log[p.cursor - 1].clone() });
+                    let entry = self.log.entries[p.cursor - 1].clone();
+                    inputs.push(Input::Log { seq: p.cursor as u64, entry });
                 }
                 if !p.caught_up {
                     p.caught_up = true;
@@ -249,17 +223,12 @@ impl World {
                 .iter()
                 .filter(|(id, _)| !self.paused.contains(*id))
                 .filter_map(|(_, p)| p.sink.poll_timeout().map(|(t, _)| t))
-                .chain(self.kv.values().map(|(_, t)| *t))
+                .chain(self.kv.next_expiry())
                 .min()
                 .unwrap_or(end)
                 .clamp(self.now + Duration::from_millis(1), end);
             self.now = next;
-            let expired: Vec<String> =
-                self.kv.iter().filter(|(_, (_, t))| *t <= self.now).map(|(k, _)| k.clone()).collect();
-            for k in expired {
-                self.kv.remove(&k);
-                self.kv_change(MemberChange::Down(MemberId::new(k).unwrap()));
-            }
+            self.kv.expire(self.now);
             let ids: Vec<String> = self.sinks.keys().cloned().collect();
             for id in ids {
                 if self.paused.contains(&id) {
@@ -277,39 +246,16 @@ impl World {
     }
 
     fn epoch(&mut self, engines: &[&str]) -> Ownership {
-        let epoch = self.log.iter().filter(|e| matches!(e, LogEntry::Epoch(_))).count() as u64 + 1;
-        let members: Vec<MemberRef> = engines.iter().map(|e| member(e, 1)).collect();
-        self.log.push(LogEntry::Epoch(EpochRecord { epoch, members: members.clone(), members_rev: epoch }));
-        Ownership::new(&members)
+        self.log.epoch(engines)
     }
 
-    fn epoch_now(&self) -> u64 {
-        self.log.iter().filter(|e| matches!(e, LogEntry::Epoch(_))).count() as u64
-    }
-
-    /// An event on `object` by its owner under `own` (or by `writer` when given: a fenced write).
     fn event(&mut self, own: &Ownership, object: usize, body: EventBody, writer: Option<&str>) {
-        let o = oid(object);
-        let writer = match writer {
-            Some(w) => member(w, 1),
-            None => own.owner(&o).unwrap().clone(),
-        };
-        let epoch = self.epoch_now();
-        self.log.push(LogEntry::Event(Event { object: o, epoch, writer, at: self.now, command_id: None, body }));
+        self.log.event(own, object, body, writer, self.now);
     }
 
     /// What every reader agrees was accepted, read independently of the sinks.
     fn accepted(&self) -> BTreeMap<u64, ObjectId> {
-        let mut reader = LogReader::new();
-        let mut out = BTreeMap::new();
-        for (i, e) in self.log.iter().enumerate() {
-            let seq = i as u64 + 1;
-            if let log::Read::Event { verdict: Verdict::Accepted, .. } = reader.read(seq, e) {
-                let LogEntry::Event(ev) = e else { unreachable!() };
-                out.insert(seq, ev.object.clone());
-            }
-        }
-        out
+        self.log.accepted().into_iter().map(|(s, e)| (s, e.object)).collect()
     }
 
     /// Invariant 10 and the store's shape: every accepted event stored once, no fenced one, each object's row
@@ -343,10 +289,6 @@ impl World {
             assert!(held[first_gap..].iter().all(|h| !h), "{o}: store holds {held:?} of {seqs:?}: not a prefix");
         }
     }
-}
-
-fn transition(to: State) -> EventBody {
-    EventBody::Transition { from: State::Pending, to, output: format!("now {}", to.as_str()) }
 }
 
 #[test]
@@ -495,7 +437,7 @@ fn a_leaving_sink_writes_what_it_holds_deletes_its_key_and_is_done() {
     w.leave("s2");
     w.settle();
     assert!(w.sinks["s2"].sink.is_done());
-    assert!(!w.kv.contains_key("s2"), "a clean leave deletes the key at once");
+    assert!(!w.kv.keys.contains_key("s2"), "a clean leave deletes the key at once");
     w.crash("s2");
     for i in 0..30 {
         w.event(&own, i, transition(State::Ok), None);
@@ -599,7 +541,7 @@ proptest! {
         w.assert_store_complete();
         for p in w.sinks.values() {
             prop_assert_eq!(p.sink.lag(), 0);
-            prop_assert!(p.sink.role().reader().position() == w.log.len() as u64);
+            prop_assert_eq!(p.sink.role().reader().position(), w.log.len() as u64);
         }
     }
 

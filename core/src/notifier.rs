@@ -1,0 +1,1210 @@
+//! The notifier: every accepted transition to every configured webhook endpoint, at least once; a repeat only
+//! for a send that was in flight when its notifier crashed, paused past its ttl or was cut off, at most one per
+//! such send, and every delivery of one transition to one endpoint with the same `webhook-id`.
+//!
+//! **Where progress lives.** Per object and endpoint, one record in the coordination store (a KV key on NATS):
+//! `{done, claim}` — every transition of the object at or below `done` is handled for that endpoint (delivered,
+//! or given up on), and `claim` names the member sending the next one. A notifier writes the claim by
+//! compare-and-set **before** it sends, and `done` (clearing the claim) by compare-and-set after the endpoint
+//! answered 2xx. So a delivery costs one HTTP request and two small compare-and-set writes; the claim is on the
+//! path of the notification, the `done` write is not.
+//!
+//! **Why that keeps the promise.** The compare-and-set makes the claim exclusive: of two notifiers that both
+//! believe they own an object during a membership change, at most one wins the record and sends; the other
+//! re-reads it. A notifier that gains an object reads its records: a claim by a member that is still live in its
+//! view is that member's send in flight, so it waits for it to be finished or released (a notifier that loses an
+//! object finishes the send in flight and releases what it was retrying); a claim by a member that is gone is a
+//! send in flight at a fault, so it is sent again. "Gone" is decided without clocks: the records live in the same
+//! KV bucket as the membership keys, so they share one revision sequence, and a member is gone once this
+//! notifier's view has moved past the claim's revision without it — the one permitted repeat, with the same `webhook-id`
+//! (`jaque-<seq>-<endpoint>`, the same for every notifier). A notifier claims only while its own membership key
+//! is surely alive (a lease: two thirds of the ttl after a heartbeat the store acknowledged), so after a pause past
+//! its ttl it starts nothing new until its key is back. Fenced events are never notified: the notifier reads the log
+//! through the same `LogReader` as the engines, and acts on accepted transitions only. A transition from before
+//! an endpoint first had a notifier is not sent: the first notifier to start records where the log stood (per
+//! endpoint, create-if-absent), and every notifier begins there.
+//!
+//! Per object and endpoint, transitions go out in log order, one at a time; objects go out side by side (at most
+//! `concurrency` sends per endpoint); each endpoint has its own lanes, so a slow or failing one never delays the
+//! others. Only 2xx is success; 410 disables the endpoint in this process; every other answer, a connect error or
+//! a timeout is retried with exponential backoff and jitter, honouring `Retry-After`, until `give_up` after the
+//! first attempt, when it is counted failed and the notifier moves on.
+//!
+//! Driving it: `handle(now, input)` or `handle_timeout(now)`, then drain `poll_output()`, then re-arm the timer from
+//! `poll_timeout()`. Every `WriteProgress` gets one `Written`, every `Send` one `Sent`, every `ReadProgress` one
+//! `Progress`, `ReadStarts` one `Starts`, `Replay` one `Replayed`; every `PutHeartbeat` one `HeartbeatWritten`, in
+//! order. A leaving notifier may exit once `is_done()`.
+
+use crate::backoff::Backoff;
+use crate::hrw;
+use crate::membership::{LiveSet, MemberObservation, MembershipOutput};
+use crate::model::{Bucket, EventBody, LogEntry, MemberId, MemberRef, ObjectId, State};
+use crate::role::{LogRole, RoleConfig, RoleOutput, RoleTimer, Work};
+use crate::time::{rfc3339_millis, Time};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::time::Duration;
+
+/// An endpoint's identity: XXH3-64 of its URL, so every notifier configured with the same URL names it alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct EndpointId(pub u64);
+
+impl EndpointId {
+    pub fn of(url: &str) -> EndpointId {
+        EndpointId(hrw::key(url))
+    }
+}
+
+impl fmt::Display for EndpointId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub id: EndpointId,
+    pub url: String,
+}
+
+impl Endpoint {
+    pub fn new(url: impl Into<String>) -> Endpoint {
+        let url = url.into();
+        Endpoint { id: EndpointId::of(&url), url }
+    }
+}
+
+/// The progress record of one object at one endpoint, as it is stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryRecord {
+    /// Every transition at or below this log position is handled for this endpoint.
+    pub done: u64,
+    /// The member sending the next one, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<Claim>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    pub seq: u64,
+    pub by: MemberRef,
+}
+
+/// A record as read, with the store's revision (the compare-and-set precondition of the next write).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    pub record: DeliveryRecord,
+    pub rev: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct NotifierConfig {
+    pub role: RoleConfig,
+    pub endpoints: Vec<Endpoint>,
+    /// Sends in flight per endpoint, at most.
+    pub concurrency: usize,
+    /// `-notify-give-up`: how long after its first attempt a delivery is retried.
+    pub give_up: Duration,
+    /// Retries of a delivery: `retry_base` doubling to `retry_max`, with jitter.
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+    /// Retries of a failed progress read or write.
+    pub store_retry_base: Duration,
+    pub store_retry_max: Duration,
+    /// How often a record claimed by another live member is read again.
+    pub claim_recheck: Duration,
+    /// Transitions queued over every lane; past this they are dropped and read from the log again later.
+    pub max_pending: usize,
+    pub leave_timeout: Duration,
+}
+
+impl NotifierConfig {
+    pub fn new(me: MemberRef, ttl: Duration, endpoints: Vec<Endpoint>) -> NotifierConfig {
+        NotifierConfig {
+            role: RoleConfig::new(Bucket::Notifier, me, ttl),
+            endpoints,
+            concurrency: 16,
+            give_up: Duration::from_secs(24 * 3600),
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(600),
+            store_retry_base: Duration::from_millis(200),
+            store_retry_max: Duration::from_secs(10),
+            claim_recheck: Duration::from_secs(1),
+            max_pending: 20_000,
+            leave_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How an endpoint answered a delivery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendResult {
+    /// 2xx.
+    Delivered,
+    /// 410 Gone: the endpoint asks not to be sent anything more.
+    Gone,
+    /// Anything else (3xx, 4xx, 5xx, 429, a connect error, a timeout): retry, not before `after` if it said so.
+    Retry { after: Option<Duration>, reason: String },
+}
+
+/// One POST: the shell adds `webhook-timestamp` and `webhook-signature`, the rest is here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub op: u64,
+    pub endpoint: EndpointId,
+    pub url: String,
+    /// `webhook-id`: the same for every attempt and every notifier.
+    pub webhook_id: String,
+    /// The JSON body (the same for every attempt of this notifier).
+    pub body: String,
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    pub object: ObjectId,
+    pub seq: u64,
+}
+
+/// The JSON body of a notification.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notification {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub object: ObjectId,
+    pub from: State,
+    pub to: State,
+    pub output: String,
+    /// When the transition's writer wrote it (RFC 3339, UTC).
+    pub at: String,
+    pub seq: u64,
+    pub epoch: u64,
+    pub writer: MemberId,
+    /// Whether the object is acknowledged in the log as this notifier read it when it built the notification.
+    pub acknowledged: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    Start,
+    Member(MemberObservation),
+    Log {
+        seq: u64,
+        entry: LogEntry,
+    },
+    CaughtUp,
+    /// The oldest `PutHeartbeat` not yet answered reached the store (`ok`) or failed.
+    HeartbeatWritten {
+        ok: bool,
+    },
+    /// The answer to `ReadStarts`: where each endpoint's notifications begin.
+    Starts {
+        result: Result<Vec<(EndpointId, u64)>, String>,
+    },
+    /// The answer to `ReadProgress`: the records that exist (a missing one: none yet).
+    Progress {
+        token: u64,
+        result: Result<Vec<(ObjectId, EndpointId, Stored)>, String>,
+    },
+    Replayed {
+        token: u64,
+        result: Result<(u64, Vec<(u64, LogEntry)>), String>,
+    },
+    /// The answer to `WriteProgress`: `Some(rev)` written, `None` the record was not at the expected revision.
+    Written {
+        op: u64,
+        result: Result<Option<u64>, String>,
+    },
+    Sent {
+        op: u64,
+        result: SendResult,
+    },
+    Leave,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    Membership(MembershipOutput),
+    /// For each endpoint: create its start record at `propose` if it has none; answer what it holds.
+    ReadStarts {
+        endpoints: Vec<EndpointId>,
+        propose: u64,
+    },
+    /// Read the records of these objects at every endpoint.
+    ReadProgress {
+        token: u64,
+        objects: Vec<ObjectId>,
+    },
+    Replay {
+        token: u64,
+        from: u64,
+        to: u64,
+    },
+    /// Write the record only if it is at revision `expect` (`None`: only if there is none).
+    WriteProgress {
+        op: u64,
+        object: ObjectId,
+        endpoint: EndpointId,
+        record: DeliveryRecord,
+        expect: Option<u64>,
+    },
+    Send(Delivery),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    Heartbeat,
+    ResumeRetry,
+    /// A delivery's backoff, a claim recheck, a progress write retry.
+    Lane,
+    StartsRetry,
+    LeaveDeadline,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NotifierCounters {
+    /// `jaque_notifier_deliveries_total{outcome}`.
+    pub delivered: u64,
+    pub retry: u64,
+    pub failed: u64,
+    pub disabled: u64,
+    /// Claims that found the record changed (another notifier wrote it).
+    pub claims_lost: u64,
+    pub store_errors: u64,
+    pub overflows: u64,
+    /// Sends of a transition some member had claimed and is gone: the permitted repeats.
+    pub resent_after_fault: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Transition {
+    seq: u64,
+    object: ObjectId,
+    from: State,
+    to: State,
+    output: String,
+    at: Time,
+    epoch: u64,
+    writer: MemberId,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum LaneState {
+    /// Its record has not been read since it was gained.
+    Unread,
+    Idle,
+    /// Read the record again at `until` (another live member's claim; a lost compare-and-set; a store error).
+    Waiting {
+        until: Time,
+    },
+    Reading {
+        token: u64,
+    },
+    Claiming {
+        op: u64,
+        t: Transition,
+    },
+    Sending {
+        op: u64,
+        t: Transition,
+        body: String,
+        first: Time,
+        attempt: u32,
+    },
+    Backoff {
+        t: Transition,
+        body: String,
+        at: Time,
+        first: Time,
+        attempt: u32,
+    },
+    /// Writing `done` (or a release of the claim when `done` does not move); `retry_at` after a failed write.
+    Recording {
+        op: u64,
+        record: DeliveryRecord,
+        retry_at: Option<Time>,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Lane {
+    done: u64,
+    rev: Option<u64>,
+    /// The newest position queued or in flight here: a replay never queues what is already here.
+    handed: u64,
+    queue: VecDeque<Transition>,
+    state: LaneState,
+    /// Sent again after a fault: counted once it is sent.
+    resend: bool,
+    store_attempts: u32,
+}
+
+impl Lane {
+    fn new() -> Lane {
+        Lane {
+            done: 0,
+            rev: None,
+            handed: 0,
+            queue: VecDeque::new(),
+            state: LaneState::Unread,
+            resend: false,
+            store_attempts: 0,
+        }
+    }
+
+    /// Holding a claim or about to: it must be finished or released before the lane can go.
+    fn busy(&self) -> bool {
+        matches!(
+            self.state,
+            LaneState::Claiming { .. }
+                | LaneState::Sending { .. }
+                | LaneState::Backoff { .. }
+                | LaneState::Recording { .. }
+        )
+    }
+
+    fn deadline(&self) -> Option<Time> {
+        match &self.state {
+            LaneState::Waiting { until } => Some(*until),
+            LaneState::Backoff { at, .. } => Some(*at),
+            LaneState::Recording { retry_at, .. } => *retry_at,
+            _ => None,
+        }
+    }
+}
+
+type LaneKey = (usize, ObjectId);
+
+/// What an outstanding operation is for.
+#[derive(Clone, Debug)]
+enum Op {
+    Write(LaneKey),
+    Send(LaneKey),
+}
+
+pub struct Notifier {
+    cfg: NotifierConfig,
+    role: LogRole,
+    lanes: BTreeMap<LaneKey, Lane>,
+    disabled: Vec<bool>,
+    /// Lanes per endpoint that are claiming or sending (the concurrency bound).
+    sending: Vec<usize>,
+    ready: VecDeque<LaneKey>,
+    deadlines: BTreeSet<(Time, LaneKey)>,
+    ops: BTreeMap<u64, Op>,
+    next_op: u64,
+    /// Rechecks of lanes, by token (the role's tokens are below `RECHECK`).
+    rechecks: BTreeMap<u64, Vec<ObjectId>>,
+    next_recheck: u64,
+    /// The role's progress queries out, with the objects they ask for.
+    role_queries: BTreeMap<u64, Vec<ObjectId>>,
+    starts: Option<Vec<u64>>,
+    starts_asked: bool,
+    /// Asked to leave; the key is deleted once every claim is finished.
+    draining: bool,
+    starts_retry: Option<Time>,
+    store_backoff: Backoff,
+    /// Emission times of heartbeats the store has not answered yet, oldest first.
+    heartbeats: VecDeque<Time>,
+    lease_until: Option<Time>,
+    queued: usize,
+    started: bool,
+    leave_deadline: Option<Time>,
+    timed_out: bool,
+    outputs: VecDeque<Output>,
+    pub counters: NotifierCounters,
+}
+
+const RECHECK: u64 = 1 << 62;
+
+impl Notifier {
+    pub fn new(cfg: NotifierConfig) -> Notifier {
+        let n = cfg.endpoints.len();
+        let salt = hrw::key(cfg.role.me.id.as_str()) ^ cfg.role.me.incarnation.rotate_left(29);
+        Notifier {
+            role: LogRole::new(cfg.role.clone()),
+            store_backoff: Backoff::new(cfg.store_retry_base, cfg.store_retry_max, salt),
+            cfg,
+            lanes: BTreeMap::new(),
+            disabled: vec![false; n],
+            sending: vec![0; n],
+            ready: VecDeque::new(),
+            deadlines: BTreeSet::new(),
+            ops: BTreeMap::new(),
+            next_op: 0,
+            rechecks: BTreeMap::new(),
+            next_recheck: RECHECK,
+            role_queries: BTreeMap::new(),
+            starts: None,
+            starts_asked: false,
+            draining: false,
+            starts_retry: None,
+            heartbeats: VecDeque::new(),
+            lease_until: None,
+            queued: 0,
+            started: false,
+            leave_deadline: None,
+            timed_out: false,
+            outputs: VecDeque::new(),
+            counters: NotifierCounters::default(),
+        }
+    }
+
+    // ---- getters ----
+
+    pub fn me(&self) -> &MemberRef {
+        self.role.me()
+    }
+
+    pub fn role(&self) -> &LogRole {
+        &self.role
+    }
+
+    pub fn config(&self) -> &NotifierConfig {
+        &self.cfg
+    }
+
+    /// Whether endpoint `i` answered 410 and is no longer sent to.
+    pub fn is_disabled(&self, i: usize) -> bool {
+        self.disabled.get(i).copied().unwrap_or(false)
+    }
+
+    /// Log positions read whose transitions are not yet handled at every endpoint (0: caught up).
+    pub fn lag(&self) -> u64 {
+        let lanes = self.lanes.values().filter_map(|l| {
+            let inflight = match &l.state {
+                LaneState::Claiming { t, .. } | LaneState::Sending { t, .. } | LaneState::Backoff { t, .. } => {
+                    Some(t.seq)
+                }
+                _ => None,
+            };
+            inflight.or_else(|| l.queue.front().map(|t| t.seq))
+        });
+        let resume = self.role.is_resuming().then(|| self.role.replaying_from().unwrap_or(1));
+        match lanes.chain(resume).min() {
+            Some(seq) => self.role.reader().position().saturating_sub(seq.saturating_sub(1)),
+            None => 0,
+        }
+    }
+
+    pub fn health(&self) -> crate::sink::Health {
+        let (ready, reason) = if !self.started {
+            (false, "starting".to_string())
+        } else if self.leaving() {
+            (false, "leaving".to_string())
+        } else if !self.role.is_caught_up() {
+            (false, "reading the log".to_string())
+        } else if self.starts.is_none() {
+            (false, "reading where notifications begin".to_string())
+        } else if self.disabled.iter().all(|d| *d) && !self.disabled.is_empty() {
+            (false, "every endpoint answered 410 Gone".to_string())
+        } else {
+            (true, "ready".to_string())
+        };
+        crate::sink::Health { ready, reason }
+    }
+
+    /// A leaving notifier has finished or released every claim (or its deadline passed) and deleted its key: it
+    /// may exit.
+    pub fn is_done(&self) -> bool {
+        self.role.is_leaving() && (self.timed_out || self.drained())
+    }
+
+    /// Leaving: asked to (finishing its claims), or its key already deleted.
+    pub fn is_leaving(&self) -> bool {
+        self.leaving()
+    }
+
+    fn leaving(&self) -> bool {
+        self.draining || self.role.is_leaving()
+    }
+
+    fn drained(&self) -> bool {
+        !self.lanes.values().any(|l| l.busy()) && !self.ops.values().any(|o| matches!(o, Op::Write(_) | Op::Send(_)))
+    }
+
+    // ---- inputs ----
+
+    pub fn handle(&mut self, now: Time, input: Input) {
+        match input {
+            Input::Start => {
+                self.started = true;
+                self.role.handle_start(now);
+            }
+            Input::Member(obs) => {
+                self.role.handle_member(now, &obs);
+                self.ownership_changed(now);
+            }
+            Input::Log { seq, entry } => {
+                self.role.handle_log(seq, &entry);
+            }
+            Input::CaughtUp => self.role.handle_caught_up(),
+            Input::HeartbeatWritten { ok } => {
+                if let Some(t) = self.heartbeats.pop_front() {
+                    if ok {
+                        let until = t + self.cfg.role.ttl * 2 / 3;
+                        self.lease_until = Some(self.lease_until.map_or(until, |u| u.max(until)));
+                    }
+                }
+            }
+            Input::Starts { result } => match result {
+                Ok(v) => {
+                    let by: BTreeMap<EndpointId, u64> = v.into_iter().collect();
+                    let starts: Vec<u64> =
+                        self.cfg.endpoints.iter().map(|e| by.get(&e.id).copied().unwrap_or(0)).collect();
+                    // Transitions met before the starts were known: none at or below an endpoint's start goes out.
+                    for ((i, _), lane) in self.lanes.iter_mut() {
+                        lane.done = lane.done.max(starts[*i]);
+                        let done = lane.done;
+                        let before = lane.queue.len();
+                        lane.queue.retain(|t| t.seq > done);
+                        self.queued -= before - lane.queue.len();
+                    }
+                    self.starts = Some(starts);
+                    self.store_backoff.reset();
+                }
+                Err(_) => {
+                    self.counters.store_errors += 1;
+                    self.starts_asked = false;
+                    self.starts_retry = Some(now + self.store_backoff.next_delay());
+                }
+            },
+            Input::Progress { token, result } => self.handle_progress(now, token, result),
+            Input::Replayed { token, result } => self.role.handle_replayed(now, token, result),
+            Input::Written { op, result } => self.handle_written(now, op, result),
+            Input::Sent { op, result } => self.handle_sent(now, op, result),
+            Input::Leave => {
+                if !self.draining && !self.role.is_leaving() {
+                    // Finish what is claimed before the key goes: the objects stay ours (nobody takes them over
+                    // and repeats a send of ours) until every claim is recorded or given back.
+                    self.draining = true;
+                    self.leave_deadline = Some(now + self.cfg.leave_timeout);
+                    self.release_backoffs();
+                }
+            }
+        }
+        self.step(now);
+    }
+
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.role.handle_timeout(now);
+        if self.starts_retry.is_some_and(|t| t <= now) {
+            self.starts_retry = None;
+        }
+        if self.leave_deadline.is_some_and(|t| t <= now) {
+            self.leave_deadline = None;
+            self.timed_out = true;
+        }
+        while let Some((t, key)) = self.deadlines.first().cloned() {
+            if t > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            self.lane_due(now, key, t);
+        }
+        self.step(now);
+    }
+
+    // ---- outputs ----
+
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<(Time, Timer)> {
+        let role = self.role.poll_timeout().map(|(t, r)| {
+            (
+                t,
+                match r {
+                    RoleTimer::Heartbeat => Timer::Heartbeat,
+                    RoleTimer::ResumeRetry => Timer::ResumeRetry,
+                },
+            )
+        });
+        [
+            role,
+            self.deadlines.first().map(|(t, _)| (*t, Timer::Lane)),
+            self.starts_retry.map(|t| (t, Timer::StartsRetry)),
+            self.leave_deadline.map(|t| (t, Timer::LeaveDeadline)),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    // ---- the role's work and outputs ----
+
+    fn step(&mut self, now: Time) {
+        if self.draining && !self.role.is_leaving() && (self.timed_out || self.drained()) {
+            self.role.handle_leave();
+            self.ownership_changed(now);
+        }
+        loop {
+            while let Some(work) = self.role.take_work() {
+                self.take(work);
+            }
+            if self.queued > self.cfg.max_pending {
+                self.overflow();
+            }
+            if self.starts.is_some() {
+                self.role.drive(self.queued < self.cfg.max_pending / 2);
+            }
+            while let Some(out) = self.role.poll_output() {
+                match out {
+                    RoleOutput::Membership(m) => {
+                        if matches!(m, MembershipOutput::PutHeartbeat { .. }) {
+                            self.heartbeats.push_back(now);
+                        }
+                        self.outputs.push_back(Output::Membership(m));
+                    }
+                    RoleOutput::QueryProgress { token, objects } => {
+                        for id in &objects {
+                            for i in 0..self.cfg.endpoints.len() {
+                                self.lanes.entry((i, id.clone())).or_insert_with(Lane::new);
+                            }
+                        }
+                        self.role_queries.insert(token, objects.clone());
+                        self.outputs.push_back(Output::ReadProgress { token, objects });
+                    }
+                    RoleOutput::Replay { token, from, to } => {
+                        self.outputs.push_back(Output::Replay { token, from, to })
+                    }
+                }
+            }
+            if self.role.has_work() {
+                continue;
+            }
+            break;
+        }
+        if self.role.is_caught_up() && self.starts.is_none() && !self.starts_asked && self.starts_retry.is_none() {
+            self.starts_asked = true;
+            let endpoints = self.cfg.endpoints.iter().map(|e| e.id).collect();
+            self.outputs.push_back(Output::ReadStarts { endpoints, propose: self.role.reader().position() });
+        }
+        self.pump(now);
+    }
+
+    fn take(&mut self, work: Work) {
+        let Work::Event(owned) = work else { return };
+        let EventBody::Transition { from, to, output } = &owned.event.body else { return };
+        let t = Transition {
+            seq: owned.seq,
+            object: owned.event.object.clone(),
+            from: *from,
+            to: *to,
+            output: output.clone(),
+            at: owned.event.at,
+            epoch: owned.event.epoch,
+            writer: owned.event.writer.id.clone(),
+        };
+        let starts = self.starts.clone().unwrap_or_default();
+        for i in 0..self.cfg.endpoints.len() {
+            if self.disabled[i] {
+                self.counters.disabled += 1;
+                continue;
+            }
+            let key = (i, t.object.clone());
+            let lane = self.lanes.entry(key.clone()).or_insert_with(|| {
+                // An object met live (created after we gained the rest): its record, if one exists, is found
+                // by the compare-and-set of the first claim, which expects none.
+                let mut l = Lane::new();
+                l.state = LaneState::Idle;
+                l.done = starts.get(i).copied().unwrap_or(0);
+                l
+            });
+            if t.seq <= lane.handed || t.seq <= lane.done {
+                continue;
+            }
+            lane.handed = t.seq;
+            lane.queue.push_back(t.clone());
+            self.queued += 1;
+            if lane.state == LaneState::Idle && lane.queue.len() == 1 {
+                self.ready.push_back(key);
+            }
+        }
+    }
+
+    /// Too much queued: drop every queued transition (not those in flight) and resume every owned object from
+    /// the records, reading the log again.
+    fn overflow(&mut self) {
+        self.counters.overflows += 1;
+        for lane in self.lanes.values_mut() {
+            lane.queue.clear();
+            lane.handed = match &lane.state {
+                LaneState::Claiming { t, .. } | LaneState::Sending { t, .. } | LaneState::Backoff { t, .. } => t.seq,
+                _ => lane.done,
+            };
+            if matches!(lane.state, LaneState::Idle) {
+                lane.state = LaneState::Unread;
+            }
+        }
+        self.queued = 0;
+        self.ready.clear();
+        self.role.resume_all_owned();
+    }
+
+    // ---- progress records ----
+
+    fn handle_progress(&mut self, now: Time, token: u64, result: Result<Vec<(ObjectId, EndpointId, Stored)>, String>) {
+        let recheck = token >= RECHECK;
+        let asked = if recheck { self.rechecks.remove(&token) } else { self.role_queries.remove(&token) };
+        let Some(asked) = asked else { return };
+        let records = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.counters.store_errors += 1;
+                if recheck {
+                    let delay = self.store_backoff.next_delay();
+                    for id in asked {
+                        for i in 0..self.cfg.endpoints.len() {
+                            self.wait((i, id.clone()), now + delay, Some(token));
+                        }
+                    }
+                } else {
+                    self.role.handle_progress(now, token, Err(e));
+                }
+                return;
+            }
+        };
+        self.store_backoff.reset();
+        let index: BTreeMap<EndpointId, usize> =
+            self.cfg.endpoints.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
+        let by_key: BTreeMap<LaneKey, Stored> =
+            records.into_iter().filter_map(|(id, ep, s)| index.get(&ep).map(|i| ((*i, id), s))).collect();
+        let starts = self.starts.clone().unwrap_or_default();
+        let view = self.role.membership().view().clone();
+        let me = self.me().clone();
+        let mut least: BTreeMap<ObjectId, u64> = BTreeMap::new();
+        for id in asked {
+            for i in 0..self.cfg.endpoints.len() {
+                let key = (i, id.clone());
+                let stored = by_key.get(&key);
+                let Some(lane) = self.lanes.get_mut(&key) else { continue };
+                let applies = match &lane.state {
+                    LaneState::Unread => !recheck,
+                    LaneState::Reading { token: t } => *t == token,
+                    _ => false,
+                };
+                if applies {
+                    lane.done = lane.done.max(starts.get(i).copied().unwrap_or(0));
+                    let mut claimed_by_live = false;
+                    if let Some(s) = stored {
+                        lane.done = lane.done.max(s.record.done);
+                        lane.rev = Some(s.rev);
+                        if let Some(c) = &s.record.claim {
+                            if c.seq > lane.done {
+                                let gone = claim_is_gone(c, s.rev, &me, &view);
+                                claimed_by_live = !gone;
+                                lane.resend = gone;
+                            }
+                        }
+                    }
+                    lane.handed = lane.handed.max(lane.done);
+                    let done = lane.done;
+                    let before = lane.queue.len();
+                    lane.queue.retain(|t| t.seq > done);
+                    self.queued -= before - lane.queue.len();
+                    if claimed_by_live {
+                        self.wait(key.clone(), now + self.cfg.claim_recheck, None);
+                    } else {
+                        lane.state = LaneState::Idle;
+                        if !lane.queue.is_empty() {
+                            self.ready.push_back(key.clone());
+                        }
+                    }
+                }
+                let Some(done) = self.lanes.get(&key).map(|l| l.done) else { continue };
+                let e = least.entry(id.clone()).or_insert(u64::MAX);
+                *e = (*e).min(done);
+            }
+        }
+        if !recheck {
+            let answer = least.into_iter().map(|(id, d)| (id, if d == u64::MAX { 0 } else { d })).collect();
+            self.role.handle_progress(now, token, Ok(answer));
+        }
+    }
+
+    /// Read the lane's record again at `until`.
+    fn wait(&mut self, key: LaneKey, until: Time, only_if_reading: Option<u64>) {
+        let Some(lane) = self.lanes.get_mut(&key) else { return };
+        if let Some(tok) = only_if_reading {
+            if lane.state != (LaneState::Reading { token: tok }) {
+                return;
+            }
+        }
+        if let Some(d) = lane.deadline() {
+            self.deadlines.remove(&(d, key.clone()));
+        }
+        lane.state = LaneState::Waiting { until };
+        self.deadlines.insert((until, key));
+    }
+
+    fn lane_due(&mut self, now: Time, key: LaneKey, at: Time) {
+        let Some(lane) = self.lanes.get_mut(&key) else { return };
+        if lane.deadline() != Some(at) {
+            return;
+        }
+        match std::mem::replace(&mut lane.state, LaneState::Idle) {
+            LaneState::Waiting { .. } => {
+                let token = self.next_recheck;
+                self.next_recheck += 1;
+                lane.state = LaneState::Reading { token };
+                self.rechecks.insert(token, vec![key.1.clone()]);
+                self.outputs.push_back(Output::ReadProgress { token, objects: vec![key.1.clone()] });
+                // Every endpoint's lane of this object reads with this token only if it was waiting too; the others
+                // keep their state (the answer only applies to lanes reading with it).
+            }
+            LaneState::Backoff { t, body, first, attempt, .. } => {
+                if !self.role.owns(&key.1) || self.disabled[key.0] {
+                    self.release(key, None);
+                    return;
+                }
+                self.send(now, key, t, body, first, attempt + 1);
+            }
+            LaneState::Recording { op, record, .. } => {
+                lane.state = LaneState::Recording { op, record: record.clone(), retry_at: None };
+                let expect = lane.rev;
+                self.outputs.push_back(Output::WriteProgress {
+                    op,
+                    object: key.1.clone(),
+                    endpoint: self.cfg.endpoints[key.0].id,
+                    record,
+                    expect,
+                });
+            }
+            other => lane.state = other,
+        }
+    }
+
+    // ---- delivering ----
+
+    /// Starts claims on ready lanes while each endpoint has room.
+    fn pump(&mut self, now: Time) {
+        let may_claim = self.starts.is_some()
+            && self.role.is_caught_up()
+            && !self.leaving()
+            && self.lease_until.is_some_and(|t| now < t);
+        if !may_claim {
+            return;
+        }
+        let mut skipped = VecDeque::new();
+        while let Some(key) = self.ready.pop_front() {
+            let i = key.0;
+            if self.disabled[i] {
+                continue;
+            }
+            let Some(lane) = self.lanes.get(&key) else { continue };
+            if lane.state != LaneState::Idle || lane.queue.is_empty() {
+                continue;
+            }
+            if !self.role.owns(&key.1) {
+                continue;
+            }
+            if self.sending[i] >= self.cfg.concurrency {
+                skipped.push_back(key);
+                continue;
+            }
+            self.claim(key);
+        }
+        self.ready = skipped;
+    }
+
+    fn claim(&mut self, key: LaneKey) {
+        let me = self.me().clone();
+        let op = self.op(Op::Write(key.clone()));
+        let lane = self.lanes.get_mut(&key).expect("a ready lane exists");
+        let t = lane.queue.pop_front().expect("a ready lane has a transition");
+        self.queued -= 1;
+        let record = DeliveryRecord { done: lane.done, claim: Some(Claim { seq: t.seq, by: me }) };
+        let expect = lane.rev;
+        lane.state = LaneState::Claiming { op, t };
+        self.sending[key.0] += 1;
+        self.outputs.push_back(Output::WriteProgress {
+            op,
+            object: key.1.clone(),
+            endpoint: self.cfg.endpoints[key.0].id,
+            record,
+            expect,
+        });
+    }
+
+    fn op(&mut self, op: Op) -> u64 {
+        let n = self.next_op;
+        self.next_op += 1;
+        self.ops.insert(n, op);
+        n
+    }
+
+    fn body(&self, t: &Transition) -> String {
+        let acknowledged = self.role.reader().object(&t.object).is_some_and(|v| v.acked);
+        let n = Notification {
+            kind: "transition".into(),
+            object: t.object.clone(),
+            from: t.from,
+            to: t.to,
+            output: t.output.clone(),
+            at: rfc3339_millis(t.at),
+            seq: t.seq,
+            epoch: t.epoch,
+            writer: t.writer.clone(),
+            acknowledged,
+        };
+        serde_json::to_string(&n).expect("a notification always serializes")
+    }
+
+    fn send(&mut self, now: Time, key: LaneKey, t: Transition, body: String, first: Time, attempt: u32) {
+        let op = self.op(Op::Send(key.clone()));
+        let ep = &self.cfg.endpoints[key.0];
+        let delivery = Delivery {
+            op,
+            endpoint: ep.id,
+            url: ep.url.clone(),
+            webhook_id: format!("jaque-{}-{}", t.seq, ep.id),
+            body: body.clone(),
+            attempt,
+            object: key.1.clone(),
+            seq: t.seq,
+        };
+        let lane = self.lanes.get_mut(&key).expect("the lane sending exists");
+        if lane.resend && attempt == 1 {
+            lane.resend = false;
+            self.counters.resent_after_fault += 1;
+        }
+        lane.state = LaneState::Sending { op, t, body, first, attempt };
+        if attempt > 1 {
+            self.sending[key.0] += 1;
+        }
+        let _ = now;
+        self.outputs.push_back(Output::Send(delivery));
+    }
+
+    fn handle_written(&mut self, now: Time, op: u64, result: Result<Option<u64>, String>) {
+        let Some(Op::Write(key)) = self.ops.remove(&op) else { return };
+        let leaving = self.leaving();
+        let Some(lane) = self.lanes.get_mut(&key) else { return };
+        match std::mem::replace(&mut lane.state, LaneState::Idle) {
+            LaneState::Claiming { op: o, t } if o == op => {
+                self.sending[key.0] -= 1;
+                match result {
+                    Ok(Some(rev)) => {
+                        lane.rev = Some(rev);
+                        lane.store_attempts = 0;
+                        if !self.role.owns(&key.1) || leaving || self.disabled[key.0] {
+                            // Lost it while claiming: give the claim back unsent.
+                            lane.queue.push_front(t);
+                            self.queued += 1;
+                            self.release(key, None);
+                            return;
+                        }
+                        self.sending[key.0] += 1;
+                        let body = self.body(&t);
+                        self.send(now, key, t, body, now, 1);
+                    }
+                    Ok(None) => {
+                        self.counters.claims_lost += 1;
+                        lane.queue.push_front(t);
+                        self.queued += 1;
+                        self.wait(key, now, None);
+                    }
+                    Err(_) => {
+                        self.counters.store_errors += 1;
+                        lane.queue.push_front(t);
+                        self.queued += 1;
+                        let delay = self.store_backoff.delay(lane.store_attempts);
+                        lane.store_attempts += 1;
+                        self.wait(key, now + delay, None);
+                    }
+                }
+            }
+            LaneState::Recording { op: o, record, .. } if o == op => match result {
+                Ok(Some(rev)) => {
+                    lane.rev = Some(rev);
+                    lane.done = lane.done.max(record.done);
+                    lane.store_attempts = 0;
+                    let done = lane.done;
+                    let before = lane.queue.len();
+                    lane.queue.retain(|t| t.seq > done);
+                    self.queued -= before - lane.queue.len();
+                    let keep = self.role.owns(&key.1) && !leaving;
+                    if !keep {
+                        self.drop_lane(&key);
+                    } else if !lane.queue.is_empty() {
+                        self.ready.push_back(key);
+                    }
+                }
+                Ok(None) => {
+                    // Someone else wrote the record: they took the object over while we were presumed gone. If it
+                    // is ours again, read the record and go on from what it says; what we hold stays queued.
+                    self.counters.claims_lost += 1;
+                    if self.role.owns(&key.1) && !self.leaving() {
+                        self.wait(key, now, None);
+                    } else {
+                        self.drop_lane(&key);
+                    }
+                }
+                Err(_) => {
+                    self.counters.store_errors += 1;
+                    let at = now + self.store_backoff.delay(lane.store_attempts);
+                    lane.store_attempts += 1;
+                    lane.state = LaneState::Recording { op, record, retry_at: Some(at) };
+                    self.ops.insert(op, Op::Write(key.clone()));
+                    self.deadlines.insert((at, key));
+                }
+            },
+            other => lane.state = other,
+        }
+    }
+
+    fn handle_sent(&mut self, now: Time, op: u64, result: SendResult) {
+        let Some(Op::Send(key)) = self.ops.remove(&op) else { return };
+        let Some(lane) = self.lanes.get_mut(&key) else { return };
+        let LaneState::Sending { op: o, t, body, first, attempt } = std::mem::replace(&mut lane.state, LaneState::Idle)
+        else {
+            return;
+        };
+        debug_assert_eq!(o, op);
+        self.sending[key.0] -= 1;
+        match result {
+            SendResult::Delivered => {
+                self.counters.delivered += 1;
+                self.record(key, t.seq);
+            }
+            SendResult::Gone => {
+                self.counters.disabled += 1;
+                self.disable(key.0);
+                lane_requeue(self.lanes.get_mut(&key), t, &mut self.queued);
+                self.release(key, None);
+            }
+            SendResult::Retry { after, .. } => {
+                if now.saturating_since(first) >= self.cfg.give_up {
+                    self.counters.failed += 1;
+                    self.record(key, t.seq);
+                    return;
+                }
+                self.counters.retry += 1;
+                if !self.role.owns(&key.1) || self.leaving() {
+                    // Not ours any more: give the claim back for the new owner to retry.
+                    lane_requeue(self.lanes.get_mut(&key), t, &mut self.queued);
+                    self.release(key, None);
+                    return;
+                }
+                let salt = hrw::key(key.1.as_str()) ^ t.seq ^ self.me().incarnation;
+                let backoff = Backoff::new(self.cfg.retry_base, self.cfg.retry_max, salt).delay(attempt - 1);
+                let wait = after.map_or(backoff, |a| backoff.max(a.min(self.cfg.retry_max)));
+                let at = now + wait;
+                let lane = self.lanes.get_mut(&key).expect("exists");
+                lane.state = LaneState::Backoff { t, body, at, first, attempt };
+                self.deadlines.insert((at, key));
+            }
+        }
+    }
+
+    /// Write `done = seq`, clearing the claim.
+    fn record(&mut self, key: LaneKey, seq: u64) {
+        let op = self.op(Op::Write(key.clone()));
+        let Some(lane) = self.lanes.get_mut(&key) else { return };
+        let record = DeliveryRecord { done: lane.done.max(seq), claim: None };
+        lane.state = LaneState::Recording { op, record: record.clone(), retry_at: None };
+        let expect = lane.rev;
+        self.outputs.push_back(Output::WriteProgress {
+            op,
+            object: key.1.clone(),
+            endpoint: self.cfg.endpoints[key.0].id,
+            record,
+            expect,
+        });
+    }
+
+    /// Give the claim back (`done` unchanged), so the object's owner can go on.
+    fn release(&mut self, key: LaneKey, _why: Option<&str>) {
+        let done = self.lanes.get(&key).map_or(0, |l| l.done);
+        self.record(key, done);
+    }
+
+    fn drop_lane(&mut self, key: &LaneKey) {
+        if let Some(lane) = self.lanes.remove(key) {
+            self.queued -= lane.queue.len();
+            if let Some(d) = lane.deadline() {
+                self.deadlines.remove(&(d, key.clone()));
+            }
+        }
+    }
+
+    fn disable(&mut self, i: usize) {
+        if self.disabled[i] {
+            return;
+        }
+        self.disabled[i] = true;
+        let keys: Vec<LaneKey> = self.lanes.keys().filter(|(e, _)| *e == i).cloned().collect();
+        for key in keys {
+            let lane = self.lanes.get_mut(&key).expect("listed");
+            self.counters.disabled += lane.queue.len() as u64;
+            self.queued -= lane.queue.len();
+            lane.queue.clear();
+        }
+    }
+
+    /// Leaving: deliveries waiting to be retried are given back at once (their claims released), so the
+    /// objects' next owner retries them.
+    fn release_backoffs(&mut self) {
+        let keys: Vec<LaneKey> = self
+            .lanes
+            .iter()
+            .filter(|(_, l)| matches!(l.state, LaneState::Backoff { .. }))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let lane = self.lanes.get_mut(&key).expect("listed");
+            let LaneState::Backoff { t, at, .. } = std::mem::replace(&mut lane.state, LaneState::Idle) else {
+                unreachable!("listed as backing off")
+            };
+            self.deadlines.remove(&(at, key.clone()));
+            lane_requeue(Some(lane), t, &mut self.queued);
+            self.release(key, None);
+        }
+    }
+
+    /// After a membership change (or a leave): lanes of objects no longer owned are dropped, and claims held
+    /// on them given back once what is in flight is finished.
+    fn ownership_changed(&mut self, _now: Time) {
+        let lost: Vec<LaneKey> = self.lanes.keys().filter(|(_, id)| !self.role.owns(id)).cloned().collect();
+        for key in lost {
+            let lane = self.lanes.get_mut(&key).expect("listed");
+            match &lane.state {
+                LaneState::Unread | LaneState::Idle | LaneState::Waiting { .. } | LaneState::Reading { .. } => {
+                    self.drop_lane(&key);
+                }
+                LaneState::Backoff { .. } => {
+                    let LaneState::Backoff { t, at, .. } = std::mem::replace(&mut lane.state, LaneState::Idle) else {
+                        unreachable!()
+                    };
+                    self.deadlines.remove(&(at, key.clone()));
+                    lane_requeue(Some(lane), t, &mut self.queued);
+                    self.release(key, None);
+                }
+                // Claiming, sending, recording: finished (or given back) when their answer comes.
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Whether the member that wrote `claim` (at store revision `rev`) is surely gone, so its send was in flight at
+/// a fault and may be repeated. Membership keys and progress records share one revision sequence (one KV bucket),
+/// so a view that has seen a membership change after `rev` and does not hold the claimer knows its key went away
+/// after it claimed: it crashed, left, or paused past its ttl. A view not past `rev` yet may simply not have seen
+/// the claimer join: wait for it (every member's refresh moves the view on within a third of the ttl).
+fn claim_is_gone(claim: &Claim, rev: u64, me: &MemberRef, view: &LiveSet) -> bool {
+    if claim.by == *me {
+        return true;
+    }
+    let live = view.incarnation(&claim.by.id) == Some(claim.by.incarnation);
+    !live && view.rev() > rev
+}
+
+fn lane_requeue(lane: Option<&mut Lane>, t: Transition, queued: &mut usize) {
+    if let Some(lane) = lane {
+        lane.queue.push_front(t);
+        *queued += 1;
+    }
+}
