@@ -12,6 +12,7 @@
 //! each once (repeats are skipped); `CaughtUp` is sent once the log backlog and the membership snapshot that
 //! existed at start have been delivered.
 
+use crate::follow::Follower;
 use crate::forward::{route, Route};
 use crate::hrw;
 use crate::log::{Effect, LogReader, Read, Verdict};
@@ -212,10 +213,8 @@ struct Owned {
 
 pub struct Engine {
     cfg: EngineConfig,
-    membership: Membership,
-    reader: LogReader,
-    caught_up: bool,
-    started: bool,
+    /// Membership of the engine bucket and the log: the lifecycle every log-reading role shares.
+    follow: Follower,
     outputs: VecDeque<Output>,
 
     waiting: BTreeMap<CommandId, Awaiting>,
@@ -235,13 +234,10 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(cfg: EngineConfig) -> Engine {
-        let membership = Membership::new(Bucket::Engine, cfg.me.clone(), cfg.ttl);
+        let follow = Follower::new(Bucket::Engine, cfg.me.clone(), cfg.ttl);
         Engine {
             cfg,
-            membership,
-            reader: LogReader::new(),
-            caught_up: false,
-            started: false,
+            follow,
             outputs: VecDeque::new(),
             waiting: BTreeMap::new(),
             reply_deadlines: BTreeSet::new(),
@@ -268,24 +264,24 @@ impl Engine {
     }
 
     pub fn reader(&self) -> &LogReader {
-        &self.reader
+        self.follow.reader()
     }
 
     pub fn membership(&self) -> &Membership {
-        &self.membership
+        self.follow.membership()
     }
 
     pub fn epoch(&self) -> u64 {
-        self.reader.epoch()
+        self.follow.reader().epoch()
     }
 
     /// Ready to take commands: caught up with the log and an epoch record is in force.
     pub fn is_ready(&self) -> bool {
-        self.caught_up && self.reader.epoch() > 0
+        self.follow.is_caught_up() && self.follow.reader().epoch() > 0
     }
 
     pub fn is_leaving(&self) -> bool {
-        self.membership.is_leaving()
+        self.follow.is_leaving()
     }
 
     /// Objects owned under the epoch in force.
@@ -317,18 +313,15 @@ impl Engine {
         match input {
             Input::Start => {
                 // Once: a restart is a new Engine with a new incarnation, and a left engine stays left.
-                if !self.started && !self.membership.is_leaving() {
-                    self.started = true;
-                    self.membership.join(now);
-                }
+                self.follow.start(now);
             }
             Input::CaughtUp => {
-                self.caught_up = true;
+                self.follow.catch_up();
                 self.recompute_ownership(now);
                 self.maybe_propose(now);
             }
             Input::Member(obs) => {
-                self.membership.handle_observation(now, &obs);
+                self.follow.observe(now, &obs);
                 self.maybe_propose(now);
             }
             Input::Log { seq, entry } => self.handle_log(now, seq, entry),
@@ -359,7 +352,7 @@ impl Engine {
             }
             Input::CheckResult(result) => self.handle_check_result(now, result),
             Input::Leave => {
-                self.membership.leave();
+                self.follow.leave();
                 // Stop checking: our objects are about to move to the others, whose first checks would race ours.
                 self.owned.clear();
                 self.due.clear();
@@ -369,8 +362,7 @@ impl Engine {
     }
 
     pub fn handle_timeout(&mut self, now: Time) {
-        let heartbeat_due = self.membership.poll_timeout().is_some_and(|t| t <= now);
-        self.membership.handle_timeout(now);
+        let heartbeat_due = self.follow.handle_timeout(now);
         if heartbeat_due {
             // Also the periodic chance to retry a proposal whose trigger was missed.
             self.maybe_propose(now);
@@ -422,7 +414,7 @@ impl Engine {
 
     pub fn poll_timeout(&self) -> Option<(Time, Timer)> {
         let candidates = [
-            (self.membership.poll_timeout(), Timer::Heartbeat),
+            (self.follow.poll_timeout(), Timer::Heartbeat),
             (self.due.first().map(|(t, _)| *t), Timer::CheckDue),
             (self.check_deadlines.first().map(|(t, _)| *t), Timer::CheckLost),
             (self.reply_deadlines.first().map(|(t, _)| *t), Timer::ReplyDeadline),
@@ -434,7 +426,7 @@ impl Engine {
     // ---- membership and epochs ----
 
     fn drain_membership(&mut self) {
-        while let Some(o) = self.membership.poll_output() {
+        while let Some(o) = self.follow.poll_membership() {
             self.outputs.push_back(Output::Membership(o));
         }
     }
@@ -442,36 +434,37 @@ impl Engine {
     /// Proposes the next epoch when this engine's view of the live set is newer than the record in force and
     /// differs from it. Compare-and-set on the log makes exactly one proposal per epoch win.
     fn maybe_propose(&mut self, now: Time) {
-        if !self.caught_up || self.membership.is_leaving() || self.proposing.is_some() {
+        if !self.follow.is_caught_up() || self.follow.is_leaving() || self.proposing.is_some() {
             return;
         }
-        let view = self.membership.view();
+        let view = self.follow.membership().view();
         if view.is_empty() {
             return;
         }
-        if let Some(rec) = self.reader.fence().current() {
+        if let Some(rec) = self.follow.reader().fence().current() {
             if view.rev() <= rec.members_rev || view.equals(&rec.members) {
                 return;
             }
         }
-        let record = EpochRecord { epoch: self.reader.epoch() + 1, members: view.members(), members_rev: view.rev() };
+        let record =
+            EpochRecord { epoch: self.follow.reader().epoch() + 1, members: view.members(), members_rev: view.rev() };
         self.proposing = Some((record.epoch, now + self.cfg.propose_timeout));
         self.counters.epochs_proposed += 1;
-        self.outputs.push_back(Output::ProposeEpoch { record, after_seq: self.reader.epoch_seq() });
+        self.outputs.push_back(Output::ProposeEpoch { record, after_seq: self.follow.reader().epoch_seq() });
     }
 
     /// Brings the set of owned objects in line with the epoch in force.
     fn recompute_ownership(&mut self, now: Time) {
-        if !self.caught_up || self.membership.is_leaving() {
+        if !self.follow.is_caught_up() || self.follow.is_leaving() {
             return;
         }
-        let Some(own) = self.reader.fence().current_ownership() else { return };
+        let Some(own) = self.follow.reader().fence().current_ownership() else { return };
         let me = &self.cfg.me;
         let (mut gained, mut lost) = (Vec::new(), Vec::new());
         // Both maps are sorted by id and `owned` should be a subset of the objects: walk them side by side
         // instead of looking every object up (this runs over every object on every epoch change).
         let mut held = self.owned.keys().peekable();
-        for (id, view) in self.reader.objects() {
+        for (id, view) in self.follow.reader().objects() {
             // Held ids that sort before this object are no longer in the log (deleted): they cannot be owned.
             while let Some(gone) = held.next_if(|h| *h < id) {
                 lost.push(gone.clone());
@@ -488,7 +481,7 @@ impl Engine {
         }
         let window = self.cfg.takeover_window();
         for id in gained {
-            let view = &self.reader.objects()[&id];
+            let view = &self.follow.reader().objects()[&id];
             let next = (!view.paused).then(|| schedule::takeover_due(view.anchor, view.def.interval(), now, window));
             self.own(id, next);
         }
@@ -525,10 +518,10 @@ impl Engine {
     // ---- the log ----
 
     fn handle_log(&mut self, now: Time, seq: u64, entry: LogEntry) {
-        match self.reader.read(seq, &entry) {
+        match self.follow.read(seq, &entry) {
             Read::Duplicate | Read::EpochRejected(_) => {}
             Read::EpochInstalled => {
-                if self.proposing.is_some_and(|(e, _)| e <= self.reader.epoch()) {
+                if self.proposing.is_some_and(|(e, _)| e <= self.follow.reader().epoch()) {
                     self.proposing = None;
                 }
                 self.recompute_ownership(now);
@@ -586,26 +579,27 @@ impl Engine {
         match &event.body {
             EventBody::Put { .. } if !self.owned.contains_key(&event.object) => {
                 // A new object: owned here if HRW says so.
-                if let Some(view) = self.reader.object(&event.object) {
+                if let Some(view) = self.follow.reader().object(&event.object) {
                     let next = (!view.paused).then_some(view.anchor);
                     self.own(event.object.clone(), next);
                 }
             }
             EventBody::Put { .. } => {
-                let next = self.reader.object(&event.object).filter(|v| !v.paused).map(|v| v.anchor);
+                let next = self.follow.reader().object(&event.object).filter(|v| !v.paused).map(|v| v.anchor);
                 self.set_next(&event.object, next);
             }
             EventBody::Delete => self.lose(event.object.clone()),
             EventBody::Pause => self.set_next(&event.object, None),
             EventBody::Resume => {
                 let next = self
-                    .reader
+                    .follow
+                    .reader()
                     .object(&event.object)
                     .map(|v| schedule::slot_after(v.anchor, v.def.interval(), now - Duration::from_millis(1)));
                 self.set_next(&event.object, next);
             }
             EventBody::CheckRequested => {
-                let paused = self.reader.object(&event.object).is_none_or(|v| v.paused);
+                let paused = self.follow.reader().object(&event.object).is_none_or(|v| v.paused);
                 if !paused {
                     self.set_next(&event.object, Some(now));
                     if let Some(o) = self.owned.get_mut(&event.object) {
@@ -620,10 +614,11 @@ impl Engine {
     /// Whether an accepted event creates an object this engine owns.
     fn may_gain(&self, event: &Event) -> bool {
         matches!(event.body, EventBody::Put { .. })
-            && self.caught_up
-            && !self.membership.is_leaving()
+            && self.follow.is_caught_up()
+            && !self.follow.is_leaving()
             && self
-                .reader
+                .follow
+                .reader()
                 .fence()
                 .current_ownership()
                 .is_some_and(|own| own.is_owner(hrw::key(event.object.as_str()), &self.cfg.me))
@@ -653,7 +648,7 @@ impl Engine {
     // ---- commands ----
 
     fn submit(&mut self, now: Time, reply: ReplyTo, cmd: Command) {
-        if let Some(outcome) = self.reader.applied(&cmd.id) {
+        if let Some(outcome) = self.follow.reader().applied(&cmd.id) {
             self.counters.commands_duplicate += 1;
             let outcome = outcome.clone();
             self.reply(reply, outcome);
@@ -675,12 +670,12 @@ impl Engine {
 
     fn route(&mut self, now: Time, reply: ReplyTo, mut cmd: Command) {
         if !self.is_ready() {
-            let reason = if self.caught_up { "no epoch yet" } else { "engine is reading the log" };
+            let reason = if self.follow.is_caught_up() { "no epoch yet" } else { "engine is reading the log" };
             self.reply(reply, Outcome::Unavailable { reason: reason.into() });
             return;
         }
-        let owner = self.reader.owner(&cmd.object);
-        match route(owner, &self.cfg.me, cmd.hop, self.cfg.forwarding, self.membership.is_leaving()) {
+        let owner = self.follow.reader().owner(&cmd.object);
+        match route(owner, &self.cfg.me, cmd.hop, self.cfg.forwarding, self.follow.is_leaving()) {
             Route::Apply => self.apply(now, reply, cmd),
             Route::Forward(to) => {
                 let id = ForwardId(self.next_forward);
@@ -706,7 +701,7 @@ impl Engine {
         }
         let event = Event {
             object: cmd.object.clone(),
-            epoch: self.reader.epoch(),
+            epoch: self.follow.reader().epoch(),
             writer: self.cfg.me.clone(),
             at: now,
             command_id: Some(cmd.id.clone()),
@@ -734,7 +729,7 @@ impl Engine {
     // ---- checks ----
 
     fn run_due(&mut self, now: Time, object: ObjectId) {
-        let Some(view) = self.reader.object(&object) else { return };
+        let Some(view) = self.follow.reader().object(&object) else { return };
         let (def, anchor, paused): (ObjectDef, Time, bool) = (view.def.clone(), view.anchor, view.paused);
         let Some(o) = self.owned.get_mut(&object) else { return };
         o.next = None;
@@ -771,7 +766,7 @@ impl Engine {
             return;
         };
         self.check_deadlines.remove(&(deadline, result.check_id));
-        let Some(logged) = self.reader.object(&object).map(|v| v.state) else {
+        let Some(logged) = self.follow.reader().object(&object).map(|v| v.state) else {
             self.counters.check_results_dropped += 1;
             return;
         };
@@ -795,7 +790,7 @@ impl Engine {
             self.counters.transitions_written += 1;
             self.outputs.push_back(Output::Append(Event {
                 object: object.clone(),
-                epoch: self.reader.epoch(),
+                epoch: self.follow.reader().epoch(),
                 writer: self.cfg.me.clone(),
                 at: now,
                 command_id: None,
@@ -819,9 +814,9 @@ impl Engine {
         if scheduled != self.due.len() {
             return Err(format!("{scheduled} owned objects scheduled, {} due entries", self.due.len()));
         }
-        if self.caught_up && !self.membership.is_leaving() {
-            if let Some(own) = self.reader.fence().current_ownership() {
-                for (id, view) in self.reader.objects() {
+        if self.follow.is_caught_up() && !self.follow.is_leaving() {
+            if let Some(own) = self.follow.reader().fence().current_ownership() {
+                for (id, view) in self.follow.reader().objects() {
                     let mine = own.is_owner(view.key, &self.cfg.me);
                     if mine != self.owned.contains_key(id) {
                         return Err(format!("{id}: HRW says owned={mine}, engine holds owned={}", !mine));
@@ -829,7 +824,7 @@ impl Engine {
                 }
             }
         }
-        if self.owned.keys().any(|id| self.reader.object(id).is_none()) {
+        if self.owned.keys().any(|id| self.follow.reader().object(id).is_none()) {
             return Err("an owned object is not in the log".into());
         }
         if self.waiting.len() != self.reply_deadlines.len() {
