@@ -521,6 +521,63 @@ impl Notifier {
         !self.lanes.values().any(|l| l.busy()) && !self.ops.values().any(|o| matches!(o, Op::Write(_) | Op::Send(_)))
     }
 
+    /// Self-checks the simulator and the tests run after every step.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let queued: usize = self.lanes.values().map(|l| l.queue.len()).sum();
+        if queued != self.queued {
+            return Err(format!("{queued} transitions queued, counted {}", self.queued));
+        }
+        for (i, n) in self.sending.iter().enumerate() {
+            let actual = self
+                .lanes
+                .iter()
+                .filter(|((e, _), l)| {
+                    *e == i && matches!(l.state, LaneState::Claiming { .. } | LaneState::Sending { .. })
+                })
+                .count();
+            if actual != *n {
+                return Err(format!("endpoint {i}: {actual} lanes claiming or sending, counted {n}"));
+            }
+        }
+        for (key, lane) in &self.lanes {
+            if let Some(d) = lane.deadline() {
+                if !self.deadlines.contains(&(d, key.clone())) {
+                    return Err(format!("{}: lane deadline {d} not armed", key.1));
+                }
+            }
+            // Per lane, one transition at a time and in log order.
+            let inflight = match &lane.state {
+                LaneState::Claiming { t, .. } | LaneState::Sending { t, .. } | LaneState::Backoff { t, .. } => {
+                    Some(t.seq)
+                }
+                _ => None,
+            };
+            let mut prev = inflight.unwrap_or(0).max(lane.done);
+            for t in &lane.queue {
+                if t.seq <= prev {
+                    return Err(format!("{}: queued {} after {}", key.1, t.seq, prev));
+                }
+                prev = t.seq;
+            }
+            if prev > lane.handed {
+                return Err(format!("{}: queued up to {prev}, handed {}", key.1, lane.handed));
+            }
+        }
+        for (op, what) in &self.ops {
+            let (Op::Write(key) | Op::Send(key)) = what;
+            let ok = self.lanes.get(key).is_some_and(|l| match (&l.state, what) {
+                (LaneState::Claiming { op: o, .. }, Op::Write(_))
+                | (LaneState::Recording { op: o, .. }, Op::Write(_))
+                | (LaneState::Sending { op: o, .. }, Op::Send(_)) => o == op,
+                _ => false,
+            });
+            if !ok {
+                return Err(format!("operation {op} ({what:?}) has no lane waiting for it"));
+            }
+        }
+        Ok(())
+    }
+
     // ---- inputs ----
 
     pub fn handle(&mut self, now: Time, input: Input) {
@@ -553,6 +610,7 @@ impl Notifier {
                     // Transitions met before the starts were known: none at or below an endpoint's start goes out.
                     for ((i, _), lane) in self.lanes.iter_mut() {
                         lane.done = lane.done.max(starts[*i]);
+                        lane.handed = lane.handed.max(lane.done);
                         let done = lane.done;
                         let before = lane.queue.len();
                         lane.queue.retain(|t| t.seq > done);
@@ -710,6 +768,7 @@ impl Notifier {
                 let mut l = Lane::new();
                 l.state = LaneState::Idle;
                 l.done = starts.get(i).copied().unwrap_or(0);
+                l.handed = l.done;
                 l
             });
             if t.seq <= lane.handed || t.seq <= lane.done {
@@ -1020,6 +1079,7 @@ impl Notifier {
                 Ok(Some(rev)) => {
                     lane.rev = Some(rev);
                     lane.done = lane.done.max(record.done);
+                    lane.handed = lane.handed.max(lane.done);
                     lane.store_attempts = 0;
                     let done = lane.done;
                     let before = lane.queue.len();

@@ -348,6 +348,20 @@ impl Sink {
         self.role.is_leaving() && (self.timed_out || self.inflight.is_none() && self.pending.is_empty())
     }
 
+    /// Self-checks the simulator and the tests run after every step.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let events = self.pending.iter().filter(|i| i.event_seq().is_some()).count();
+        if events != self.pending_events {
+            return Err(format!("{} event items pending, counted {}", events, self.pending_events));
+        }
+        if self.retry_at.is_some() && self.inflight.is_none() {
+            return Err("a write retry is armed with no transaction out".into());
+        }
+        // Rows may repeat (a resume may read again what is out, and the store ignores a row it has); the order
+        // that matters, the store's prefix per object, is checked by whoever sees the store.
+        Ok(())
+    }
+
     // ---- inputs ----
 
     pub fn handle(&mut self, now: Time, input: Input) {

@@ -188,6 +188,9 @@ impl World {
         }
         let Some(p) = self.procs.get_mut(id) else { return };
         p.n.handle(self.now, input);
+        if let Err(e) = p.n.check_invariants() {
+            panic!("{id}: {e}");
+        }
         self.carry_out(id);
     }
 

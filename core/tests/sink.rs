@@ -137,6 +137,9 @@ impl World {
     fn input(&mut self, id: &str, input: Input) {
         let Some(p) = self.sinks.get_mut(id) else { return };
         p.sink.handle(self.now, input);
+        if let Err(e) = p.sink.check_invariants() {
+            panic!("{id}: {e}");
+        }
         self.carry_out(id);
     }
 
