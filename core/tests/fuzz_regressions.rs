@@ -55,3 +55,8 @@ fn wire_inputs_replay() {
 fn membership_inputs_replay() {
     replay("membership", checks::membership::check);
 }
+
+#[test]
+fn roles_inputs_replay() {
+    replay("roles", checks::roles::check);
+}

@@ -8,4 +8,5 @@ pub mod bytes;
 pub mod engine;
 pub mod fence;
 pub mod membership;
+pub mod roles;
 pub mod wire;
