@@ -319,7 +319,7 @@ pub fn check(data: &[u8]) {
                 let epoch = if b.u8() % 8 == 0 { u64::from(b.u8()) } else { epoch };
                 w.log.push(LogEntry::Epoch(EpochRecord { epoch, members, members_rev: u64::from(b.u8()) }));
             }
-            3 | 4 | 5 => {
+            3..=5 => {
                 let body = match b.u8() % 6 {
                     0 => EventBody::Put {
                         def: ObjectDef {
