@@ -211,10 +211,10 @@ impl World {
                         let mut v = Vec::new();
                         for o in &objects {
                             for e in &self.endpoints {
-                                if b.u8() % 2 == 0 {
+                                if b.below(2) == 0 {
                                     continue;
                                 }
-                                let claim = (b.u8() % 2 == 0).then(|| Claim {
+                                let claim = (b.below(2) == 0).then(|| Claim {
                                     seq: u64::from(b.u8()),
                                     by: member(b.below(5), u64::from(b.u8() % 3)),
                                 });
@@ -250,14 +250,14 @@ impl World {
                 };
                 self.handle_notifier(notifier::Input::Sent { op, result });
             }
-            Pending::Heartbeat => self.handle_notifier(notifier::Input::HeartbeatWritten { ok: how % 2 == 0 }),
+            Pending::Heartbeat => self.handle_notifier(notifier::Input::HeartbeatWritten { ok: how & 1 == 0 }),
         }
     }
 }
 
 pub fn check(data: &[u8]) {
     let mut b = Bytes::new(data);
-    let is_sink = b.u8() % 2 == 0;
+    let is_sink = b.below(2) == 0;
     let me = member(0, 7);
     let node = if is_sink {
         let mut cfg = SinkConfig::new(me.clone(), TTL);
@@ -301,13 +301,13 @@ pub fn check(data: &[u8]) {
         match b.u8() % 12 {
             0 | 1 => {
                 member_rev += u64::from(b.u8() % 3); // sometimes repeated
-                let change = if b.u8() % 3 == 0 {
+                let change = if b.below(3) == 0 {
                     MemberChange::Down(member(b.below(5), 0).id)
                 } else {
                     let i = b.below(5);
                     MemberChange::Up(member(i, if i == 0 { 7 } else { u64::from(b.u8() % 3) }))
                 };
-                let bk = if b.u8() % 5 == 0 { Bucket::Engine } else { bucket };
+                let bk = if b.below(5) == 0 { Bucket::Engine } else { bucket };
                 w.member(MemberObservation { bucket: bk, rev: member_rev, change });
             }
             2 => {
@@ -316,7 +316,7 @@ pub fn check(data: &[u8]) {
                 let mut members: Vec<MemberRef> = (0..n).map(|i| member(i + b.below(2), 1)).collect();
                 members.sort();
                 members.dedup_by(|a, b| a.id == b.id);
-                let epoch = if b.u8() % 8 == 0 { u64::from(b.u8()) } else { epoch };
+                let epoch = if b.below(8) == 0 { u64::from(b.u8()) } else { epoch };
                 w.log.push(LogEntry::Epoch(EpochRecord { epoch, members, members_rev: u64::from(b.u8()) }));
             }
             3..=5 => {
@@ -371,7 +371,7 @@ pub fn check(data: &[u8]) {
             }
             9 | 10 => w.answer(&mut b, false),
             _ => {
-                if b.u8() % 4 == 0 {
+                if b.below(4) == 0 {
                     match &w.node {
                         Node::Sink(_) => w.handle_sink(sink::Input::Leave),
                         Node::Notifier(_) => w.handle_notifier(notifier::Input::Leave),
