@@ -15,6 +15,7 @@ use crate::model::{
     CommandId, EpochRecord, Event, EventBody, LogEntry, MemberId, MemberRef, ObjectDef, ObjectId, Outcome, State,
 };
 use crate::time::Time;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -163,7 +164,7 @@ impl Fence {
 }
 
 /// The last state change of an object, as the ui shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransitionInfo {
     pub seq: u64,
     pub from: State,
@@ -175,10 +176,11 @@ pub struct TransitionInfo {
 }
 
 /// An object as the log says it is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectView {
     pub def: ObjectDef,
-    /// HRW key of the object id, hashed once.
+    /// HRW key of the object id, hashed once (not stored in a snapshot: it is the id's).
+    #[serde(skip)]
     pub key: u64,
     pub state: State,
     pub paused: bool,
@@ -224,7 +226,7 @@ pub enum Effect {
 }
 
 /// Counters a reader keeps; every reader of the same log counts the same.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReaderCounters {
     /// Events discarded by the fence (`jaque_engine_stale_epoch_total`).
     pub stale_epoch_total: u64,
@@ -296,6 +298,65 @@ impl LogReader {
         }
         let in_force = self.epoch_positions.in_force_at(seq);
         Some(self.fence.verdict_in_force(hrw::key(event.object.as_str()), event.epoch, &event.writer, in_force))
+    }
+
+    /// The reader's whole state, to start another reader from (`from_snapshot`).
+    pub fn snapshot(&self) -> ReaderSnapshot {
+        ReaderSnapshot {
+            version: ReaderSnapshot::VERSION,
+            position: self.position,
+            started: self.started,
+            epochs: self
+                .epoch_positions
+                .0
+                .iter()
+                .copied()
+                .zip(self.fence.records.iter().map(|(r, _)| r.clone()))
+                .collect(),
+            objects: self.objects.iter().map(|(id, v)| (id.clone(), v.clone())).collect(),
+            applied: self.applied.iter().map(|(id, o)| (id.clone(), o.clone())).collect(),
+            counters: self.counters.clone(),
+        }
+    }
+
+    /// A reader in exactly the state of the one that took `snapshot`, or why the snapshot cannot be one.
+    pub fn from_snapshot(s: ReaderSnapshot) -> Result<LogReader, SnapshotError> {
+        if s.version != ReaderSnapshot::VERSION {
+            return Err(SnapshotError::Version(s.version));
+        }
+        let mut reader = LogReader { position: s.position, started: s.started, ..LogReader::default() };
+        let mut last = 0;
+        for (seq, record) in &s.epochs {
+            if *seq <= last && reader.epoch_seq.is_some() || *seq > s.position {
+                return Err(SnapshotError::Invalid(format!("epoch record at position {seq} out of order")));
+            }
+            reader
+                .fence
+                .install(record)
+                .map_err(|e| SnapshotError::Invalid(format!("epoch record {}: {e:?}", record.epoch)))?;
+            reader.epoch_positions.push(*seq);
+            reader.epoch_seq = Some(*seq);
+            last = *seq;
+        }
+        if !s.started && (s.position != 0 || !s.epochs.is_empty() || !s.objects.is_empty()) {
+            return Err(SnapshotError::Invalid("a reader that read nothing holds state".into()));
+        }
+        for (id, mut view) in s.objects {
+            if view.last_seq > s.position {
+                return Err(SnapshotError::Invalid(format!("{id} was last changed past the snapshot's position")));
+            }
+            view.key = hrw::key(id.as_str());
+            if reader.objects.insert(id.clone(), view).is_some() {
+                return Err(SnapshotError::Invalid(format!("{id} appears twice")));
+            }
+        }
+        for (id, outcome) in s.applied {
+            if !matches!(outcome, Outcome::Applied { .. }) || reader.applied.insert(id.clone(), outcome).is_some() {
+                return Err(SnapshotError::Invalid(format!("command {id}: not one applied outcome")));
+            }
+        }
+        reader.counters = s.counters;
+        Ok(reader)
     }
 
     /// Reads the entry at log position `seq`. Positions must grow; a repeated or older one is skipped.
@@ -424,5 +485,40 @@ fn not_found(event: &Event) -> Effect {
     match &event.command_id {
         Some(id) => Effect::Command(Outcome::NotFound { command_id: id.clone() }),
         None => Effect::Ignored,
+    }
+}
+
+/// A reader's state at a log position: what a reader needs to go on from the next position exactly as one that
+/// read the whole log before it (the epoch records with their positions, every object's view, the applied
+/// command ids, the counters). Its size grows with the objects and the membership changes, not with the events.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReaderSnapshot {
+    pub version: u32,
+    /// The last position read.
+    pub position: u64,
+    pub started: bool,
+    /// Each installed epoch record with its log position, in order.
+    pub epochs: Vec<(u64, EpochRecord)>,
+    pub objects: Vec<(ObjectId, ObjectView)>,
+    pub applied: Vec<(CommandId, Outcome)>,
+    pub counters: ReaderCounters,
+}
+
+impl ReaderSnapshot {
+    pub const VERSION: u32 = 1;
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("snapshot version {0} is not one this build reads (it reads {v})", v = ReaderSnapshot::VERSION)]
+    Version(u32),
+    #[error("invalid snapshot: {0}")]
+    Invalid(String),
+}
+
+impl PartialEq for LogReader {
+    /// Same position, epoch records (with positions), objects, applied command ids and counters.
+    fn eq(&self, other: &LogReader) -> bool {
+        self.snapshot() == other.snapshot()
     }
 }

@@ -5,6 +5,7 @@
 //! keeps its examples equal to what the encoder writes.
 
 use crate::engine::{CheckResult, CheckWork};
+use crate::log::{LogReader, ReaderSnapshot};
 use crate::model::{Command, CommandId, CommandKind, LogEntry, MemberId, MemberRef, ObjectId, Outcome};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -104,6 +105,19 @@ pub fn decode_check_work(bytes: &[u8]) -> Result<CheckWork, WireError> {
 
 pub fn decode_check_result(bytes: &[u8]) -> Result<CheckResult, WireError> {
     decode("check result", bytes)
+}
+
+/// A reader's snapshot as bytes (JSON, versioned). Snapshots grow with the objects, so the message size limit
+/// does not apply to them.
+pub fn encode_snapshot(s: &ReaderSnapshot) -> Vec<u8> {
+    encode(s)
+}
+
+/// A snapshot back to a reader in the state it records, or why not (never a panic).
+pub fn decode_snapshot(bytes: &[u8]) -> Result<LogReader, WireError> {
+    let s: ReaderSnapshot =
+        serde_json::from_slice(bytes).map_err(|source| WireError::Malformed { what: "snapshot", source })?;
+    LogReader::from_snapshot(s).map_err(|e| WireError::Invalid { what: "snapshot", reason: e.to_string() })
 }
 
 /// The value of a membership key.

@@ -92,6 +92,36 @@ fn summary(r: &LogReader) -> String {
 }
 
 proptest! {
+    /// Invariant 11 for one reader: started from a snapshot taken at any position (and carried as bytes), it
+    /// gives every later entry the same verdict and effect, and ends in the same state, as one that read from
+    /// the first position.
+    #[test]
+    fn a_reader_from_a_snapshot_is_the_reader_from_the_start(
+        ops in proptest::collection::vec(op(), 1..120),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let log = build(&ops);
+        let k = cut.index(log.len() + 1);
+        let mut full = LogReader::new();
+        let verdicts: Vec<Read> = log.iter().enumerate().map(|(i, e)| full.read(i as u64 + 1, e)).collect();
+        let mut head = LogReader::new();
+        for (i, e) in log.iter().enumerate().take(k) {
+            head.read(i as u64 + 1, e);
+        }
+        let bytes = wire::encode_snapshot(&head.snapshot());
+        let mut tail = wire::decode_snapshot(&bytes).expect("a snapshot decodes");
+        prop_assert!(tail == head);
+        for (i, e) in log.iter().enumerate().skip(k) {
+            prop_assert_eq!(&tail.read(i as u64 + 1, e), &verdicts[i], "position {}", i + 1);
+        }
+        // Positions at or below the snapshot's are repeats to it, as to the reader that took it.
+        if k > 0 {
+            prop_assert_eq!(tail.read(k as u64, &log[k - 1]), Read::Duplicate);
+            full.read(k as u64, &log[k - 1]);
+        }
+        prop_assert!(tail == full, "{} vs {}", summary(&tail), summary(&full));
+    }
+
     #[test]
     fn readers_agree_whatever_the_chunking(ops in proptest::collection::vec(op(), 1..120), cuts in proptest::collection::vec(1usize..9, 1..40), dup in any::<prop::sample::Index>()) {
         let log = build(&ops);

@@ -7,7 +7,8 @@
 //!
 //! Reader `a` reads the log one entry at a time. Reader `b` reads the same log in chunks of varying size and,
 //! after a chunk, may have already-read positions delivered again (a consumer that restarted from an older
-//! sequence). Checked:
+//! sequence); at every chunk boundary it also restarts from a snapshot of itself, carried as bytes, so every
+//! check below holds for readers started from snapshots at arbitrary positions (invariant 11). Checked:
 //! - every verdict of `a` is the rule's: accepted iff the writer (id and incarnation) owned the object under
 //!   every epoch record from its epoch to the one in force, computed here from the records with the
 //!   published HRW formula and with `hrw::Ownership`;
@@ -15,7 +16,8 @@
 //!   at every chunk boundary holds the same state as `a` at that position (objects, fence, epoch position,
 //!   applied command ids, counters but for duplicate positions);
 //! - a command id is applied at most once; later events with it report the first outcome;
-//! - every entry survives the wire (`decode_log_entry(encode(x)) == x`; unsorted records are refused);
+//! - every entry survives the wire (`decode_log_entry(encode(x)) == x`; unsorted records are refused), and so
+//!   does every snapshot (`decode_snapshot(encode_snapshot(r.snapshot())) == r`);
 //! - nothing panics.
 
 use super::bytes::Bytes;
@@ -194,6 +196,11 @@ pub fn check(data: &[u8]) {
         }
         same_state(&a, &b);
         assert_eq!(b.counters.duplicate_positions_total, redelivered);
+        // Reader b restarts from its own snapshot here (carried as bytes): it must go on as if it had not.
+        let bytes = wire::encode_snapshot(&b.snapshot());
+        let restarted = wire::decode_snapshot(&bytes).unwrap_or_else(|e| panic!("a snapshot does not decode: {e}"));
+        assert!(restarted == b, "the reader from the snapshot is not the reader that took it");
+        b = restarted;
     }
     assert_eq!(next, log.len());
     assert_eq!(a.counters.duplicate_positions_total, 0);

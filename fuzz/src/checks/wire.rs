@@ -74,6 +74,12 @@ pub fn check(data: &[u8]) {
         let _ = reader.read(1, &entry);
         let _ = reader.read(1, &entry);
     }
+    // A snapshot: a reader or an error, never a panic; a decoded one survives the wire unchanged.
+    if let Ok(reader) = wire::decode_snapshot(data) {
+        let bytes = wire::encode_snapshot(&reader.snapshot());
+        let again = wire::decode_snapshot(&bytes).unwrap_or_else(|e| panic!("a snapshot re-encodes badly: {e}"));
+        assert!(again == reader, "decode(encode(snapshot)) != snapshot");
+    }
     round_trip("check work", data, wire::decode_check_work);
     round_trip("check result", data, wire::decode_check_result);
 
