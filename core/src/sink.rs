@@ -222,10 +222,11 @@ impl Item {
     /// The same row with its text fields emptied: what a store that refuses the data is offered next.
     fn degrade(self) -> Item {
         match self {
+            // Its object's row is left whole: if that was what the store refused, it is tried alone next.
             Item::Event { mut row, object, .. } => {
                 row.output = row.output.map(|_| String::new());
                 row.definition = None;
-                Item::Event { row, object: object.map(degrade_object), degraded: true }
+                Item::Event { row, object, degraded: true }
             }
             Item::Object { row, .. } => Item::Object { row: degrade_object(row), degraded: true },
         }
@@ -574,7 +575,14 @@ impl Sink {
                 } else if let Some(item) = items.into_iter().next() {
                     if item.degraded() {
                         self.counters.rows_skipped += 1;
-                        self.isolate = self.isolate.saturating_sub(1);
+                        match item {
+                            // The event row goes; its object's row still says where the object is now.
+                            Item::Event { object: Some(row), .. } => {
+                                self.pending.push_front(Item::Object { row, degraded: false });
+                                self.isolate = self.isolate.max(1);
+                            }
+                            _ => self.isolate = self.isolate.saturating_sub(1),
+                        }
                     } else {
                         self.pending_events += usize::from(item.event_seq().is_some());
                         self.pending.push_front(item.degrade());

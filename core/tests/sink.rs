@@ -424,6 +424,26 @@ fn a_refused_row_is_written_degraded_or_skipped_and_counted_never_stalling() {
     assert_eq!(w.sinks["s1"].sink.counters.rows_skipped, 1);
     assert_eq!(w.store.events.len(), 2);
     assert_eq!(w.sinks["s1"].sink.lag(), 0);
+
+    // A skipped event that is its object's last: the objects row still moves to it.
+    let mut w = World::new();
+    w.start("s1");
+    let own = w.epoch(&["e1"]);
+    w.store.refuse = Some("BAD".into());
+    w.store.refuse_degraded = true;
+    w.event(&own, 0, EventBody::Put { def: def() }, None);
+    w.run(1_000);
+    // Live now (not resuming, which writes objects rows of its own): the row comes with the event.
+    assert!(!w.sinks["s1"].sink.role().is_resuming());
+    w.event(&own, 0, EventBody::Transition { from: State::Pending, to: State::Critical, output: "BAD".into() }, None);
+    w.run(1_000);
+    assert_eq!(w.sinks["s1"].sink.counters.rows_skipped, 1);
+    assert_eq!(w.store.events.len(), 1);
+    let last = *w.accepted().keys().last().unwrap();
+    let row = w.store.objects.values().next().expect("the objects row");
+    assert_eq!((row.last_seq, row.state), (last, Some(State::Critical)));
+    assert!(row.definition.is_some(), "the objects row keeps its definition: it was not what was refused");
+    assert_eq!(w.sinks["s1"].sink.lag(), 0);
 }
 
 #[test]
