@@ -89,7 +89,7 @@ fn main() {
     let mut fence = Fence::default();
     for e in 1..=4u64 {
         let ms: Vec<MemberRef> = (0..MEMBERS).filter(|i| e == 4 || *i as u64 != e).map(|i| m(i, 1)).collect();
-        fence.install(&EpochRecord { epoch: e, members: ms, members_rev: e }).unwrap();
+        fence.install(&EpochRecord { epoch: e, members: ms, members_rev: e, idempotency_window_ms: None }).unwrap();
     }
     let own = fence.current_ownership().unwrap().clone();
     // Events by their owners under the epoch in force (the common case), 1 in 8 written one epoch back. A
@@ -222,7 +222,8 @@ fn engine_epoch_change(ids: &[String], members: &[MemberRef]) -> Duration {
     let mut joined = members.to_vec();
     joined.push(m(99, 1));
     joined.sort();
-    let record = LogEntry::Epoch(EpochRecord { epoch: 2, members: joined, members_rev: 2 });
+    let record =
+        LogEntry::Epoch(EpochRecord { epoch: 2, members: joined, members_rev: 2, idempotency_window_ms: None });
     let mut times: Vec<Duration> = (0..5)
         .map(|_| {
             let mut e = loaded_engine(ids, members);
@@ -244,7 +245,7 @@ fn loaded_engine(ids: &[String], members: &[MemberRef]) -> Engine {
     let mut e = Engine::new(EngineConfig::new(me.clone(), Duration::from_secs(9)));
     e.handle(Time(0), Input::Start);
     e.handle(Time(0), Input::CaughtUp);
-    let first = EpochRecord { epoch: 1, members: members.to_vec(), members_rev: 1 };
+    let first = EpochRecord { epoch: 1, members: members.to_vec(), members_rev: 1, idempotency_window_ms: None };
     e.handle(Time(0), Input::Log { seq: 1, entry: LogEntry::Epoch(first) });
     for (i, id) in ids.iter().enumerate() {
         let put = Event {

@@ -41,6 +41,8 @@ pub struct EngineConfig {
     pub check_grace: Duration,
     /// How long to wait for the result of an epoch proposal before proposing again.
     pub propose_timeout: Duration,
+    /// `-idempotency-window`: written into the epoch records this engine proposes (see `log`).
+    pub idempotency_window: Duration,
 }
 
 impl EngineConfig {
@@ -53,6 +55,7 @@ impl EngineConfig {
             expiry_lag: Duration::from_millis(1500),
             check_grace: Duration::from_secs(2),
             propose_timeout: Duration::from_secs(2),
+            idempotency_window: Duration::from_secs(24 * 3600),
         }
     }
 
@@ -446,8 +449,12 @@ impl Engine {
                 return;
             }
         }
-        let record =
-            EpochRecord { epoch: self.follow.reader().epoch() + 1, members: view.members(), members_rev: view.rev() };
+        let record = EpochRecord {
+            epoch: self.follow.reader().epoch() + 1,
+            members: view.members(),
+            members_rev: view.rev(),
+            idempotency_window_ms: Some(u64::try_from(self.cfg.idempotency_window.as_millis()).unwrap_or(u64::MAX)),
+        };
         self.proposing = Some((record.epoch, now + self.cfg.propose_timeout));
         self.counters.epochs_proposed += 1;
         self.outputs.push_back(Output::ProposeEpoch { record, after_seq: self.follow.reader().epoch_seq() });

@@ -9,6 +9,13 @@
 //! The fold turns accepted events into object state and remembers which command ids were applied, so any later
 //! owner can answer a retried command without applying it twice. Engines, the ui and a replay all run this
 //! same reader, so they reach the same verdicts and the same state (invariant 2).
+//!
+//! **The idempotency window, in log terms.** The log has its own clock: the largest `at` of the accepted events
+//! read so far (it never goes back, whatever a writer's clock does). A command id is remembered from the event
+//! that applied it until the log clock has moved more than the window past that event's log time; the window is
+//! the one in the epoch record in force. Both come from the log alone, so every reader forgets the same id at the
+//! same position, and a retry within the window is answered with its first outcome by any of them. Older ids are
+//! forgotten, which keeps the record bounded by the commands of one window.
 
 use crate::hrw::{self, Ownership};
 use crate::model::{
@@ -16,8 +23,9 @@ use crate::model::{
 };
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::time::Duration;
 
 /// Why an event was discarded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -233,6 +241,9 @@ pub struct ReaderCounters {
     pub epochs_rejected_total: u64,
     pub duplicate_positions_total: u64,
     pub duplicate_commands_total: u64,
+    /// Command ids forgotten as the log clock moved past their idempotency window.
+    #[serde(default)]
+    pub commands_forgotten_total: u64,
 }
 
 /// Follows the log: fence, fold, and the record of applied command ids.
@@ -244,6 +255,10 @@ pub struct LogReader {
     started: bool,
     objects: BTreeMap<ObjectId, ObjectView>,
     applied: BTreeMap<CommandId, Outcome>,
+    /// The applied command ids by the log time they were applied at (non-decreasing): what to forget first.
+    applied_order: VecDeque<(Time, CommandId)>,
+    /// The log clock: the largest `at` of the accepted events read.
+    log_time: Time,
     /// Log position of the epoch record in force (the compare-and-set precondition for the next proposal).
     epoch_seq: Option<u64>,
     epoch_positions: EpochPositions,
@@ -280,9 +295,24 @@ impl LogReader {
         self.objects.get(id)
     }
 
-    /// The outcome a command id got when it was applied, if it was.
+    /// The outcome a command id got when it was applied, if it was and is still within the window.
     pub fn applied(&self, id: &CommandId) -> Option<&Outcome> {
         self.applied.get(id)
+    }
+
+    /// How many applied command ids are remembered.
+    pub fn applied_len(&self) -> usize {
+        self.applied.len()
+    }
+
+    /// The log clock: the largest `at` of the accepted events read so far.
+    pub fn log_time(&self) -> Time {
+        self.log_time
+    }
+
+    /// The idempotency window of the epoch record in force (`None`: unbounded).
+    pub fn idempotency_window(&self) -> Option<Duration> {
+        self.fence.current()?.idempotency_window_ms.map(Duration::from_millis)
     }
 
     /// The owner of an object under the epoch in force.
@@ -314,7 +344,8 @@ impl LogReader {
                 .zip(self.fence.records.iter().map(|(r, _)| r.clone()))
                 .collect(),
             objects: self.objects.iter().map(|(id, v)| (id.clone(), v.clone())).collect(),
-            applied: self.applied.iter().map(|(id, o)| (id.clone(), o.clone())).collect(),
+            applied: self.applied_order.iter().map(|(at, id)| (id.clone(), self.applied[id].clone(), *at)).collect(),
+            log_time: self.log_time,
             counters: self.counters.clone(),
         }
     }
@@ -350,11 +381,16 @@ impl LogReader {
                 return Err(SnapshotError::Invalid(format!("{id} appears twice")));
             }
         }
-        for (id, outcome) in s.applied {
+        for (id, outcome, at) in s.applied {
             if !matches!(outcome, Outcome::Applied { .. }) || reader.applied.insert(id.clone(), outcome).is_some() {
                 return Err(SnapshotError::Invalid(format!("command {id}: not one applied outcome")));
             }
+            if at > s.log_time || reader.applied_order.back().is_some_and(|(last, _)| *last > at) {
+                return Err(SnapshotError::Invalid(format!("command {id}: applied out of log-time order")));
+            }
+            reader.applied_order.push_back((at, id));
         }
+        reader.log_time = s.log_time;
         reader.counters = s.counters;
         Ok(reader)
     }
@@ -393,7 +429,22 @@ impl LogReader {
         }
     }
 
+    /// Moves the log clock to an accepted event's time and forgets the command ids that fell out of the window.
+    fn advance_log_time(&mut self, at: Time) {
+        self.log_time = self.log_time.max(at);
+        let Some(window) = self.idempotency_window() else { return };
+        while let Some((applied_at, _)) = self.applied_order.front() {
+            if self.log_time.saturating_since(*applied_at) <= window {
+                break;
+            }
+            let (_, id) = self.applied_order.pop_front().expect("front exists");
+            self.applied.remove(&id);
+            self.counters.commands_forgotten_total += 1;
+        }
+    }
+
     fn fold(&mut self, seq: u64, key: u64, event: &Event) -> Effect {
+        self.advance_log_time(event.at);
         if let Some(id) = &event.command_id {
             if let Some(first) = self.applied.get(id) {
                 self.counters.duplicate_commands_total += 1;
@@ -468,6 +519,7 @@ impl LogReader {
         // Only applied commands are remembered: a command that found no object may be retried once it exists.
         if let (Some(id), Effect::Command(outcome @ Outcome::Applied { .. })) = (&event.command_id, &effect) {
             self.applied.insert(id.clone(), outcome.clone());
+            self.applied_order.push_back((self.log_time, id.clone()));
         }
         effect
     }
@@ -500,7 +552,10 @@ pub struct ReaderSnapshot {
     /// Each installed epoch record with its log position, in order.
     pub epochs: Vec<(u64, EpochRecord)>,
     pub objects: Vec<(ObjectId, ObjectView)>,
-    pub applied: Vec<(CommandId, Outcome)>,
+    /// The remembered command ids with their outcomes and the log time they were applied at, oldest first.
+    pub applied: Vec<(CommandId, Outcome, Time)>,
+    /// The log clock (see the module documentation).
+    pub log_time: Time,
     pub counters: ReaderCounters,
 }
 

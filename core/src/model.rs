@@ -340,6 +340,11 @@ pub struct EpochRecord {
     /// The membership store's revision this member list was read at. A member whose own view is older than
     /// this must not propose: it would only undo a change it has not seen yet.
     pub members_rev: u64,
+    /// How long, in log time, a command id is remembered after it was applied (`-idempotency-window` of the
+    /// engine that proposed this record). Carried in the log so every reader forgets the same ids at the same
+    /// position; `None` (records written before this field): never forgotten.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_window_ms: Option<u64>,
 }
 
 /// What happened to an object. Commands' events carry the command id, so any later owner knows it was applied.

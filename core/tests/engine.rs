@@ -308,6 +308,7 @@ fn memory_mode_forwards_nothing() {
                 epoch: 1,
                 members: vec![member("a", 1), member("b", 1)],
                 members_rev: 1,
+                idempotency_window_ms: None,
             }),
         },
     );
@@ -386,7 +387,12 @@ fn an_engine_does_not_propose_from_a_view_older_than_the_record() {
     let mut e = Engine::new(EngineConfig::new(member("a", 1), TTL));
     e.handle(Time(0), Input::Start);
     e.handle(Time(0), Input::CaughtUp);
-    let record = EpochRecord { epoch: 1, members: vec![member("a", 1), member("b", 1)], members_rev: 10 };
+    let record = EpochRecord {
+        epoch: 1,
+        members: vec![member("a", 1), member("b", 1)],
+        members_rev: 10,
+        idempotency_window_ms: None,
+    };
     e.handle(Time(0), Input::Log { seq: 1, entry: LogEntry::Epoch(record) });
     // Its watcher has only reached revision 5, where b had not joined yet.
     let up = |rev, id| {

@@ -14,19 +14,34 @@ fn m(i: usize, inc: u64) -> MemberRef {
 #[derive(Clone, Debug)]
 enum Op {
     /// A new epoch record with the members whose bits are set (incarnation 1 or 2 by another bit).
-    Epoch { mask: u8, incs: u8 },
+    Epoch { mask: u8, incs: u8, window: Option<u8> },
     /// An event by writer (pool index, incarnation) under `epoch_back` epochs before the one in force (or one
     /// ahead when `ahead`).
-    Event { object: u8, writer: usize, inc: u64, epoch_back: u8, ahead: bool },
+    /// At log time `at` (writers' clocks disagree: it may go back), with command id `c<cmd>` (ids repeat, as
+    /// retries do, so the idempotency window is exercised).
+    Event { object: u8, writer: usize, inc: u64, epoch_back: u8, ahead: bool, at: u8, cmd: u8 },
     /// A malformed or out-of-sequence epoch record.
     BadEpoch { skip: u8 },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        1 => (1u8..32, any::<u8>()).prop_map(|(mask, incs)| Op::Epoch { mask, incs }),
-        6 => (0u8..20, 0usize..5, 1u64..3, 0u8..4, prop::bool::weighted(0.05))
-            .prop_map(|(object, writer, inc, epoch_back, ahead)| Op::Event { object, writer, inc, epoch_back, ahead }),
+        1 => (1u8..32, any::<u8>(), prop::option::of(0u8..40)).prop_map(|(mask, incs, window)| Op::Epoch {
+            mask,
+            incs,
+            window
+        }),
+        6 => (0u8..20, 0usize..5, 1u64..3, 0u8..4, prop::bool::weighted(0.05), any::<u8>(), 0u8..30).prop_map(
+            |(object, writer, inc, epoch_back, ahead, at, cmd)| Op::Event {
+                object,
+                writer,
+                inc,
+                epoch_back,
+                ahead,
+                at,
+                cmd
+            }
+        ),
         1 => (0u8..3).prop_map(|skip| Op::BadEpoch { skip }),
     ]
 }
@@ -37,25 +52,36 @@ fn build(ops: &[Op]) -> Vec<LogEntry> {
     let mut out = Vec::new();
     for op in ops {
         match op {
-            Op::Epoch { mask, incs } => {
+            Op::Epoch { mask, incs, window } => {
                 epoch += 1;
                 let members =
                     (0..5).filter(|i| mask & (1 << i) != 0).map(|i| m(i, 1 + u64::from(incs >> i & 1))).collect();
-                out.push(LogEntry::Epoch(EpochRecord { epoch, members, members_rev: epoch }));
+                out.push(LogEntry::Epoch(EpochRecord {
+                    epoch,
+                    members,
+                    members_rev: epoch,
+                    idempotency_window_ms: window.map(u64::from),
+                }));
             }
             Op::BadEpoch { skip } => {
                 // Either a repeat of an old epoch or a jump ahead: never installed.
                 let e = if *skip == 0 { epoch } else { epoch + 1 + u64::from(*skip) };
-                out.push(LogEntry::Epoch(EpochRecord { epoch: e, members: vec![m(0, 1)], members_rev: 0 }));
+                out.push(LogEntry::Epoch(EpochRecord {
+                    epoch: e,
+                    members: vec![m(0, 1)],
+                    members_rev: 0,
+                    idempotency_window_ms: None,
+                }));
             }
-            Op::Event { object, writer, inc, epoch_back, ahead } => {
+            Op::Event { object, writer, inc, epoch_back, ahead, at, cmd } => {
                 let e = if *ahead { epoch + 1 } else { epoch.saturating_sub(u64::from(*epoch_back)) };
                 out.push(LogEntry::Event(Event {
                     object: ObjectId::new(format!("o{object}")).unwrap(),
                     epoch: e,
                     writer: m(*writer, *inc),
-                    at: Time(0),
-                    command_id: Some(CommandId::new(format!("c{}", out.len())).unwrap()),
+                    // A clock that moves on, with a jitter that sometimes takes it back.
+                    at: Time((out.len() as u64 * 4).saturating_sub(u64::from(*at % 32))),
+                    command_id: Some(CommandId::new(format!("c{cmd}")).unwrap()),
                     body: match object % 4 {
                         0 => EventBody::Put {
                             def: ObjectDef {
@@ -183,7 +209,7 @@ proptest! {
     fn a_kept_owner_is_never_fenced(changes in proptest::collection::vec(1u8..32, 1..8), object in 0u32..1000) {
         let obj = ObjectId::new(format!("obj-{object}")).unwrap();
         let mut r = LogReader::new();
-        let first = EpochRecord { epoch: 1, members: (0..5).map(|i| m(i, 1)).collect(), members_rev: 1 };
+        let first = EpochRecord { epoch: 1, members: (0..5).map(|i| m(i, 1)).collect(), members_rev: 1, idempotency_window_ms: None };
         let writer = Ownership::new(&first.members).owner(&obj).unwrap().clone();
         let wi = POOL.iter().position(|p| *p == writer.id.as_str()).unwrap();
         r.read(1, &LogEntry::Epoch(first));
@@ -195,7 +221,7 @@ proptest! {
             let owner = Ownership::new(&members).owner(&obj).cloned();
             prop_assert_eq!(owner.as_ref(), Some(&writer));
             seq += 1;
-            r.read(seq, &LogEntry::Epoch(EpochRecord { epoch, members, members_rev: seq }));
+            r.read(seq, &LogEntry::Epoch(EpochRecord { epoch, members, members_rev: seq, idempotency_window_ms: None }));
             seq += 1;
             // Written under the first epoch, read after every change since: still the writer's.
             let ev = Event { object: obj.clone(), epoch: 1, writer: writer.clone(), at: Time(0), command_id: None, body: EventBody::Ack };
@@ -212,12 +238,12 @@ proptest! {
         let writer = Ownership::new(&all).owner(&obj).unwrap().clone();
         let without: Vec<MemberRef> = all.iter().filter(|x| **x != writer).cloned().collect();
         let mut r = LogReader::new();
-        r.read(1, &LogEntry::Epoch(EpochRecord { epoch: 1, members: all.clone(), members_rev: 1 }));
-        r.read(2, &LogEntry::Epoch(EpochRecord { epoch: 2, members: without, members_rev: 2 }));
+        r.read(1, &LogEntry::Epoch(EpochRecord { epoch: 1, members: all.clone(), members_rev: 1, idempotency_window_ms: None }));
+        r.read(2, &LogEntry::Epoch(EpochRecord { epoch: 2, members: without, members_rev: 2, idempotency_window_ms: None }));
         let mut seq = 2;
         if regain {
             seq += 1;
-            r.read(seq, &LogEntry::Epoch(EpochRecord { epoch: 3, members: all, members_rev: 3 }));
+            r.read(seq, &LogEntry::Epoch(EpochRecord { epoch: 3, members: all, members_rev: 3, idempotency_window_ms: None }));
         }
         let ev = Event { object: obj, epoch: 1, writer, at: Time(0), command_id: None, body: EventBody::Ack };
         let read = r.read(seq + 1, &LogEntry::Event(ev));
@@ -230,8 +256,14 @@ proptest! {
 fn a_restarted_writer_is_not_its_old_incarnation() {
     let obj = ObjectId::new("web").unwrap();
     let mut r = LogReader::new();
-    r.read(1, &LogEntry::Epoch(EpochRecord { epoch: 1, members: vec![m(0, 1)], members_rev: 1 }));
-    r.read(2, &LogEntry::Epoch(EpochRecord { epoch: 2, members: vec![m(0, 2)], members_rev: 2 }));
+    r.read(
+        1,
+        &LogEntry::Epoch(EpochRecord { epoch: 1, members: vec![m(0, 1)], members_rev: 1, idempotency_window_ms: None }),
+    );
+    r.read(
+        2,
+        &LogEntry::Epoch(EpochRecord { epoch: 2, members: vec![m(0, 2)], members_rev: 2, idempotency_window_ms: None }),
+    );
     let old =
         Event { object: obj.clone(), epoch: 1, writer: m(0, 1), at: Time(0), command_id: None, body: EventBody::Ack };
     assert!(matches!(r.read(3, &LogEntry::Event(old)), Read::Event { verdict: Verdict::Stale(_), .. }));
@@ -255,7 +287,10 @@ fn events_before_any_epoch_or_ahead_of_it_are_stale() {
         r.read(1, &LogEntry::Event(ev(1))),
         Read::Event { verdict: Verdict::Stale(StaleReason::NoEpoch), .. }
     ));
-    r.read(2, &LogEntry::Epoch(EpochRecord { epoch: 1, members: vec![m(0, 1)], members_rev: 1 }));
+    r.read(
+        2,
+        &LogEntry::Epoch(EpochRecord { epoch: 1, members: vec![m(0, 1)], members_rev: 1, idempotency_window_ms: None }),
+    );
     assert!(matches!(
         r.read(3, &LogEntry::Event(ev(2))),
         Read::Event { verdict: Verdict::Stale(StaleReason::FutureEpoch { .. }), .. }

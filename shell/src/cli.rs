@@ -49,6 +49,15 @@ pub struct Args {
     #[arg(long = "write-token", env = "JAQUE_WRITE_TOKEN", hide_env_values = true)]
     pub write_token: Option<String>,
 
+    /// How long (in log time) a retried command id is answered with its first outcome; older ids are forgotten.
+    #[arg(
+        long = "idempotency-window",
+        env = "JAQUE_IDEMPOTENCY_WINDOW",
+        default_value = "24h",
+        value_name = "DURATION"
+    )]
+    pub idempotency_window: String,
+
     /// How many checks a worker runs at once.
     #[arg(long = "worker-concurrency", env = "JAQUE_WORKER_CONCURRENCY", default_value_t = 64)]
     pub worker_concurrency: usize,
@@ -151,6 +160,7 @@ pub struct Config {
     pub plugin_dir: Option<PathBuf>,
     pub write_token: Option<String>,
     pub worker_concurrency: usize,
+    pub idempotency_window: Duration,
     pub nats: NatsAuth,
     pub log_level: tracing::Level,
     pub log_json: bool,
@@ -245,6 +255,18 @@ impl Config {
                 return err(format!("-plugin-dir: {} is not a directory", dir.display()));
             }
         }
+        let idempotency_window = humantime::parse_duration(&a.idempotency_window).map_err(|e| {
+            ConfigError(format!(
+                "-idempotency-window: {:?} is not a duration ({e}); write e.g. 24h",
+                a.idempotency_window
+            ))
+        })?;
+        if idempotency_window < Duration::from_secs(1) {
+            return err(format!(
+                "-idempotency-window: {:?} is shorter than a client's retries take; use at least 1s (default 24h)",
+                a.idempotency_window
+            ));
+        }
         if a.worker_concurrency == 0 {
             return err("-worker-concurrency must be at least 1");
         }
@@ -276,6 +298,7 @@ impl Config {
             plugin_dir: a.plugin_dir,
             write_token: a.write_token.filter(|t| !t.is_empty()),
             worker_concurrency: a.worker_concurrency,
+            idempotency_window,
             nats: NatsAuth { creds: a.nats_creds, user, token: a.nats_token, tls_ca: a.nats_tls_ca, tls_client },
             log_level,
             log_json,
@@ -328,5 +351,10 @@ mod tests {
         assert!(parse(&["-target", "ui", "-heartbeat-ttl", "1500ms"]).unwrap_err().contains("whole seconds"));
         assert!(parse(&["-target", "ui", "-id", "a.b"]).unwrap_err().contains("-id"));
         assert!(parse(&["-target", "nope"]).unwrap_err().contains("unknown role"));
+        assert!(parse(&["-target", "ui", "-idempotency-window", "1d2"]).unwrap_err().contains("-idempotency-window"));
+        assert!(parse(&["-target", "ui", "-idempotency-window", "10ms"]).unwrap_err().contains("at least 1s"));
+        let c = parse(&["-target", "ui", "-idempotency-window", "2h"]).unwrap();
+        assert_eq!(c.idempotency_window, Duration::from_secs(7200));
+        assert_eq!(parse(&["-target", "ui"]).unwrap().idempotency_window, Duration::from_secs(24 * 3600));
     }
 }

@@ -77,6 +77,7 @@ async fn run(cfg: Config) -> Result<(), String> {
     let me = MemberRef { id: cfg.id.clone(), incarnation };
     let mut engine_cfg = EngineConfig::new(me.clone(), cfg.ttl);
     engine_cfg.forwarding = cfg.coordination.is_nats();
+    engine_cfg.idempotency_window = cfg.idempotency_window;
     tracing::info!(
         member = %me,
         engine = cfg.roles.engine,

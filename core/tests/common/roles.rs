@@ -109,7 +109,12 @@ impl TestLog {
     pub fn epoch(&mut self, engines: &[&str]) -> Ownership {
         let epoch = self.epoch_now() + 1;
         let members: Vec<MemberRef> = engines.iter().map(|e| member(e, 1)).collect();
-        self.entries.push(LogEntry::Epoch(EpochRecord { epoch, members: members.clone(), members_rev: epoch }));
+        self.entries.push(LogEntry::Epoch(EpochRecord {
+            epoch,
+            members: members.clone(),
+            members_rev: epoch,
+            idempotency_window_ms: None,
+        }));
         Ownership::new(&members)
     }
 

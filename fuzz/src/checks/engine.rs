@@ -315,7 +315,12 @@ pub fn check(data: &[u8]) {
                 let mask = b.u8();
                 let members =
                     (0..4).filter(|i| mask & (1 << i) != 0).map(|i| member(i, 1 + u64::from(mask >> 7))).collect();
-                let record = EpochRecord { epoch: w.last_epoch + 1, members, members_rev: w.member_rev };
+                let record = EpochRecord {
+                    epoch: w.last_epoch + 1,
+                    members,
+                    members_rev: w.member_rev,
+                    idempotency_window_ms: None,
+                };
                 w.append(LogEntry::Epoch(record));
             }
             5 => {

@@ -101,7 +101,7 @@ pub fn scenario(data: &[u8]) -> Scenario {
                 }
                 _ => {}
             }
-            let record = EpochRecord { epoch, members, members_rev: u64::from(b.u8()) };
+            let record = EpochRecord { epoch, members, members_rev: u64::from(b.u8()), idempotency_window_ms: None };
             if record.epoch == records.len() as u64 + 1 && well_formed(&record.members) {
                 records.push(record.clone());
             }

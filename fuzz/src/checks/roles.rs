@@ -317,7 +317,12 @@ pub fn check(data: &[u8]) {
                 members.sort();
                 members.dedup_by(|a, b| a.id == b.id);
                 let epoch = if b.below(8) == 0 { u64::from(b.u8()) } else { epoch };
-                w.log.push(LogEntry::Epoch(EpochRecord { epoch, members, members_rev: u64::from(b.u8()) }));
+                w.log.push(LogEntry::Epoch(EpochRecord {
+                    epoch,
+                    members,
+                    members_rev: u64::from(b.u8()),
+                    idempotency_window_ms: None,
+                }));
             }
             3..=5 => {
                 let body = match b.u8() % 6 {

@@ -236,7 +236,8 @@ fn engine_memory(n: usize) -> (u64, u64, Duration) {
         let client = async_nats::connect(&nats.url).await.unwrap();
         let js = async_nats::jetstream::new(client);
         let loader = MemberRef { id: MemberId::new("loader").unwrap(), incarnation: 1 };
-        let record = EpochRecord { epoch: 2, members: vec![loader.clone()], members_rev: 0 };
+        let record =
+            EpochRecord { epoch: 2, members: vec![loader.clone()], members_rev: 0, idempotency_window_ms: None };
         js.publish("jaque.log.epoch", wire::encode(&LogEntry::Epoch(record)).into()).await.unwrap().await.unwrap();
         // Defined an hour ago on a daily interval: nothing is due when the new engine takes over.
         let at = Time(unix_ms() - 3_600_000);
