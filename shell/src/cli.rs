@@ -58,6 +58,10 @@ pub struct Args {
     )]
     pub idempotency_window: String,
 
+    /// Replicas of the log stream and the membership bucket when jaque creates them (a NATS cluster: 3).
+    #[arg(long = "log-replicas", env = "JAQUE_LOG_REPLICAS", default_value_t = 1, value_name = "N")]
+    pub log_replicas: usize,
+
     /// How many checks a worker runs at once.
     #[arg(long = "worker-concurrency", env = "JAQUE_WORKER_CONCURRENCY", default_value_t = 64)]
     pub worker_concurrency: usize,
@@ -161,6 +165,7 @@ pub struct Config {
     pub write_token: Option<String>,
     pub worker_concurrency: usize,
     pub idempotency_window: Duration,
+    pub log_replicas: usize,
     pub nats: NatsAuth,
     pub log_level: tracing::Level,
     pub log_json: bool,
@@ -179,16 +184,27 @@ fn parse_endpoint(flag: &str, s: &str) -> Result<Endpoint, ConfigError> {
     if s == "memory" {
         return Ok(Endpoint::Memory);
     }
-    let bad = || err(format!("-{flag}: expected memory or nats://host:port, got {s:?}"));
-    let Some(rest) = s.strip_prefix("nats://").or_else(|| s.strip_prefix("tls://")) else { return bad() };
-    let Some((host, port)) = rest.rsplit_once(':') else { return bad() };
-    let host_ok = !host.is_empty()
-        && host.chars().all(|c| c.is_ascii_alphanumeric() || ".-_[]:".contains(c))
-        && !host.contains('/');
-    if !host_ok || port.parse::<u16>().map_or(true, |p| p == 0) {
-        return bad();
+    // A list of servers of one cluster, as NATS clients take it: the client picks one and fails over.
+    let mut servers = Vec::new();
+    for server in s.split(',').map(str::trim) {
+        let bad = || {
+            err(format!(
+                "-{flag}: expected memory or nats://host:port (a comma-separated list for a cluster), got {s:?}"
+            ))
+        };
+        let Some(rest) = server.strip_prefix("nats://").or_else(|| server.strip_prefix("tls://")) else {
+            return bad();
+        };
+        let Some((host, port)) = rest.rsplit_once(':') else { return bad() };
+        let host_ok = !host.is_empty()
+            && host.chars().all(|c| c.is_ascii_alphanumeric() || ".-_[]:".contains(c))
+            && !host.contains('/');
+        if !host_ok || port.parse::<u16>().map_or(true, |p| p == 0) {
+            return bad();
+        }
+        servers.push(server);
     }
-    Ok(Endpoint::Nats(s.to_string()))
+    Ok(Endpoint::Nats(servers.join(",")))
 }
 
 fn default_id() -> String {
@@ -267,6 +283,12 @@ impl Config {
                 a.idempotency_window
             ));
         }
+        if !(1..=5).contains(&a.log_replicas) {
+            return err(format!(
+                "-log-replicas: {} is not one JetStream allows; use 1 to 5 (3 on a 3-node cluster)",
+                a.log_replicas
+            ));
+        }
         if a.worker_concurrency == 0 {
             return err("-worker-concurrency must be at least 1");
         }
@@ -299,6 +321,7 @@ impl Config {
             write_token: a.write_token.filter(|t| !t.is_empty()),
             worker_concurrency: a.worker_concurrency,
             idempotency_window,
+            log_replicas: a.log_replicas,
             nats: NatsAuth { creds: a.nats_creds, user, token: a.nats_token, tls_ca: a.nats_tls_ca, tls_client },
             log_level,
             log_json,
@@ -351,6 +374,13 @@ mod tests {
         assert!(parse(&["-target", "ui", "-heartbeat-ttl", "1500ms"]).unwrap_err().contains("whole seconds"));
         assert!(parse(&["-target", "ui", "-id", "a.b"]).unwrap_err().contains("-id"));
         assert!(parse(&["-target", "nope"]).unwrap_err().contains("unknown role"));
+        assert!(parse(&["-target", "ui", "-coordination", "nats://a:1,nats//b:2"]).unwrap_err().contains("list"));
+        assert!(parse(&["-target", "ui", "-coordination", "nats://a:1,"]).unwrap_err().contains("list"));
+        let c = parse(&["-target", "ui", "-coordination", "nats://a:1, nats://b:2"]).unwrap();
+        assert_eq!(c.coordination, Endpoint::Nats("nats://a:1,nats://b:2".into()));
+        assert!(parse(&["-target", "ui", "-log-replicas", "0"]).unwrap_err().contains("-log-replicas"));
+        assert!(parse(&["-target", "ui", "-log-replicas", "6"]).unwrap_err().contains("1 to 5"));
+        assert_eq!(parse(&["-target", "ui", "-log-replicas", "3"]).unwrap().log_replicas, 3);
         assert!(parse(&["-target", "ui", "-idempotency-window", "1d2"]).unwrap_err().contains("-idempotency-window"));
         assert!(parse(&["-target", "ui", "-idempotency-window", "10ms"]).unwrap_err().contains("at least 1s"));
         let c = parse(&["-target", "ui", "-idempotency-window", "2h"]).unwrap();

@@ -294,35 +294,44 @@ pub struct NatsCoord {
 }
 
 impl NatsCoord {
-    /// Creates (or opens) the membership bucket and the log stream.
-    pub async fn open(link: NatsLink) -> Result<NatsCoord, String> {
+    /// Opens the membership bucket and the log stream, creating them with `replicas` (`-log-replicas`) when
+    /// they do not exist. Existing ones are used as they are: an operator may have set them up on purpose, and
+    /// changing the replicas of a live stream is theirs to decide; a mismatch is logged.
+    pub async fn open(link: NatsLink, replicas: usize) -> Result<NatsCoord, String> {
         let js = jetstream::new(link.client.clone());
-        let kv = js
-            .create_or_update_key_value(jetstream::kv::Config {
-                bucket: KV_BUCKET.into(),
-                description: "jaque membership: one key per live member, refreshed every ttl/3".into(),
-                history: 1,
-                limit_markers: Some(MARKER_TTL),
+        let hint = "(jaque needs nats-server 2.11 or newer with JetStream on: nats-server -js; on a cluster, \
+                    -log-replicas at most the number of JetStream nodes)";
+        let kv_stream = format!("KV_{KV_BUCKET}");
+        let kv = match existing_stream(&js, &kv_stream, replicas, &link).await? {
+            Some(()) => js
+                .get_key_value(KV_BUCKET)
+                .await
+                .map_err(|e| format!("opening the membership bucket {KV_BUCKET} on {}: {e}", link.url))?,
+            None => js
+                .create_key_value(jetstream::kv::Config {
+                    bucket: KV_BUCKET.into(),
+                    description: "jaque membership: one key per live member, refreshed every ttl/3".into(),
+                    history: 1,
+                    limit_markers: Some(MARKER_TTL),
+                    storage: stream::StorageType::File,
+                    num_replicas: replicas,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| format!("creating the membership bucket {KV_BUCKET} on {}: {e} {hint}", link.url))?,
+        };
+        if existing_stream(&js, LOG_STREAM, replicas, &link).await?.is_none() {
+            js.get_or_create_stream(stream::Config {
+                name: LOG_STREAM.into(),
+                description: Some("jaque log: epoch records and events, one total order".into()),
+                subjects: vec!["jaque.log.>".into()],
                 storage: stream::StorageType::File,
+                num_replicas: replicas,
                 ..Default::default()
             })
             .await
-            .map_err(|e| {
-                format!(
-                    "creating the membership bucket {KV_BUCKET} on {}: {e} \
-                     (jaque needs nats-server 2.11 or newer with JetStream on: nats-server -js)",
-                    link.url
-                )
-            })?;
-        js.get_or_create_stream(stream::Config {
-            name: LOG_STREAM.into(),
-            description: Some("jaque log: epoch records and events, one total order".into()),
-            subjects: vec!["jaque.log.>".into()],
-            storage: stream::StorageType::File,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| format!("creating the log stream {LOG_STREAM} on {}: {e}", link.url))?;
+            .map_err(|e| format!("creating the log stream {LOG_STREAM} on {}: {e} {hint}", link.url))?;
+        }
         Ok(NatsCoord { link, js, kv })
     }
 
@@ -460,4 +469,36 @@ fn spawn_follower(
         }
         crate::fatal(&format!("the {what} ended; restart to follow the stream again"));
     });
+}
+
+/// `Some` when the stream exists (a replicas mismatch with `-log-replicas` logged), `None` when it does not.
+async fn existing_stream(
+    js: &jetstream::Context,
+    name: &str,
+    replicas: usize,
+    link: &NatsLink,
+) -> Result<Option<()>, String> {
+    match js.get_stream(name).await {
+        Ok(s) => {
+            let have = s.cached_info().config.num_replicas;
+            if have != replicas {
+                tracing::warn!(
+                    stream = name,
+                    replicas = have,
+                    log_replicas = replicas,
+                    "the stream exists with other replicas than -log-replicas; using it as it is \
+                     (change it with `nats stream edit` if that is what you want)"
+                );
+            }
+            Ok(Some(()))
+        }
+        Err(e) => match e.kind() {
+            jetstream::context::GetStreamErrorKind::JetStream(j)
+                if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
+            {
+                Ok(None)
+            }
+            _ => Err(format!("looking up the stream {name} on {}: {e}", link.url)),
+        },
+    }
 }

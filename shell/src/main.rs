@@ -101,7 +101,7 @@ async fn run(cfg: Config) -> Result<(), String> {
         _ => None,
     };
     let coord = match &coord_link {
-        Some(link) => Coordination::Nats(Box::new(NatsCoord::open(link.clone()).await?)),
+        Some(link) => Coordination::Nats(Box::new(NatsCoord::open(link.clone(), cfg.log_replicas).await?)),
         None => Coordination::memory(),
     };
     let queue_link = match &cfg.queue {

@@ -1,7 +1,7 @@
 //! Connecting to NATS (credentials, TLS) and the small facts about its messages the shell needs.
 
 use crate::cli::NatsAuth;
-use async_nats::{Client, ConnectOptions, HeaderMap};
+use async_nats::{Client, ConnectOptions, HeaderMap, ServerAddr};
 use std::time::Duration;
 
 /// A connected client and the URL it was made for (for messages an operator reads).
@@ -30,7 +30,12 @@ pub async fn connect(url: &str, auth: &NatsAuth, name: &str) -> Result<NatsLink,
     if let Some((cert, key)) = &auth.tls_client {
         opts = opts.add_client_certificate(cert.clone(), key.clone()).require_tls(true);
     }
-    let client = opts.connect(url).await.map_err(|e| {
+    // `-coordination`/`-queue` may list several servers of one cluster (checked by the cli).
+    let servers = url
+        .split(',')
+        .map(|u| u.trim().parse::<ServerAddr>().map_err(|e| format!("NATS server {u:?}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let client = opts.connect(servers).await.map_err(|e| {
         let text = e.to_string();
         // A failed TLS handshake (a certificate the CA did not sign, a client certificate the server refuses)
         // comes back as an I/O error carrying the TLS alert: it is still a TLS question.

@@ -4,6 +4,7 @@
 //! own PID on drop, and nothing else.
 
 pub mod checker;
+pub mod nats_cluster;
 pub mod pki;
 pub mod postgres;
 pub mod proxy;
@@ -130,6 +131,11 @@ impl Proc {
     pub fn signal(&self, sig: &str) {
         let status = Command::new("kill").arg(format!("-{sig}")).arg(self.pid().to_string()).status();
         assert!(status.is_ok_and(|s| s.success()), "kill -{sig} {} ({})", self.pid(), self.name);
+    }
+
+    /// Whether the process is still running (it has not exited, by itself or by a signal).
+    pub fn is_running(&mut self) -> bool {
+        self.exited.is_none() && matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Waits for the process to exit, at most `DEADLINE`.
