@@ -62,6 +62,11 @@ pub struct Args {
     #[arg(long = "log-replicas", env = "JAQUE_LOG_REPLICAS", default_value_t = 1, value_name = "N")]
     pub log_replicas: usize,
 
+    /// Where a ui without an engine submits writes: ingress (the page's path) or owner (straight to the owner it
+    /// reads from the log; needs publish permission on jaque.cmd.*).
+    #[arg(long = "ui-writes", env = "JAQUE_UI_WRITES", default_value = "ingress", value_name = "ingress|owner")]
+    pub ui_writes: String,
+
     /// How many checks a worker runs at once.
     #[arg(long = "worker-concurrency", env = "JAQUE_WORKER_CONCURRENCY", default_value_t = 64)]
     pub worker_concurrency: usize,
@@ -166,6 +171,8 @@ pub struct Config {
     pub worker_concurrency: usize,
     pub idempotency_window: Duration,
     pub log_replicas: usize,
+    /// `-ui-writes owner`: a ui without an engine sends writes straight to their owner first.
+    pub ui_writes_to_owner: bool,
     pub nats: NatsAuth,
     pub log_level: tracing::Level,
     pub log_json: bool,
@@ -289,6 +296,11 @@ impl Config {
                 a.log_replicas
             ));
         }
+        let ui_writes_to_owner = match a.ui_writes.as_str() {
+            "ingress" => false,
+            "owner" => true,
+            other => return err(format!("-ui-writes: {other:?} is not ingress or owner")),
+        };
         if a.worker_concurrency == 0 {
             return err("-worker-concurrency must be at least 1");
         }
@@ -322,6 +334,7 @@ impl Config {
             worker_concurrency: a.worker_concurrency,
             idempotency_window,
             log_replicas: a.log_replicas,
+            ui_writes_to_owner,
             nats: NatsAuth { creds: a.nats_creds, user, token: a.nats_token, tls_ca: a.nats_tls_ca, tls_client },
             log_level,
             log_json,
@@ -381,6 +394,9 @@ mod tests {
         assert!(parse(&["-target", "ui", "-log-replicas", "0"]).unwrap_err().contains("-log-replicas"));
         assert!(parse(&["-target", "ui", "-log-replicas", "6"]).unwrap_err().contains("1 to 5"));
         assert_eq!(parse(&["-target", "ui", "-log-replicas", "3"]).unwrap().log_replicas, 3);
+        assert!(parse(&["-target", "ui", "-ui-writes", "direct"]).unwrap_err().contains("ingress or owner"));
+        assert!(!parse(&["-target", "ui"]).unwrap().ui_writes_to_owner, "the page's path is the default");
+        assert!(parse(&["-target", "ui", "-ui-writes", "owner"]).unwrap().ui_writes_to_owner);
         assert!(parse(&["-target", "ui", "-idempotency-window", "1d2"]).unwrap_err().contains("-idempotency-window"));
         assert!(parse(&["-target", "ui", "-idempotency-window", "10ms"]).unwrap_err().contains("at least 1s"));
         let c = parse(&["-target", "ui", "-idempotency-window", "2h"]).unwrap();

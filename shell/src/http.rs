@@ -30,7 +30,8 @@ pub struct Http {
     pub route: WriteRoute,
     /// The coordination NATS connection, for writes of a ui without an engine.
     pub ingress: Option<NatsLink>,
-    /// That ui's view of who owns what (from its log reader), to send writes straight to their owner.
+    /// That ui's view of who owns what (from its log reader), to send writes straight to their owner when
+    /// `-ui-writes owner` (`None`: every write goes through ingress, the page's path).
     pub owners: Option<Owners>,
     pub writes_to_owner: AtomicU64,
     pub writes_to_ingress: AtomicU64,

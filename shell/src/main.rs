@@ -169,7 +169,7 @@ async fn run(cfg: Config) -> Result<(), String> {
         ui: cfg.roles.ui,
         route: write_route(cfg.roles.engine, coord.is_nats()),
         ingress: coord_link.clone(),
-        owners,
+        owners: owners.filter(|_| cfg.ui_writes_to_owner),
         writes_to_owner: AtomicU64::new(0),
         writes_to_ingress: AtomicU64::new(0),
         write_token: cfg.write_token.clone(),

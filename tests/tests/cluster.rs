@@ -1,6 +1,6 @@
 //! NATS mode: a real nats-server, three engine processes, a worker and a ui, all separate processes.
-//! The ui sends writes straight to their owner; commands on ingress go to whichever engine claims them and are
-//! forwarded once to the owner.
+//! A ui sends writes through ingress (the default) or, with `-ui-writes owner`, straight to their owner;
+//! commands on ingress go to whichever engine claims them and are forwarded once to the owner.
 
 use jaque_core::{wire, Command, CommandId, CommandKind, ObjectId, Outcome};
 use jaque_tests::{poll, Jaque, Nats, Target};
@@ -30,7 +30,7 @@ fn forwarded_sent(engines: &[Jaque]) -> f64 {
 #[test]
 fn three_engines_share_objects_forward_writes_and_check() {
     let nats = Nats::start();
-    let mut ui = Jaque::start("ui", &["-target", "ui", "-coordination", &nats.url]);
+    let mut ui = Jaque::start("ui", &["-target", "ui", "-coordination", &nats.url, "-ui-writes", "owner"]);
     ui.wait_ready();
 
     // No engine yet: the ui knows no owner, and on ingress nobody claims the write.
@@ -69,6 +69,18 @@ fn three_engines_share_objects_forward_writes_and_check() {
     }
     assert_eq!(ui.metric("jaque_ui_writes_total{via=\"owner\"}"), Some(30.0));
     assert_eq!(forwarded_sent(&engines), 0.0, "a write sent to its owner needs no forward");
+
+    // A ui with the default -ui-writes submits every write through ingress, as the page says, owner known or not.
+    let ui2 = Jaque::start("ui2", &["-target", "ui", "-coordination", &nats.url]);
+    ui2.wait_ready();
+    poll("ui2 reads the objects", || (ui2.get("/api/objects").json().as_array()?.len() == 30).then_some(()));
+    for o in &objects[..6] {
+        let r = ui2.request("POST", &format!("/api/objects/{o}/actions/check"), &[], None);
+        assert_eq!(r.status, 200, "{o}: {}", r.text());
+    }
+    assert_eq!(ui2.metric("jaque_ui_writes_total{via=\"ingress\"}"), Some(6.0));
+    assert_eq!(ui2.metric("jaque_ui_writes_total{via=\"owner\"}"), Some(0.0));
+    drop(ui2);
 
     // Commands on jaque.work.cmd.ingress, until one has provably been forwarded: the claiming engine (any of
     // the queue group) was not the owner, forwarded once, and the owner applied it.
