@@ -4,7 +4,7 @@
 //! `jaque_core::ui::http_status` of the outcome.
 
 use crate::metrics::{self, Exposition};
-use crate::nats::NatsLink;
+use crate::nats::{self, NatsLink};
 use crate::subjects::{cmd_subject, INGRESS_SUBJECT};
 use crate::ui_reader::Owners;
 use crate::views::UiRequest;
@@ -318,7 +318,7 @@ fn outcome_of(answer: Answer, what: &str) -> Outcome {
             metrics::wire_error("outcome");
             Outcome::Unavailable { reason: format!("an engine answered garbage: {e}") }
         }),
-        Ok(Err(e)) => Outcome::Unavailable { reason: format!("{what}: {e}") },
-        Err(_) => Outcome::Unavailable { reason: "no outcome from the engines in time".into() },
+        Ok(Err(e)) => Outcome::Unavailable { reason: nats::explain(&format!("{what}: {e}")) },
+        Err(_) => Outcome::Unavailable { reason: nats::explain("no outcome from the engines in time") },
     }
 }

@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, watch};
 /// Ends the process when a part it cannot run without has stopped: a supervisor restarts it whole, which is
 /// simpler and safer than rebuilding a view that may have missed changes.
 pub fn fatal(msg: &str) -> ! {
+    let msg = nats::explain(msg);
     tracing::error!("{msg}");
     std::process::exit(1)
 }
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
     match rt.block_on(run(cfg)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            let e = nats::explain(&e);
             tracing::error!("{e}");
             eprintln!("jaque: error: {e}");
             ExitCode::FAILURE

@@ -1,7 +1,8 @@
 //! Connecting to NATS (credentials, TLS) and the small facts about its messages the shell needs.
 
 use crate::cli::NatsAuth;
-use async_nats::{Client, ConnectOptions, HeaderMap, ServerAddr};
+use async_nats::{Client, ConnectOptions, Event, HeaderMap, ServerAddr};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// A connected client and the URL it was made for (for messages an operator reads).
@@ -13,8 +14,34 @@ pub struct NatsLink {
 
 const TLS_HINT: &str = "check -nats-tls-ca, -nats-tls-cert and -nats-tls-key";
 
+/// The last publish or subscribe the server refused for want of permission, as it said it. A refused publish is
+/// not an error at the call (NATS reports it asynchronously, and the request just goes unanswered), so errors
+/// that may come from one carry it, through `explain`.
+static REFUSED: Mutex<Option<String>> = Mutex::new(None);
+
+/// `msg`, with the server's last permissions violation when there was one: what an operator needs to fix it.
+pub fn explain(msg: &str) -> String {
+    match REFUSED.lock().unwrap_or_else(|e| e.into_inner()).as_deref() {
+        Some(v) => {
+            format!("{msg} (the NATS server refused: {v}; check this user's permissions, docs/nats-permissions.md)")
+        }
+        None => msg.to_string(),
+    }
+}
+
 pub async fn connect(url: &str, auth: &NatsAuth, name: &str) -> Result<NatsLink, String> {
-    let mut opts = ConnectOptions::new().name(name).connection_timeout(Duration::from_secs(5));
+    let mut opts = ConnectOptions::new().name(name).connection_timeout(Duration::from_secs(5)).event_callback(
+        |event| async move {
+            if let Event::ServerError(e) = &event {
+                let text = e.to_string();
+                if text.contains("Permissions Violation") {
+                    tracing::error!(error = %text, "the NATS server refused a publish or subscribe: check this user's permissions");
+                    let text = text.trim_start_matches("nats: ").to_string();
+                    *REFUSED.lock().unwrap_or_else(|e| e.into_inner()) = Some(text);
+                }
+            }
+        },
+    );
     if let Some(path) = &auth.creds {
         opts = opts.credentials_file(path).await.map_err(|e| format!("-nats-creds {}: {e}", path.display()))?;
     }
