@@ -5,7 +5,9 @@
 //! P1 ui write -> applied latency beside raw NATS request/reply + JetStream publish;
 //! P2 writes per second through ingress with three engines beside raw pipelined NATS requests;
 //! P3 failover after kill -9 and after SIGTERM, as a multiple of the ttl;
-//! P8 engine resident memory with 100k objects.
+//! P8 engine resident memory with 100k objects;
+//! `cluster`: P1 and P3 again on a 3-node NATS cluster with `-log-replicas 3`, and writes applied again after
+//! the loss of the node leading the log.
 
 use futures_util::StreamExt;
 use jaque_core::{
@@ -13,6 +15,7 @@ use jaque_core::{
     ObjectId, Outcome, Probe, Time,
 };
 use jaque_tests::checker::{object_body, CountingTarget};
+use jaque_tests::nats_cluster::NatsCluster;
 use jaque_tests::{http, poll, Jaque, Nats};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -104,17 +107,31 @@ fn bytes_of(n: usize) -> Vec<u8> {
     vec![b'x'; n]
 }
 
-fn engine(nats: &Nats, id: &str) -> Jaque {
-    engine_as(nats, id, "engine")
+/// Where the processes of a run connect: `url` as jaque's flags take it (one server, or a cluster's list),
+/// `raw` one server for the benchmark's own client, and flags every engine gets (`-log-replicas 3`).
+struct Servers {
+    url: String,
+    raw: String,
+    engine_flags: Vec<&'static str>,
+}
+
+impl Servers {
+    fn one(nats: &Nats) -> Servers {
+        Servers { url: nats.url.clone(), raw: nats.url.clone(), engine_flags: Vec::new() }
+    }
+}
+
+fn engine(s: &Servers, id: &str) -> Jaque {
+    engine_as(s, id, "engine")
 }
 
 /// An engine process with `-target <target>` (e.g. `engine,ui` to serve the API too).
-fn engine_as(nats: &Nats, id: &str, target: &str) -> Jaque {
+fn engine_as(s: &Servers, id: &str, target: &str) -> Jaque {
     let ttl = format!("{TTL_SECS}s");
-    Jaque::start(
-        id,
-        &["-target", target, "-queue", &nats.url, "-coordination", &nats.url, "-id", id, "-heartbeat-ttl", &ttl],
-    )
+    let mut args =
+        vec!["-target", target, "-queue", &s.url, "-coordination", &s.url, "-id", id, "-heartbeat-ttl", &ttl];
+    args.extend_from_slice(&s.engine_flags);
+    Jaque::start(id, &args)
 }
 
 fn epoch_members(ui: &Jaque) -> BTreeSet<String> {
@@ -226,8 +243,9 @@ fn unix_ms() -> u64 {
 /// list them (`GET /api/objects`, p50 of 5).
 fn engine_memory(n: usize) -> (u64, u64, Duration) {
     let nats = Nats::start();
+    let servers = Servers::one(&nats);
     // The first engine creates the log stream and the membership bucket, then leaves.
-    let mut warmup = engine(&nats, "warmup");
+    let mut warmup = engine(&servers, "warmup");
     warmup.wait_ready();
     let idle_rss = rss_kib(warmup.proc.pid());
     warmup.proc.signal("TERM");
@@ -265,7 +283,7 @@ fn engine_memory(n: usize) -> (u64, u64, Duration) {
         }
     });
     // An engine that also serves the API (its ui reads the engine's own log view: no second copy).
-    let e = engine_as(&nats, "rss", "engine,ui");
+    let e = engine_as(&servers, "rss", "engine,ui");
     poll("the engine owns every loaded object", || {
         (e.metric("jaque_engine_objects_owned") == Some(n as f64)).then_some(())
     });
@@ -292,16 +310,33 @@ fn main() {
     if want("p1") || want("p2") || want("p3") {
         // With the monitoring endpoint on a random port, to count the messages the server routes.
         let nats = Nats::start_with(&["-m", "-1"]);
-        let cluster = Cluster::start(&nats);
+        let servers = Servers::one(&nats);
+        let cluster = Cluster::start(&servers);
         if want("p1") {
-            p1(&nats, &cluster);
+            p1(&servers, &cluster, "");
         }
         if want("p2") {
             p2(&nats, &cluster);
         }
         if want("p3") {
-            p3(&nats, cluster);
+            p3(&servers, cluster, "");
         }
+    }
+    if want("cluster") {
+        // The same P1 and P3 on a 3-node NATS cluster with the log replicated three times, and the time until
+        // writes are applied again after the node leading the log is lost.
+        let mut nc = NatsCluster::start(3);
+        let servers = Servers { url: nc.urls(), raw: nc.url(0).to_string(), engine_flags: vec!["-log-replicas", "3"] };
+        let cluster = Cluster::start(&servers);
+        const LABEL: &str = "3-node NATS cluster, -log-replicas 3: ";
+        p1(&servers, &cluster, LABEL);
+        let (leader, took) = leader_loss(&mut nc, &cluster);
+        println!(
+            "| P3 | {LABEL}write applied again after kill -9 of the node leading the log ({leader}) | {:.2} s | | | |",
+            took.as_secs_f64()
+        );
+        let servers = Servers { raw: nc.live_url().to_string(), ..servers };
+        p3(&servers, cluster, LABEL);
     }
     if want("p8") {
         eprintln!("jaque-bench: P8 engine memory with 100k objects...");
@@ -328,12 +363,12 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn start(nats: &Nats) -> Cluster {
+    fn start(s: &Servers) -> Cluster {
         eprintln!("jaque-bench: three engines, a worker and a ui...");
         let target = CountingTarget::start();
-        let engines: Vec<Jaque> = ["e1", "e2", "e3"].iter().map(|id| engine(nats, id)).collect();
-        let worker = Jaque::start("worker", &["-target", "worker", "-queue", &nats.url]);
-        let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &nats.url]);
+        let engines: Vec<Jaque> = ["e1", "e2", "e3"].iter().map(|id| engine(s, id)).collect();
+        let worker = Jaque::start("worker", &["-target", "worker", "-queue", &s.url]);
+        let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &s.url]);
         for j in engines.iter().chain([&worker, &ui]) {
             j.wait_ready();
         }
@@ -344,7 +379,7 @@ impl Cluster {
 }
 
 /// P1: sequential writes through the ui, each a new object, beside the raw NATS operations they need.
-fn p1(nats: &Nats, c: &Cluster) {
+fn p1(servers: &Servers, c: &Cluster, label: &str) {
     // Rounds that alternate the raw floors and jaque's figures, so whatever else the machine does meanwhile
     // weighs on both alike; percentiles are over all rounds. The first round is warm-up and not kept.
     const ROUNDS: usize = 9;
@@ -363,7 +398,7 @@ fn p1(nats: &Nats, c: &Cluster) {
     let mut n = 0;
     for round in 0..ROUNDS {
         let keep = round > 0;
-        let (r, j, b) = floors(&nats.url, PER_ROUND);
+        let (r, j, b) = floors(&servers.raw, PER_ROUND);
         // The HTTP part of a write: a request to the ui that does nothing (a new connection each time).
         let h: Vec<Duration> = (0..PER_ROUND)
             .map(|_| {
@@ -392,7 +427,7 @@ fn p1(nats: &Nats, c: &Cluster) {
         }
         // The engine alone: acks of an object e1 owns, as NATS requests straight to e1 (no HTTP, no ui).
         let d = rt().block_on(async {
-            let client = async_nats::connect(&nats.url).await.unwrap();
+            let client = async_nats::connect(&servers.raw).await.unwrap();
             let mut lat = Vec::new();
             for i in 0..PER_ROUND {
                 let id = CommandId::new(format!("p1d-{round}-{i}")).unwrap();
@@ -428,27 +463,27 @@ fn p1(nats: &Nats, c: &Cluster) {
     let floor50 = rr50 + js50;
     let floor99 = rr99 + js99;
     println!(
-        "| P1 | ui write (put of a new object) -> applied, p50 | {:.2} ms | {:.2} ms (request/reply {:.2} + JetStream publish {:.2}) | {:.2}x | <= 1.2x |",
+        "| P1 | {label}ui write (put of a new object) -> applied, p50 | {:.2} ms | {:.2} ms (request/reply {:.2} + JetStream publish {:.2}) | {:.2}x | <= 1.2x |",
         ms(w50), ms(floor50), ms(rr50), ms(js50), ms(w50) / ms(floor50)
     );
     println!(
-        "| P1 | ui write (put of a new object) -> applied, p99 | {:.2} ms | {:.2} ms (request/reply {:.2} + JetStream publish {:.2}) | {:.2}x | |",
+        "| P1 | {label}ui write (put of a new object) -> applied, p99 | {:.2} ms | {:.2} ms (request/reply {:.2} + JetStream publish {:.2}) | {:.2}x | |",
         ms(w99), ms(floor99), ms(rr99), ms(js99), ms(w99) / ms(floor99)
     );
     println!(
-        "| P1 | ui write (ack: nothing but the write) -> applied, p50 / p99 | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.2}x / {:.2}x | |",
+        "| P1 | {label}ui write (ack: nothing but the write) -> applied, p50 / p99 | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.2}x / {:.2}x | |",
         ms(a50), ms(a99), ms(floor50), ms(floor99), ms(a50) / ms(floor50), ms(a99) / ms(floor99)
     );
     println!(
-        "| P1 | ack, less the HTTP request itself (GET /healthz on the ui: p50 {:.2} ms) | {:.2} ms | {:.2} ms | {:.2}x | |",
+        "| P1 | {label}ack, less the HTTP request itself (GET /healthz on the ui: p50 {:.2} ms) | {:.2} ms | {:.2} ms | {:.2}x | |",
         ms(http50), ms(a50.saturating_sub(http50)), ms(floor50), ms(a50.saturating_sub(http50)) / ms(floor50)
     );
     println!(
-        "| P1 | the engine alone: an ack as a NATS request straight to the owner, p50 (no HTTP, no ui) | {:.2} ms | {:.2} ms | {:.2}x | |",
+        "| P1 | {label}the engine alone: an ack as a NATS request straight to the owner, p50 (no HTTP, no ui) | {:.2} ms | {:.2} ms | {:.2}x | |",
         ms(d50), ms(floor50), ms(d50) / ms(floor50)
     );
     println!(
-        "| P1 | floor of what a write does: request/reply + publish until an ordered consumer delivers it (the engine's read-back) | {:.2} ms | p99 {:.2} ms | | |",
+        "| P1 | {label}floor of what a write does: request/reply + publish until an ordered consumer delivers it (the engine's read-back) | {:.2} ms | p99 {:.2} ms | | |",
         ms(rr50 + rb50), ms(rr99 + rb99)
     );
 }
@@ -564,13 +599,13 @@ fn p2(nats: &Nats, c: &Cluster) {
 }
 
 /// P3: failover after kill -9 and after SIGTERM.
-fn p3(nats: &Nats, c: Cluster) {
+fn p3(servers: &Servers, c: Cluster, label: &str) {
     eprintln!("jaque-bench: P3 failover after kill -9 and SIGTERM...");
     let Cluster { target, mut engines, worker, ui } = c;
     let e3 = engines.pop().unwrap();
     let (kill_epoch, kill_write) = failover(&ui, "e3", &target.url(), || e3.proc.signal("KILL"));
     drop(e3);
-    let e4 = engine(nats, "e4");
+    let e4 = engine(servers, "e4");
     e4.wait_ready();
     let three: BTreeSet<String> = ["e1", "e2", "e4"].map(String::from).into();
     poll("e4 in the epoch", || (epoch_members(&ui) == three).then_some(()));
@@ -579,11 +614,44 @@ fn p3(nats: &Nats, c: Cluster) {
     drop((engines, worker, ui));
     let ttl = TTL_SECS as f64;
     println!(
-        "| P3 | failover after kill -9 (ttl {TTL_SECS}s): new epoch / write applied again | {:.2} s / {:.2} s | ttl {ttl:.0} s | {:.2}x / {:.2}x ttl | <= 1.33x ttl + expiry lag |",
+        "| P3 | {label}failover after kill -9 (ttl {TTL_SECS}s): new epoch / write applied again | {:.2} s / {:.2} s | ttl {ttl:.0} s | {:.2}x / {:.2}x ttl | <= 1.33x ttl + expiry lag |",
         kill_epoch.as_secs_f64(), kill_write.as_secs_f64(), kill_epoch.as_secs_f64() / ttl, kill_write.as_secs_f64() / ttl
     );
     println!(
-        "| P3 | failover after SIGTERM: new epoch / write applied again | {:.3} s / {:.3} s | ttl {ttl:.0} s | {:.3}x / {:.3}x ttl | <= 0.2 s |",
+        "| P3 | {label}failover after SIGTERM: new epoch / write applied again | {:.3} s / {:.3} s | ttl {ttl:.0} s | {:.3}x / {:.3}x ttl | <= 0.2 s |",
         term_epoch.as_secs_f64(), term_write.as_secs_f64(), term_epoch.as_secs_f64() / ttl, term_write.as_secs_f64() / ttl
     );
+}
+
+/// Kills the node leading the log stream and times until a write through the ui is applied again (8 writers,
+/// each a new object, a new attempt every 20 ms between them). The node is started again before returning.
+fn leader_loss(nc: &mut NatsCluster, c: &Cluster) -> (String, Duration) {
+    eprintln!("jaque-bench: losing the log's leader...");
+    let leader = nc.stream_leader("JAQUE_LOG");
+    let i = nc.index_of(&leader);
+    let first_ok = Mutex::new(None::<Duration>);
+    let attempts = AtomicU64::new(0);
+    let start = Instant::now();
+    nc.kill(i);
+    thread::scope(|w| {
+        for t in 0..8u64 {
+            let (first_ok, attempts, c) = (&first_ok, &attempts, c);
+            w.spawn(move || {
+                thread::sleep(Duration::from_millis(20 * t));
+                while first_ok.lock().unwrap().is_none() {
+                    assert!(start.elapsed() < Duration::from_secs(60), "no write applied within a minute");
+                    let n = attempts.fetch_add(1, Ordering::SeqCst);
+                    if put(&c.ui, &format!("leader-{n}"), &format!("leader-{n}"), &c.target.url()) == 200 {
+                        let at = start.elapsed();
+                        let mut f = first_ok.lock().unwrap();
+                        *f = Some(f.map_or(at, |x| x.min(at)));
+                    }
+                    thread::sleep(Duration::from_millis(160));
+                }
+            });
+        }
+    });
+    let took = first_ok.into_inner().unwrap().expect("a write was applied");
+    nc.restart(i);
+    (leader, took)
 }
