@@ -40,7 +40,7 @@ fn rt() -> tokio::runtime::Runtime {
 
 /// Raw NATS floors on `url`, sequential: request/reply round trips, JetStream publish acks, and a publish
 /// until an ordered push consumer of the stream delivers it (what an engine's read-back of its own event needs).
-fn floors(url: &str, n: usize) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) {
+fn floors(url: &str, n: usize, replicas: usize) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) {
     rt().block_on(async {
         let client = async_nats::connect(url).await.unwrap();
         echo_responder(&client, "bench.echo").await;
@@ -55,6 +55,7 @@ fn floors(url: &str, n: usize) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) 
             name: "BENCH".into(),
             subjects: vec!["bench.js".into()],
             storage: async_nats::jetstream::stream::StorageType::File,
+            num_replicas: replicas,
             ..Default::default()
         })
         .await
@@ -113,11 +114,13 @@ struct Servers {
     url: String,
     raw: String,
     engine_flags: Vec<&'static str>,
+    /// Replicas of the floor's stream: those of jaque's log.
+    replicas: usize,
 }
 
 impl Servers {
     fn one(nats: &Nats) -> Servers {
-        Servers { url: nats.url.clone(), raw: nats.url.clone(), engine_flags: Vec::new() }
+        Servers { url: nats.url.clone(), raw: nats.url.clone(), engine_flags: Vec::new(), replicas: 1 }
     }
 }
 
@@ -326,7 +329,12 @@ fn main() {
         // The same P1 and P3 on a 3-node NATS cluster with the log replicated three times, and the time until
         // writes are applied again after the node leading the log is lost.
         let mut nc = NatsCluster::start(3);
-        let servers = Servers { url: nc.urls(), raw: nc.url(0).to_string(), engine_flags: vec!["-log-replicas", "3"] };
+        let servers = Servers {
+            url: nc.urls(),
+            raw: nc.url(0).to_string(),
+            engine_flags: vec!["-log-replicas", "3"],
+            replicas: 3,
+        };
         let cluster = Cluster::start(&servers);
         const LABEL: &str = "3-node NATS cluster, -log-replicas 3: ";
         p1(&servers, &cluster, LABEL);
@@ -398,7 +406,7 @@ fn p1(servers: &Servers, c: &Cluster, label: &str) {
     let mut n = 0;
     for round in 0..ROUNDS {
         let keep = round > 0;
-        let (r, j, b) = floors(&servers.raw, PER_ROUND);
+        let (r, j, b) = floors(&servers.raw, PER_ROUND, servers.replicas);
         // The HTTP part of a write: a request to the ui that does nothing (a new connection each time).
         let h: Vec<Duration> = (0..PER_ROUND)
             .map(|_| {
