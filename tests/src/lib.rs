@@ -7,6 +7,7 @@ pub mod checker;
 pub mod pki;
 pub mod postgres;
 pub mod proxy;
+pub mod webhook;
 
 pub use postgres::Postgres;
 
@@ -378,13 +379,17 @@ impl Drop for Target {
     }
 }
 
-/// Runs `jaque` with `args` expecting a refusal: it must exit non-zero by itself. Returns its stderr+stdout.
+/// Runs `jaque` with `args` expecting a refusal: it must exit with code 2 by itself. Returns its stderr+stdout.
 pub fn jaque_refuses(args: &[&str]) -> String {
     let mut cmd = Command::new(jaque_bin());
     cmd.args(args);
     let mut proc = Proc::spawn("jaque (refused)", cmd);
     let status = proc.wait_exit();
     let text = proc.output.text();
-    assert!(!status.success(), "jaque {args:?} should have been refused, exited {status}; output:\n{text}");
+    assert_eq!(
+        status.code(),
+        Some(2),
+        "jaque {args:?} should have been refused with exit 2, exited {status}; output:\n{text}"
+    );
     text
 }
