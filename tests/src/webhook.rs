@@ -1,7 +1,8 @@
 //! A webhook receiver for the notifier's tests: an HTTP server on a free 127.0.0.1 port that verifies the
 //! Standard Webhooks signature of every request (an invalid or missing one is recorded, answered 400, and
 //! fails the test at the next look at the deliveries), records every delivery it accepts (id, timestamp, body,
-//! when), and can be told, per path, to answer 500, 429 with `Retry-After`, 410 or a redirect for a while.
+//! when), and can be told, per path, to answer 500, 429 with `Retry-After`, 410 or a redirect for a while, or
+//! to hold requests unanswered (recorded as received) so a test knows sends are in flight at a fault.
 //! Every path is an endpoint of its own: `url("/a")` and `url("/b")` are two webhooks on one server.
 
 use base64::engine::general_purpose::STANDARD;
@@ -27,6 +28,9 @@ pub enum Mode {
     Gone,
     /// 302 to `/followed`, which records any request it gets (a sender must not follow).
     Redirect,
+    /// Record the delivery as received, and answer 200 only once the path's mode changes: the sender's
+    /// request stays in flight meanwhile.
+    Hold,
 }
 
 /// A delivery the receiver accepted (answered 2xx).
@@ -58,12 +62,18 @@ struct Inner {
     attempts: Vec<Attempt>,
     invalid: Vec<String>,
     followed: u64,
+    /// Requests held unanswered right now, per path.
+    held: BTreeMap<String, usize>,
+    /// Requests ever held, per path.
+    held_total: BTreeMap<String, usize>,
 }
 
 struct Shared {
     key: Option<Vec<u8>>,
     inner: Mutex<Inner>,
     changed: Condvar,
+    /// Bumped on every mode change: held requests wait on it.
+    modes: tokio::sync::watch::Sender<u64>,
 }
 
 pub struct Receiver {
@@ -89,7 +99,12 @@ impl Receiver {
     /// `None`, expects unsigned ones.
     pub fn start(secret: Option<&str>) -> Receiver {
         let key = secret.map(|s| STANDARD.decode(s.strip_prefix("whsec_").expect("a whsec_ secret")).unwrap());
-        let shared = Arc::new(Shared { key, inner: Mutex::default(), changed: Condvar::new() });
+        let shared = Arc::new(Shared {
+            key,
+            inner: Mutex::default(),
+            changed: Condvar::new(),
+            modes: tokio::sync::watch::Sender::new(0),
+        });
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the receiver");
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -115,6 +130,17 @@ impl Receiver {
 
     pub fn set_mode(&self, path: &str, mode: Mode) {
         self.lock().modes.insert(path.to_string(), mode);
+        self.shared.modes.send_modify(|v| *v += 1);
+    }
+
+    /// Requests to `path` held unanswered right now (`Mode::Hold`; one whose sender died is no longer held).
+    pub fn held(&self, path: &str) -> usize {
+        self.lock().held.get(path).copied().unwrap_or(0)
+    }
+
+    /// Requests to `path` ever held: across one spell of `Mode::Hold`, every send that was in flight then.
+    pub fn held_total(&self, path: &str) -> usize {
+        self.lock().held_total.get(path).copied().unwrap_or(0)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -214,44 +240,82 @@ async fn handle(
     body: axum::body::Bytes,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let at = Instant::now();
     let path = uri.path().to_string();
-    let raw = String::from_utf8_lossy(&body).into_owned();
+    let mode = match record(&shared, &path, &headers, &body) {
+        Ok(mode) => mode,
+        Err(answer) => return answer.into_response(),
+    };
+    let code = |s: u16| axum::http::StatusCode::from_u16(s).unwrap();
+    match mode {
+        Mode::Ok => (code(200), "").into_response(),
+        Mode::Status(s) => (code(s), "").into_response(),
+        Mode::Gone => (code(410), "gone").into_response(),
+        Mode::TooMany { retry_after_secs } => {
+            (code(429), [("retry-after", retry_after_secs.to_string())], "slow down").into_response()
+        }
+        Mode::Redirect => (code(302), [("location", "/followed".to_string())], "moved").into_response(),
+        Mode::Hold => {
+            // Counted down however the request ends: answered, or dropped with its connection.
+            struct Unhold(Arc<Shared>, String);
+            impl Drop for Unhold {
+                fn drop(&mut self) {
+                    let mut inner = self.0.inner.lock().unwrap_or_else(|e| e.into_inner());
+                    *inner.held.entry(self.1.clone()).or_default() -= 1;
+                    self.0.changed.notify_all();
+                }
+            }
+            let _unhold = Unhold(shared.clone(), path.clone());
+            let mut modes = shared.modes.subscribe();
+            loop {
+                let still =
+                    shared.inner.lock().unwrap_or_else(|e| e.into_inner()).modes.get(&path) == Some(&Mode::Hold);
+                if !still || modes.changed().await.is_err() {
+                    break;
+                }
+            }
+            (code(200), "").into_response()
+        }
+    }
+}
+
+/// Verifies and records one request; the mode it is to be answered by, or the answer to an invalid one.
+fn record(
+    shared: &Shared,
+    path: &str,
+    headers: &axum::http::HeaderMap,
+    body: &[u8],
+) -> Result<Mode, (axum::http::StatusCode, String)> {
+    let at = Instant::now();
+    let raw = String::from_utf8_lossy(body).into_owned();
     let mut inner = shared.inner.lock().unwrap_or_else(|e| e.into_inner());
+    shared.changed.notify_all();
     if path == "/followed" {
         inner.followed += 1;
-        shared.changed.notify_all();
-        return (axum::http::StatusCode::OK, "followed").into_response();
+        return Err((axum::http::StatusCode::OK, "followed".into()));
     }
-    let (id, timestamp, signed) = match verify(shared.key.as_deref(), &headers, &raw) {
+    let (id, timestamp, signed) = match verify(shared.key.as_deref(), headers, &raw) {
         Ok(v) => v,
         Err(why) => {
             inner.invalid.push(format!("{path}: {why}"));
-            shared.changed.notify_all();
-            return (axum::http::StatusCode::BAD_REQUEST, why).into_response();
+            return Err((axum::http::StatusCode::BAD_REQUEST, why));
         }
     };
-    let mode = inner.modes.get(&path).copied().unwrap_or(Mode::Ok);
+    let mode = inner.modes.get(path).copied().unwrap_or(Mode::Ok);
     let status = match mode {
-        Mode::Ok => 200,
+        Mode::Ok | Mode::Hold => 200,
         Mode::Status(s) => s,
         Mode::TooMany { .. } => 429,
         Mode::Gone => 410,
         Mode::Redirect => 302,
     };
-    inner.attempts.push(Attempt { path: path.clone(), id: id.clone(), status, at });
-    if mode == Mode::Ok {
+    inner.attempts.push(Attempt { path: path.to_string(), id: id.clone(), status, at });
+    if matches!(mode, Mode::Ok | Mode::Hold) {
         let body = serde_json::from_str(&raw).unwrap_or(serde_json::Value::Null);
-        inner.deliveries.push(Delivery { path, id, timestamp, raw, body, at, signed });
+        inner.deliveries.push(Delivery { path: path.to_string(), id, timestamp, raw, body, at, signed });
     }
-    shared.changed.notify_all();
-    drop(inner);
-    let code = axum::http::StatusCode::from_u16(status).unwrap();
-    match mode {
-        Mode::TooMany { retry_after_secs } => {
-            (code, [("retry-after", retry_after_secs.to_string())], "slow down").into_response()
-        }
-        Mode::Redirect => (code, [("location", "/followed".to_string())], "moved").into_response(),
-        _ => (code, "").into_response(),
+    if mode == Mode::Hold {
+        *inner.held.entry(path.to_string()).or_default() += 1;
+        *inner.held_total.entry(path.to_string()).or_default() += 1;
     }
+    Ok(mode)
 }

@@ -141,3 +141,301 @@ fn a_410_disables_its_endpoint_a_redirect_is_not_followed_and_the_others_go_on()
     });
     assert!(r.text().contains("410"), "{}", r.text());
 }
+
+mod storm {
+    use super::*;
+    use jaque_core::{wire, EventBody, LogEntry, MemberRef, Time};
+    use jaque_tests::checker::{check_log, object_body, CountingTarget};
+    use jaque_tests::{http, Nats};
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::thread;
+    use std::time::Duration;
+
+    /// The core's default sends in flight per endpoint per notifier: what one notifier fault may repeat.
+    const CONCURRENCY: usize = 16;
+    const OBJECTS: usize = 24;
+
+    fn notifier(nats: &Nats, id: &str, hook: &str) -> Jaque {
+        let args = [
+            "-target",
+            "notifier",
+            "-coordination",
+            &nats.url,
+            "-id",
+            id,
+            "-heartbeat-ttl",
+            "3s",
+            "-notify-webhook",
+            hook,
+            "-notify-secret",
+            SECRET,
+        ];
+        Jaque::start(id, &args)
+    }
+
+    fn live_notifiers(ui: &Jaque) -> BTreeSet<String> {
+        let c = ui.get("/api/cluster").json();
+        let b = c["buckets"].as_array().into_iter().flatten().find(|b| b["bucket"] == "notifier/membership/").cloned();
+        b.map(|b| b["live_members"].clone())
+            .and_then(|m| m.as_array().cloned())
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["id"].as_str().map(String::from))
+            .collect()
+    }
+
+    fn wait_notifiers(ui: &Jaque, ids: &[&str]) {
+        let want: BTreeSet<String> = ids.iter().map(|s| s.to_string()).collect();
+        poll(&format!("live notifiers {want:?}"), || (live_notifiers(ui) == want).then_some(()));
+    }
+
+    fn wait_more(rx: &Receiver, what: &str, more: usize) {
+        let n = rx.delivery_count("/hook");
+        poll(what, || (rx.delivery_count("/hook") >= n + more).then_some(()));
+    }
+
+    fn start_record(nats_url: &str, hook: &str) -> u64 {
+        let key = format!("notify.start.{}", EndpointId::of(hook));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let js = async_nats::jetstream::new(async_nats::connect(nats_url).await.unwrap());
+            let kv = js.get_key_value("jaque_membership").await.unwrap();
+            let v = kv.get(&key).await.unwrap().unwrap_or_else(|| panic!("no start record {key}"));
+            String::from_utf8(v.to_vec()).unwrap().parse().unwrap()
+        })
+    }
+
+    /// A transition by a member that owns nothing, straight into the log: the fence discards it.
+    fn append_fenced(nats_url: &str, object: &str, epoch: u64) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let js = async_nats::jetstream::new(async_nats::connect(nats_url).await.unwrap());
+            let ev = jaque_core::Event {
+                object: jaque_core::ObjectId::new(object).unwrap(),
+                epoch,
+                writer: MemberRef { id: jaque_core::MemberId::new("ghost").unwrap(), incarnation: 1 },
+                at: Time(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64),
+                command_id: None,
+                body: EventBody::Transition {
+                    from: jaque_core::State::Ok,
+                    to: jaque_core::State::Unknown,
+                    output: "written by a member that owns nothing".into(),
+                },
+            };
+            js.publish("jaque.log.event", wire::encode(&LogEntry::Event(ev)).into()).await.unwrap().await.unwrap();
+        });
+    }
+
+    #[test]
+    fn a_storm_of_transitions_through_a_kill_a_pause_and_a_failing_endpoint_is_delivered_at_least_once() {
+        let nats = Nats::start();
+        let rx = Receiver::start(Some(SECRET));
+        let hook = rx.url("/hook");
+        let engines: Vec<Jaque> = ["e1", "e2", "e3"]
+            .iter()
+            .map(|id| {
+                let args = [
+                    "-target",
+                    "engine,ui",
+                    "-queue",
+                    &nats.url,
+                    "-coordination",
+                    &nats.url,
+                    "-id",
+                    id,
+                    "-heartbeat-ttl",
+                    "3s",
+                ];
+                Jaque::start(id, &args)
+            })
+            .collect();
+        let worker = Jaque::start("worker", &["-target", "worker", "-queue", &nats.url]);
+        let mut n1 = notifier(&nats, "n1", &hook);
+        let n2 = notifier(&nats, "n2", &hook);
+        for j in engines.iter().chain([&worker, &n1, &n2]) {
+            j.wait_ready();
+        }
+        let ui = &engines[0];
+        wait_notifiers(ui, &["n1", "n2"]);
+        assert_eq!(n2.metric("jaque_membership_live_members{bucket=\"notifier/membership/\"}"), Some(2.0));
+        let start = start_record(&nats.url, &hook);
+
+        // The storm: every object's service flips between ok and failing, so each check makes a transition.
+        let target = Arc::new(CountingTarget::start());
+        for i in 0..OBJECTS {
+            let o = format!("obj-{i}");
+            let body = object_body(&target.url(), &o).to_string();
+            poll(&format!("{o} created"), || {
+                let r = http(
+                    ui.addr,
+                    "PUT",
+                    &format!("/api/objects/{o}"),
+                    &[("Idempotency-Key", &o)],
+                    Some(body.as_bytes()),
+                );
+                (r.status == 200).then_some(())
+            });
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let flipper = {
+            let (stop, target) = (stop.clone(), target.clone());
+            thread::spawn(move || {
+                let mut failing = false;
+                while !stop.load(Ordering::SeqCst) {
+                    failing = !failing;
+                    target.set_failing(failing);
+                    // The storm's rhythm (a load generator, not a synchronization).
+                    thread::sleep(Duration::from_millis(1500));
+                }
+                target.set_failing(false);
+            })
+        };
+        wait_more(&rx, "deliveries flowing", 30);
+
+        // kill -9 one notifier mid-storm, with sends in flight: the receiver holds requests unanswered until
+        // more are out than one notifier may have (so some are n1's), and counts them. The other takes n1's
+        // objects once its key expires, and sends n1's claimed transitions again; n1 comes back.
+        let before = rx.held_total("/hook");
+        rx.set_mode("/hook", Mode::Hold);
+        poll("sends of both notifiers in flight", || (rx.held("/hook") > CONCURRENCY).then_some(()));
+        n1.proc.signal("KILL");
+        n1.proc.wait_exit();
+        rx.set_mode("/hook", Mode::Ok);
+        // Every request held in this spell was unanswered at the kill.
+        let in_flight_at_kill = rx.held_total("/hook") - before;
+        wait_notifiers(ui, &["n2"]);
+        wait_more(&rx, "deliveries by n2 alone", 20);
+        n1 = notifier(&nats, "n1", &hook);
+        n1.wait_ready();
+        wait_notifiers(ui, &["n1", "n2"]);
+        wait_more(&rx, "deliveries with n1 back", 20);
+
+        // SIGSTOP the other past its ttl, with sends in flight: n1 takes everything over; n2 resumes and rejoins.
+        let before = rx.held_total("/hook");
+        rx.set_mode("/hook", Mode::Hold);
+        poll("sends of both notifiers in flight", || (rx.held("/hook") > CONCURRENCY).then_some(()));
+        n2.proc.signal("STOP");
+        rx.set_mode("/hook", Mode::Ok);
+        let in_flight_at_stop = rx.held_total("/hook") - before;
+        wait_notifiers(ui, &["n1"]);
+        wait_more(&rx, "deliveries by n1 alone", 20);
+        n2.proc.signal("CONT");
+        wait_notifiers(ui, &["n1", "n2"]);
+        wait_more(&rx, "deliveries with n2 back", 20);
+
+        // The endpoint fails for a while (500, then 429 with Retry-After), then recovers.
+        rx.set_mode("/hook", Mode::Status(500));
+        poll("attempts answered 500", || {
+            (rx.attempts("/hook").iter().filter(|a| a.status == 500).count() >= 10).then_some(())
+        });
+        rx.set_mode("/hook", Mode::TooMany { retry_after_secs: 1 });
+        poll("attempts answered 429", || {
+            (rx.attempts("/hook").iter().filter(|a| a.status == 429).count() >= 5).then_some(())
+        });
+        rx.set_mode("/hook", Mode::Ok);
+        wait_more(&rx, "deliveries after the endpoint recovered", 20);
+
+        // A fenced transition in the log.
+        let epoch = check_log(&nats.url).reader.epoch();
+        append_fenced(&nats.url, "obj-0", epoch);
+
+        // The storm ends; once every object is ok again, nothing more is written.
+        stop.store(true, Ordering::SeqCst);
+        flipper.join().unwrap();
+        poll("every object ok", || {
+            let list = ui.get("/api/objects").json();
+            let all = list.as_array()?;
+            (all.len() == OBJECTS && all.iter().all(|o| o["state"] == "ok")).then_some(())
+        });
+
+        // Every accepted transition after the start record, read from the log independently, delivered.
+        let (log, transitions) = poll("every accepted transition delivered", || {
+            let log = check_log(&nats.url);
+            let mut reader = jaque_core::LogReader::new();
+            let mut transitions = BTreeMap::new();
+            for (seq, entry) in &log.entries {
+                let read = reader.read(*seq, entry);
+                if let (LogEntry::Event(ev), jaque_core::Read::Event { verdict, .. }) = (entry, read) {
+                    if verdict.is_accepted() && matches!(ev.body, EventBody::Transition { .. }) {
+                        transitions.insert(*seq, ev.object.to_string());
+                    }
+                }
+            }
+            let delivered: BTreeSet<u64> =
+                rx.deliveries("/hook").iter().filter_map(|d| d.body["seq"].as_u64()).collect();
+            transitions.range(start + 1..).all(|(s, _)| delivered.contains(s)).then_some((log, transitions))
+        });
+        let fenced: Vec<u64> = log
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e, LogEntry::Event(ev) if ev.writer.id.as_str() == "ghost"))
+            .map(|(s, _)| *s)
+            .collect();
+        assert_eq!(fenced.len(), 1);
+        assert_eq!(log.stale_by_writer.get("ghost"), Some(&1), "the independent reader fences it");
+
+        let deliveries = rx.deliveries("/hook");
+        let mut per_seq: BTreeMap<u64, Vec<&Delivery>> = BTreeMap::new();
+        for d in &deliveries {
+            assert!(d.signed);
+            let seq = d.body["seq"].as_u64().unwrap();
+            assert!(!fenced.contains(&seq), "a fenced event was notified: {d:?}");
+            let object = transitions.get(&seq).unwrap_or_else(|| panic!("seq {seq} is not an accepted transition"));
+            assert!(seq > start, "seq {seq} is from before the notifiers started ({start})");
+            assert_eq!(d.body["object"], object.as_str());
+            assert_eq!(d.id, webhook_id(seq, &hook), "every delivery of a transition carries its one webhook-id");
+            per_seq.entry(seq).or_default().push(d);
+        }
+        // Repeats only from the two notifier faults, at most one per send in flight at each (the held requests
+        // counted at each fault are all the sends in flight then, both notifiers' together). And there are
+        // repeats: the killed and the paused notifier each had sends in flight, which the other sent again.
+        let repeats: usize = per_seq.values().map(|v| v.len() - 1).sum();
+        let permitted = in_flight_at_kill + in_flight_at_stop;
+        assert!(repeats <= permitted, "{repeats} repeats; the kill and the pause permit at most {permitted}");
+        assert!(repeats >= 2, "the sends in flight at the kill and at the pause were sent again: {repeats} repeats");
+        for (seq, v) in &per_seq {
+            assert!(v.len() <= 3, "seq {seq} delivered {} times: one, plus one per fault at most", v.len());
+        }
+        // Per object, first deliveries in log order.
+        let mut seen = BTreeSet::new();
+        let mut last: BTreeMap<String, u64> = BTreeMap::new();
+        for d in &deliveries {
+            let seq = d.body["seq"].as_u64().unwrap();
+            if seen.insert(seq) {
+                let object = d.body["object"].as_str().unwrap().to_string();
+                let l = last.entry(object.clone()).or_default();
+                assert!(seq > *l, "{object}: {seq} first delivered after {l}");
+                *l = seq;
+            }
+        }
+        let metric = |j: &Jaque, m: &str| j.metric(m).unwrap_or(0.0);
+        let resent = metric(&n1, "jaque_notifier_resent_after_fault_total")
+            + metric(&n2, "jaque_notifier_resent_after_fault_total");
+        let retried = metric(&n1, "jaque_notifier_deliveries_total{outcome=\"retry\"}")
+            + metric(&n2, "jaque_notifier_deliveries_total{outcome=\"retry\"}");
+        assert!(retried >= 15.0, "the 500s and 429s were counted as retries: {retried}");
+        assert!(resent >= 1.0, "n1 (after the pause) counted the sends it repeated for n2: {resent}");
+        eprintln!(
+            "storm: {} accepted transitions after {start}, {} deliveries, {repeats} repeats ({permitted} permitted: \
+             {in_flight_at_kill} in flight at the kill, {in_flight_at_stop} at the pause), {resent} resent after a fault, \
+             {retried} retries counted, {} attempts",
+            transitions.range(start + 1..).count(),
+            deliveries.len(),
+            rx.attempts("/hook").len()
+        );
+
+        // The progress records share the membership bucket, and no member's watch mistook one for a member key.
+        for j in engines.iter().chain([&n1, &n2]) {
+            assert_eq!(j.metric("jaque_wire_decode_errors_total{what=\"any\"}"), Some(0.0), "{}", j.proc.name);
+        }
+
+        // SIGTERM: a clean leave.
+        let mut n1 = n1;
+        n1.proc.signal("TERM");
+        assert!(n1.proc.wait_exit().success(), "a notifier exits cleanly on SIGTERM");
+        wait_notifiers(ui, &["n2"]);
+        drop(worker);
+    }
+}
