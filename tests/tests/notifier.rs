@@ -439,3 +439,56 @@ mod storm {
         drop(worker);
     }
 }
+
+/// The fact the progress records rest on, on the real server: a watch of the membership bucket filtered to
+/// one-token keys (member keys) does not see `notify.…` records, and the revisions it reports are the
+/// bucket-wide ones the records are written at, so "the view moved past a claim's revision" means what the
+/// core takes it to mean.
+#[test]
+fn a_member_key_watch_skips_progress_records_and_keeps_bucket_wide_revisions() {
+    use async_nats::jetstream::{consumer, kv, stream};
+    use futures_util::StreamExt;
+    let nats = jaque_tests::Nats::start();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(&nats.url).await.unwrap();
+        let js = async_nats::jetstream::new(client.clone());
+        let kv = js
+            .create_key_value(kv::Config {
+                bucket: "revs".into(),
+                history: 1,
+                limit_markers: Some(std::time::Duration::from_secs(60)),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let a = kv.put("membership/a", "1".into()).await.unwrap();
+        let record = kv.create("notify.0123456789abcdef.d2Vi", "{}".into()).await.unwrap();
+        let b = kv.put("notifier/membership/b", "1".into()).await.unwrap();
+        let record2 = kv.update("notify.0123456789abcdef.d2Vi", "{}".into(), record).await.unwrap();
+        let c = kv.put("membership/a", "2".into()).await.unwrap();
+        assert!(a < record && record < b && b < record2 && record2 < c, "{a} {record} {b} {record2} {c}");
+        let s: stream::Stream = js.get_stream("KV_revs").await.unwrap();
+        let mut watch = s
+            .create_consumer(consumer::push::OrderedConfig {
+                deliver_subject: client.new_inbox(),
+                filter_subject: "$KV.revs.*".into(),
+                deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .messages()
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            let m = watch.next().await.unwrap().unwrap();
+            seen.push((m.subject.to_string(), m.info().unwrap().stream_sequence));
+        }
+        assert_eq!(
+            seen,
+            vec![("$KV.revs.notifier/membership/b".to_string(), b), ("$KV.revs.membership/a".to_string(), c)]
+        );
+    });
+}
