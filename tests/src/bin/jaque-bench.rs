@@ -368,7 +368,8 @@ fn p9() {
             let keep = round > 0;
             for _ in 0..PER_ROUND {
                 k += 1;
-                let to = if (k / OBJECTS) % 2 == 0 { jaque_core::State::Critical } else { jaque_core::State::Ok };
+                let to =
+                    if (k / OBJECTS).is_multiple_of(2) { jaque_core::State::Critical } else { jaque_core::State::Ok };
                 let entry = transition(&format!("p9-{}", k % OBJECTS), to);
                 let s = Instant::now();
                 let ack = js.publish("jaque.log.event", wire::encode(&entry).into()).await.unwrap().await.unwrap();
@@ -425,7 +426,7 @@ fn p9() {
         let s = Instant::now();
         let mut acks = Vec::new();
         for i in 0..M {
-            let to = if (i / 400) % 2 == 0 { jaque_core::State::Ok } else { jaque_core::State::Critical };
+            let to = if (i / 400).is_multiple_of(2) { jaque_core::State::Ok } else { jaque_core::State::Critical };
             let entry = transition(&format!("p9-rate-{}", i % 400), to);
             acks.push(js.publish("jaque.log.event", wire::encode(&entry).into()).await.unwrap());
         }
