@@ -101,7 +101,8 @@ fn a_410_disables_its_endpoint_a_redirect_is_not_followed_and_the_others_go_on()
     let rx = Receiver::start(None);
     rx.set_mode("/gone", Mode::Gone);
     rx.set_mode("/moved", Mode::Redirect);
-    let hooks = [rx.url("/ok"), rx.url("/gone"), rx.url("/moved")];
+    rx.set_mode("/slow", Mode::Hold);
+    let hooks = [rx.url("/ok"), rx.url("/gone"), rx.url("/moved"), rx.url("/slow")];
     let mut j = memory_notifier("three", &hooks, None);
     j.wait_ready();
     j.proc.wait_for_line("no -notify-secret: webhook deliveries are sent unsigned");
@@ -128,6 +129,15 @@ fn a_410_disables_its_endpoint_a_redirect_is_not_followed_and_the_others_go_on()
     assert_eq!(rx.followed(), 0, "a 3xx is a failure, never followed");
     assert!(rx.deliveries("/moved").is_empty());
     assert_eq!(j.get("/healthz").status, 200, "one endpoint gone is not the notifier gone");
+    // The slow endpoint still holds the first transition unanswered: it delayed nobody else, and its own next
+    // transition waits for it (per object, in order).
+    assert_eq!(rx.held("/slow"), 1);
+    assert_eq!(rx.attempts("/slow").len(), 1);
+    rx.set_mode("/slow", Mode::Ok);
+    let slow = wait_deliveries(&rx, "/slow", 2);
+    let ok = rx.deliveries("/ok");
+    let seqs = |d: &[Delivery]| d.iter().map(|d| d.body["seq"].as_u64()).collect::<Vec<_>>();
+    assert_eq!(seqs(&slow), seqs(&ok), "the slow endpoint gets the same transitions, in the same order");
 
     // With its only endpoint gone, the notifier is not ready.
     let solo = Receiver::start(None);
@@ -140,6 +150,45 @@ fn a_410_disables_its_endpoint_a_redirect_is_not_followed_and_the_others_go_on()
         (r.status == 503).then_some(r)
     });
     assert!(r.text().contains("410"), "{}", r.text());
+}
+
+#[test]
+fn a_delivery_failing_past_give_up_is_counted_failed_and_the_next_one_goes() {
+    let rx = Receiver::start(Some(SECRET));
+    rx.set_mode("/hook", Mode::Status(503));
+    let hook = rx.url("/hook");
+    let j = Jaque::start(
+        "giveup",
+        &[
+            "-target",
+            "engine,worker,ui,notifier",
+            "-queue",
+            "memory",
+            "-notify-webhook",
+            &hook,
+            "-notify-secret",
+            SECRET,
+            "-notify-give-up",
+            "2s",
+        ],
+    );
+    j.wait_ready();
+    let mut target = Target::start();
+    put_http(&j, "web", &target.url());
+    poll("the delivery given up", || {
+        (j.metric("jaque_notifier_deliveries_total{outcome=\"failed\"}") == Some(1.0)).then_some(())
+    });
+    let attempts = rx.attempts("/hook");
+    assert!(attempts.len() >= 2 && attempts.iter().all(|a| a.status == 503 && a.id == attempts[0].id), "{attempts:?}");
+    assert!(j.metric("jaque_notifier_deliveries_total{outcome=\"retry\"}") >= Some(1.0));
+    // The endpoint recovers: the next transition goes, the given-up one never again.
+    rx.set_mode("/hook", Mode::Ok);
+    target.stop();
+    let d = wait_deliveries(&rx, "/hook", 1);
+    assert_eq!(d[0].body["to"], "critical", "{:?}", d[0].body);
+    assert_ne!(d[0].id, attempts[0].id);
+    assert_eq!(j.metric("jaque_notifier_deliveries_total{outcome=\"delivered\"}"), Some(1.0));
+    assert_eq!(j.metric("jaque_notifier_lag_events"), Some(0.0));
 }
 
 mod storm {
@@ -252,15 +301,32 @@ mod storm {
             })
             .collect();
         let worker = Jaque::start("worker", &["-target", "worker", "-queue", &nats.url]);
+        for j in engines.iter().chain([&worker]) {
+            j.wait_ready();
+        }
+        // A transition before any notifier ran: never sent.
+        let early_target = Target::start();
+        let ui = &engines[0];
+        poll("early created", || {
+            (ui.put(
+                "/api/objects/early",
+                &json!({"probe": {"type": "http", "url": early_target.url()}, "interval": "1h"}),
+            )
+            .status
+                == 200)
+                .then_some(())
+        });
+        let early =
+            poll("early's first transition", || ui.get("/api/objects/early").json()["last_transition"]["seq"].as_u64());
         let mut n1 = notifier(&nats, "n1", &hook);
         let n2 = notifier(&nats, "n2", &hook);
         for j in engines.iter().chain([&worker, &n1, &n2]) {
             j.wait_ready();
         }
-        let ui = &engines[0];
         wait_notifiers(ui, &["n1", "n2"]);
         assert_eq!(n2.metric("jaque_membership_live_members{bucket=\"notifier/membership/\"}"), Some(2.0));
         let start = start_record(&nats.url, &hook);
+        assert!(start >= early, "the notifications begin after what was in the log when the first notifier started");
 
         // The storm: every object's service flips between ok and failing, so each check makes a transition.
         let target = Arc::new(CountingTarget::start());
@@ -347,7 +413,7 @@ mod storm {
         poll("every object ok", || {
             let list = ui.get("/api/objects").json();
             let all = list.as_array()?;
-            (all.len() == OBJECTS && all.iter().all(|o| o["state"] == "ok")).then_some(())
+            (all.len() == OBJECTS + 1 && all.iter().all(|o| o["state"] == "ok")).then_some(())
         });
 
         // Every accepted transition after the start record, read from the log independently, delivered.
@@ -383,7 +449,7 @@ mod storm {
             let seq = d.body["seq"].as_u64().unwrap();
             assert!(!fenced.contains(&seq), "a fenced event was notified: {d:?}");
             let object = transitions.get(&seq).unwrap_or_else(|| panic!("seq {seq} is not an accepted transition"));
-            assert!(seq > start, "seq {seq} is from before the notifiers started ({start})");
+            assert!(seq > start && seq != early, "seq {seq} is from before the notifiers started ({start})");
             assert_eq!(d.body["object"], object.as_str());
             assert_eq!(d.id, webhook_id(seq, &hook), "every delivery of a transition carries its one webhook-id");
             per_seq.entry(seq).or_default().push(d);
