@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark table: every figure beside the floor it is built on, measured side by side in the same run on
-# this machine. Prints one markdown table (P1-P8) to stdout; progress and process logs go to stderr.
+# this machine. Prints one markdown table (P1-P12) to stdout; progress and process logs go to stderr.
 # Usage: scripts/bench.sh > table.md     (takes a few minutes; needs nothing running)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,3 +24,4 @@ echo "| P6 | simulator speed, 5 engines, 1000 objects, every fault kind | ${spee
 echo "| P6 | simulator swarm seeds per minute | ${seeds%%|*} | ${seeds#*|} | | |"
 echo "$core" | grep -E '^\| P7 '
 echo "$procs" | grep -E '^\| P8 '
+echo "$procs" | grep -E '^\| P12 '

@@ -91,6 +91,18 @@ pub struct Args {
     #[arg(long = "nats-tls-key", env = "JAQUE_NATS_TLS_KEY", value_name = "FILE")]
     pub nats_tls_key: Option<PathBuf>,
 
+    /// A webhook URL every accepted transition is sent to (-target notifier); repeat the flag for several
+    /// endpoints, each gets every transition. The environment variable holds one URL.
+    #[arg(long = "notify-webhook", env = "JAQUE_NOTIFY_WEBHOOK", value_name = "URL")]
+    pub notify_webhook: Vec<String>,
+    /// Standard Webhooks signing secret, whsec_<base64 of 24-64 random bytes>. Without it deliveries are
+    /// unsigned.
+    #[arg(long = "notify-secret", env = "JAQUE_NOTIFY_SECRET", hide_env_values = true, value_name = "whsec_...")]
+    pub notify_secret: Option<String>,
+    /// How long after its first attempt a failing delivery is retried before it is counted failed.
+    #[arg(long = "notify-give-up", env = "JAQUE_NOTIFY_GIVE_UP", default_value = "24h", value_name = "DURATION")]
+    pub notify_give_up: String,
+
     /// Log level: error, warn, info, debug, trace.
     #[arg(long = "log-level", env = "JAQUE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -145,6 +157,15 @@ pub struct Roles {
     pub engine: bool,
     pub worker: bool,
     pub ui: bool,
+    pub notifier: bool,
+}
+
+/// What `-target notifier` sends where.
+#[derive(Clone, Debug)]
+pub struct Notify {
+    pub urls: Vec<String>,
+    pub secret: Option<crate::webhook::Secret>,
+    pub give_up: Duration,
 }
 
 /// NATS connection options shared by the queue and coordination clients.
@@ -174,6 +195,7 @@ pub struct Config {
     /// `-ui-writes owner`: a ui without an engine sends writes straight to their owner first.
     pub ui_writes_to_owner: bool,
     pub nats: NatsAuth,
+    pub notify: Option<Notify>,
     pub log_level: tracing::Level,
     pub log_json: bool,
 }
@@ -222,6 +244,53 @@ fn default_id() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// The notifier's flags: at least one well-formed http(s) URL, each once; a secret that is a Standard Webhooks
+/// key; a give-up duration; and something to read (an engine in this process, or NATS coordination).
+fn parse_notify(
+    roles: &Roles,
+    coordination: &Endpoint,
+    webhooks: Vec<String>,
+    secret: Option<String>,
+    give_up: &str,
+) -> Result<Option<Notify>, ConfigError> {
+    if !roles.notifier {
+        if !webhooks.is_empty() || secret.is_some() {
+            return err("-notify-webhook and -notify-secret are for -target notifier; add notifier to -target");
+        }
+        return Ok(None);
+    }
+    if webhooks.is_empty() {
+        return err("-target notifier needs at least one -notify-webhook URL to send transitions to");
+    }
+    let mut urls: Vec<String> = Vec::new();
+    for w in webhooks {
+        let url = reqwest::Url::parse(&w).map_err(|e| {
+            ConfigError(format!("-notify-webhook: {w:?} is not a URL ({e}); write e.g. https://example.com/hook"))
+        })?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+            return err(format!("-notify-webhook: {w:?} is not an http:// or https:// URL with a host"));
+        }
+        if urls.contains(&w) {
+            return err(format!("-notify-webhook: {w:?} is given twice"));
+        }
+        urls.push(w);
+    }
+    let secret =
+        secret.filter(|s| !s.is_empty()).map(|s| crate::webhook::Secret::parse(&s)).transpose().map_err(ConfigError)?;
+    let give_up = humantime::parse_duration(give_up)
+        .map_err(|e| ConfigError(format!("-notify-give-up: {give_up:?} is not a duration ({e}); write e.g. 24h")))?;
+    if give_up.is_zero() {
+        return err("-notify-give-up must be longer than 0s");
+    }
+    if *coordination == Endpoint::Memory && !roles.engine {
+        return err(
+            "-target notifier reads the log: with -coordination memory it needs an engine in this same process \
+             (-target engine,worker,notifier -queue memory); otherwise use -coordination nats://host:port",
+        );
+    }
+    Ok(Some(Notify { urls, secret, give_up }))
+}
+
 impl Config {
     pub fn from_args(a: Args) -> Result<Config, ConfigError> {
         let Some(target) = a.target.as_deref().filter(|t| !t.trim().is_empty()) else {
@@ -233,7 +302,8 @@ impl Config {
                 "engine" => roles.engine = true,
                 "worker" => roles.worker = true,
                 "ui" => roles.ui = true,
-                "sink" | "notifier" => {
+                "notifier" => roles.notifier = true,
+                "sink" => {
                     return err(format!("-target {role}: this build of jaque does not include the {role} role yet"))
                 }
                 other => {
@@ -257,6 +327,7 @@ impl Config {
             );
         }
         let coordination = parse_endpoint("coordination", &a.coordination)?;
+        let notify = parse_notify(&roles, &coordination, a.notify_webhook, a.notify_secret, &a.notify_give_up)?;
         let ttl = humantime::parse_duration(&a.heartbeat_ttl).map_err(|e| {
             ConfigError(format!("-heartbeat-ttl: {:?} is not a duration ({e}); write e.g. 10s", a.heartbeat_ttl))
         })?;
@@ -336,6 +407,7 @@ impl Config {
             log_replicas: a.log_replicas,
             ui_writes_to_owner,
             nats: NatsAuth { creds: a.nats_creds, user, token: a.nats_token, tls_ca: a.nats_tls_ca, tls_client },
+            notify,
             log_level,
             log_json,
         })
@@ -402,5 +474,57 @@ mod tests {
         let c = parse(&["-target", "ui", "-idempotency-window", "2h"]).unwrap();
         assert_eq!(c.idempotency_window, Duration::from_secs(7200));
         assert_eq!(parse(&["-target", "ui"]).unwrap().idempotency_window, Duration::from_secs(24 * 3600));
+    }
+
+    const HOOK: &str = "http://127.0.0.1:9/hook";
+
+    #[test]
+    fn a_notifier_takes_webhooks_a_secret_and_a_give_up() {
+        let c = parse(&[
+            "-target",
+            "notifier",
+            "-coordination",
+            "nats://127.0.0.1:4222",
+            "-notify-webhook",
+            HOOK,
+            "-notify-webhook",
+            "https://example.com/b",
+            "-notify-secret",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "-notify-give-up",
+            "1h",
+        ])
+        .unwrap();
+        assert!(c.roles.notifier && !c.roles.engine);
+        let n = c.notify.unwrap();
+        assert_eq!(n.urls, vec![HOOK.to_string(), "https://example.com/b".to_string()]);
+        assert!(n.secret.is_some());
+        assert_eq!(n.give_up, Duration::from_secs(3600));
+        let c = parse(&["-target", "engine,worker,notifier", "-queue", "memory", "-notify-webhook", HOOK]).unwrap();
+        let n = c.notify.unwrap();
+        assert!(n.secret.is_none());
+        assert_eq!(n.give_up, Duration::from_secs(24 * 3600), "the default is a day");
+    }
+
+    #[test]
+    fn notifier_misconfigurations_are_refused() {
+        let nats = ["-coordination", "nats://127.0.0.1:4222"];
+        let with = |extra: &[&str]| {
+            let mut v = vec!["-target", "notifier"];
+            v.extend_from_slice(&nats);
+            v.extend_from_slice(extra);
+            parse(&v).unwrap_err()
+        };
+        assert!(with(&[]).contains("needs at least one -notify-webhook"));
+        assert!(with(&["-notify-webhook", "not a url"]).contains("is not a URL"));
+        assert!(with(&["-notify-webhook", "ftp://x/y"]).contains("http:// or https://"));
+        assert!(with(&["-notify-webhook", HOOK, "-notify-webhook", HOOK]).contains("given twice"));
+        assert!(with(&["-notify-webhook", HOOK, "-notify-secret", "hunter2"]).contains("whsec_"));
+        assert!(with(&["-notify-webhook", HOOK, "-notify-give-up", "forever"]).contains("not a duration"));
+        assert!(with(&["-notify-webhook", HOOK, "-notify-give-up", "0s"]).contains("longer than 0s"));
+        let e = parse(&["-target", "notifier", "-notify-webhook", HOOK]).unwrap_err();
+        assert!(e.contains("needs an engine in this same process"), "{e}");
+        let e = parse(&["-target", "ui", "-notify-webhook", HOOK]).unwrap_err();
+        assert!(e.contains("for -target notifier"), "{e}");
     }
 }

@@ -79,6 +79,15 @@ impl Coordination {
         }
     }
 
+    /// The log's entries at positions `from..=to` that exist, and the last position the read covered (a
+    /// notifier or sink reading a range again after gaining objects).
+    pub async fn replay(&self, from: u64, to: u64) -> Result<(u64, Vec<(u64, LogEntry)>), String> {
+        match self {
+            Coordination::Memory(m) => Ok(m.replay(from, to)),
+            Coordination::Nats(n) => n.replay(from, to).await,
+        }
+    }
+
     /// Appends `record` only if the log's last epoch record is still at `after_seq`. `Ok(false)`: another
     /// proposal won. `Err`: the outcome is unknown (it may still land).
     pub async fn propose(&self, record: &EpochRecord, after_seq: Option<u64>) -> Result<bool, String> {
@@ -165,6 +174,9 @@ pub struct MemStore {
 struct MemInner {
     rev: u64,
     keys: BTreeMap<String, (Vec<u8>, Instant, u64)>,
+    /// The bucket's other keys (a notifier's progress records): no TTL, not member keys, never watched, but
+    /// written at the revisions of the same sequence as the member keys, as in the NATS KV bucket.
+    records: BTreeMap<String, (Vec<u8>, u64)>,
     member_watchers: Vec<UnboundedSender<MemberEvent>>,
     log: Vec<LogEntry>,
     last_epoch_seq: Option<u64>,
@@ -261,6 +273,31 @@ impl MemStore {
         seq
     }
 
+    fn replay(&self, from: u64, to: u64) -> (u64, Vec<(u64, LogEntry)>) {
+        let inner = self.lock();
+        let end = to.min(inner.log.len() as u64);
+        let entries = (from.max(1)..=end).map(|seq| (seq, inner.log[seq as usize - 1].clone())).collect();
+        (to, entries)
+    }
+
+    /// A record and its revision, if there is one.
+    pub fn record(&self, key: &str) -> Option<(Vec<u8>, u64)> {
+        self.lock().records.get(key).cloned()
+    }
+
+    /// Writes a record only if it is at revision `expect` (`None`: only if there is none): its new revision,
+    /// or `None` when it was not.
+    pub fn write_record(&self, key: &str, value: Vec<u8>, expect: Option<u64>) -> Option<u64> {
+        let mut inner = self.lock();
+        if inner.records.get(key).map(|(_, rev)| *rev) != expect {
+            return None;
+        }
+        inner.rev += 1;
+        let rev = inner.rev;
+        inner.records.insert(key.to_string(), (value, rev));
+        Some(rev)
+    }
+
     fn propose(&self, record: &EpochRecord, after_seq: Option<u64>) -> bool {
         // Check and append under one lock: the compare-and-set.
         let mut inner = self.lock();
@@ -335,6 +372,11 @@ impl NatsCoord {
         Ok(NatsCoord { link, js, kv })
     }
 
+    /// The membership bucket, which also holds a notifier's progress records.
+    pub fn kv(&self) -> &jetstream::kv::Store {
+        &self.kv
+    }
+
     async fn put_heartbeat(&self, bucket: Bucket, member: &MemberRef, ttl: Duration) -> Result<(), String> {
         let subject = format!("$KV.{KV_BUCKET}.{}", key(bucket, &member.id));
         let payload = wire::encode(&Heartbeat { incarnation: member.incarnation });
@@ -384,9 +426,12 @@ impl NatsCoord {
 
     async fn watch_members(&self) -> Result<UnboundedReceiver<MemberEvent>, String> {
         let prefix = format!("$KV.{KV_BUCKET}.");
-        // The last entry per key is the snapshot; every later change follows in revision order.
+        // The last entry per key is the snapshot; every later change follows in revision order. Member keys are
+        // one subject token (`membership/<id>`: ids have no dots); the bucket's other keys (a notifier's
+        // `notify.…` progress records) have several, so `*` leaves them out while the stream sequence each
+        // member change comes with is still the bucket-wide revision the records are written at.
         let (pending, messages) = self
-            .ordered(&format!("KV_{KV_BUCKET}"), &format!("{prefix}>"), consumer::DeliverPolicy::LastPerSubject)
+            .ordered(&format!("KV_{KV_BUCKET}"), &format!("{prefix}*"), consumer::DeliverPolicy::LastPerSubject)
             .await?;
         let (tx, rx) = unbounded_channel();
         let done = tx.clone();
@@ -427,6 +472,43 @@ impl NatsCoord {
             },
         );
         Ok(rx)
+    }
+}
+
+impl NatsCoord {
+    async fn replay(&self, from: u64, to: u64) -> Result<(u64, Vec<(u64, LogEntry)>), String> {
+        let from = from.max(1);
+        let policy = consumer::DeliverPolicy::ByStartSequence { start_sequence: from };
+        let (pending, mut messages) = self.ordered(LOG_STREAM, "jaque.log.>", policy).await?;
+        let mut out = Vec::new();
+        if pending == 0 || from > to {
+            return Ok((to, out));
+        }
+        let read = async {
+            while let Some(msg) = messages.next().await {
+                let msg = msg.map_err(|e| format!("replaying the log: {e}"))?;
+                let info = msg.info().map_err(|e| format!("replaying the log: {e}"))?;
+                let (seq, left) = (info.stream_sequence, info.pending);
+                if seq > to {
+                    break;
+                }
+                match wire::decode_log_entry(&msg.payload) {
+                    Ok(entry) => out.push((seq, entry)),
+                    Err(e) => {
+                        tracing::warn!(seq, error = %e, "skipping a malformed log entry");
+                        metrics::wire_error("log entry");
+                    }
+                }
+                if seq == to || left == 0 {
+                    break;
+                }
+            }
+            Ok::<(), String>(())
+        };
+        tokio::time::timeout(Duration::from_secs(30), read)
+            .await
+            .map_err(|_| format!("replaying the log from {from} to {to}: no answer in time"))??;
+        Ok((to, out))
     }
 }
 

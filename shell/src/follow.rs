@@ -134,12 +134,20 @@ impl HeartbeatWriter {
 
 /// Writes heartbeats and deletes one at a time, in order, so a late put never resurrects a deleted key.
 pub fn spawn_heartbeat_writer(coord: Coordination) -> HeartbeatWriter {
+    spawn_heartbeat_writer_acked(coord, |_| {})
+}
+
+/// Like `spawn_heartbeat_writer`, and tells `on_put` whether each heartbeat put reached the store, in the
+/// order they were queued (a notifier's lease runs from the store's acknowledgements).
+pub fn spawn_heartbeat_writer_acked(coord: Coordination, on_put: impl Fn(bool) + Send + 'static) -> HeartbeatWriter {
     let (tx, mut rx) = mpsc::unbounded_channel::<HeartbeatJob>();
     tokio::spawn(async move {
         while let Some(job) = rx.recv().await {
             let r = match job {
                 HeartbeatJob::Write(MembershipOutput::PutHeartbeat { bucket, member, ttl }) => {
-                    coord.put_heartbeat(bucket, &member, ttl).await
+                    let r = coord.put_heartbeat(bucket, &member, ttl).await;
+                    on_put(r.is_ok());
+                    r
                 }
                 HeartbeatJob::Write(MembershipOutput::DeleteHeartbeat { bucket, member }) => {
                     coord.delete_heartbeat(bucket, &member).await

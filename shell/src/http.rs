@@ -5,6 +5,7 @@
 
 use crate::metrics::{self, Exposition};
 use crate::nats::{self, NatsLink};
+use crate::notifier::NotifierRequest;
 use crate::subjects::{cmd_subject, INGRESS_SUBJECT};
 use crate::ui_reader::Owners;
 use crate::views::UiRequest;
@@ -26,6 +27,8 @@ use tokio::sync::{mpsc, oneshot};
 pub struct Http {
     /// The loop holding the log (an engine's or the ui's reader), if this process has one.
     pub backend: Option<mpsc::Sender<UiRequest>>,
+    /// The notifier loop, if this process is a notifier.
+    pub notifier: Option<mpsc::Sender<NotifierRequest>>,
     pub ui: bool,
     pub route: WriteRoute,
     /// The coordination NATS connection, for writes of a ui without an engine.
@@ -85,8 +88,17 @@ async fn ask<T>(s: &Http, make: impl FnOnce(oneshot::Sender<T>) -> UiRequest) ->
     rx.await.ok()
 }
 
+/// Asks the notifier loop something; `None` when there is none or it is gone.
+async fn ask_notifier<T>(s: &Http, make: impl FnOnce(oneshot::Sender<T>) -> NotifierRequest) -> Option<T> {
+    let notifier = s.notifier.as_ref()?;
+    let (tx, rx) = oneshot::channel();
+    notifier.send(make(tx)).await.ok()?;
+    rx.await.ok()
+}
+
 async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
     let mut text = ask(&s, |reply| UiRequest::Metrics { reply }).await.unwrap_or_default();
+    text.push_str(&ask_notifier(&s, |reply| NotifierRequest::Metrics { reply }).await.unwrap_or_default());
     let mut process = Exposition::default();
     if s.route == WriteRoute::Ingress {
         process.header(
@@ -102,15 +114,22 @@ async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
     ([("content-type", "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
 }
 
+/// Ready when every loop of this process is (the log's holder, the notifier); otherwise 503 with each reason.
 async fn healthz(State(s): State<Arc<Http>>) -> Response {
-    if s.backend.is_none() {
+    let mut parts = Vec::new();
+    if s.backend.is_some() {
+        parts.push(ask(&s, |reply| UiRequest::Health { reply }).await);
+    }
+    if s.notifier.is_some() {
+        parts.push(ask_notifier(&s, |reply| NotifierRequest::Health { reply }).await);
+    }
+    let parts: Vec<(bool, String)> =
+        parts.into_iter().map(|p| p.unwrap_or_else(|| (false, "stopping".to_string()))).collect();
+    if parts.iter().all(|(ready, _)| *ready) {
         return Json(json!({ "status": "ready" })).into_response();
     }
-    match ask(&s, |reply| UiRequest::Health { reply }).await {
-        Some((true, status)) => Json(json!({ "status": status })).into_response(),
-        Some((false, status)) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": status }))).into_response(),
-        None => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "stopping" }))).into_response(),
-    }
+    let status: Vec<&str> = parts.iter().filter(|(ready, _)| !ready).map(|(_, why)| why.as_str()).collect();
+    (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": status.join("; ") }))).into_response()
 }
 
 fn parse_id(id: &str) -> Result<ObjectId, String> {

@@ -9,9 +9,12 @@ mod follow;
 mod http;
 mod metrics;
 mod nats;
+mod notifier;
+mod progress;
 mod subjects;
 mod ui_reader;
 mod views;
+mod webhook;
 mod worker;
 
 use clap::Parser;
@@ -85,6 +88,7 @@ async fn run(cfg: Config) -> Result<(), String> {
         engine = cfg.roles.engine,
         worker = cfg.roles.worker,
         ui = cfg.roles.ui,
+        notifier = cfg.roles.notifier,
         coordination = ?cfg.coordination,
         queue = ?cfg.queue,
         ttl = ?cfg.ttl,
@@ -97,7 +101,7 @@ async fn run(cfg: Config) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
 
     let name = format!("jaque {me}");
-    let needs_coordination = cfg.roles.engine || cfg.roles.ui;
+    let needs_coordination = cfg.roles.engine || cfg.roles.ui || cfg.roles.notifier;
     let coord_link = match &cfg.coordination {
         Endpoint::Nats(url) if needs_coordination => Some(nats::connect(url, &cfg.nats, &name).await?),
         _ => None,
@@ -147,7 +151,8 @@ async fn run(cfg: Config) -> Result<(), String> {
     let (ui_tx, ui_rx) = mpsc::channel(256);
     let mut backend = None;
     let mut owners = None;
-    let mut engine_task = None;
+    // Roles that leave their bucket on the signal: the process waits for each of them to finish leaving.
+    let mut leavers = tokio::task::JoinSet::new();
     if cfg.roles.engine {
         let queue = match (&queue_link, mem_queue) {
             (Some(link), _) => WorkQueue::Nats(link.clone()),
@@ -156,7 +161,7 @@ async fn run(cfg: Config) -> Result<(), String> {
         };
         let engine = EngineLoop::new(engine_cfg.clone(), coord.clone(), coord_link.clone(), queue);
         let shutdown = shutdown.clone();
-        engine_task = Some(tokio::spawn(async move { engine.run(ui_rx, shutdown).await }));
+        leavers.spawn(async move { engine.run(ui_rx, shutdown).await });
         backend = Some(ui_tx);
     } else if cfg.roles.ui {
         let coord = coord.clone();
@@ -166,8 +171,26 @@ async fn run(cfg: Config) -> Result<(), String> {
         backend = Some(ui_tx);
     }
 
+    let mut notifier = None;
+    if let Some(notify) = &cfg.notify {
+        let ncfg = notifier::NotifierConfigShell {
+            me: me.clone(),
+            ttl: cfg.ttl,
+            urls: notify.urls.clone(),
+            secret: notify.secret.clone(),
+            give_up: notify.give_up,
+            expose_members: backend.is_none(),
+        };
+        let nloop = notifier::NotifierLoop::new(ncfg, coord.clone())?;
+        let (tx, rx) = mpsc::channel(64);
+        let shutdown = shutdown.clone();
+        leavers.spawn(async move { nloop.run(rx, shutdown).await });
+        notifier = Some(tx);
+    }
+
     let state = Arc::new(http::Http {
         backend,
+        notifier,
         ui: cfg.roles.ui,
         route: write_route(cfg.roles.engine, coord.is_nats()),
         ingress: coord_link.clone(),
@@ -193,23 +216,25 @@ async fn run(cfg: Config) -> Result<(), String> {
     tracing::info!(%addr, "listening");
 
     let mut shutdown = shutdown;
-    match engine_task {
-        Some(mut task) => {
-            // The engine leaves the bucket on the signal and returns once its key is deleted. Wait for it even
-            // when another task ends first (the http server stops at once on the signal): returning early
-            // would drop the NATS connection under the engine before the delete reached the store, and the
-            // others would wait for the ttl instead. Another task failing still ends the process.
+    match leavers.is_empty() {
+        false => {
+            // The engine and the notifier leave their buckets on the signal and return once their keys are
+            // deleted. Wait for them even when another task ends first (the http server stops at once on the
+            // signal): returning early would drop the NATS connection under them before the delete reached the
+            // store, and the others would wait for the ttl instead. Another task failing still ends the process.
             loop {
                 tokio::select! {
-                    r = &mut task => {
+                    Some(r) = leavers.join_next() => {
                         r.map_err(|e| e.to_string())??;
-                        break;
+                        if leavers.is_empty() {
+                            break;
+                        }
                     }
                     Some(r) = tasks.join_next() => r.map_err(|e| e.to_string())??,
                 }
             }
         }
-        None => {
+        true => {
             tokio::select! {
                 _ = shutdown.wait_for(|s| *s) => {}
                 Some(r) = tasks.join_next() => r.map_err(|e| e.to_string())??,

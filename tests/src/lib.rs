@@ -8,6 +8,7 @@ pub mod nats_cluster;
 pub mod pki;
 pub mod postgres;
 pub mod proxy;
+pub mod webhook;
 
 pub use postgres::Postgres;
 
@@ -386,11 +387,27 @@ impl Drop for Target {
 
 /// Runs `jaque` with `args` expecting a refusal: it must exit non-zero by itself. Returns its stderr+stdout.
 pub fn jaque_refuses(args: &[&str]) -> String {
+    let (status, text) = run_to_exit(args);
+    assert!(!status.success(), "jaque {args:?} should have been refused, exited {status}; output:\n{text}");
+    text
+}
+
+/// Runs `jaque` with `args` expecting a configuration refusal: exit code 2, before anything starts.
+pub fn jaque_refuses_config(args: &[&str]) -> String {
+    let (status, text) = run_to_exit(args);
+    assert_eq!(
+        status.code(),
+        Some(2),
+        "jaque {args:?} should have been refused with exit 2, exited {status}; output:\n{text}"
+    );
+    assert!(!text.contains("listening"), "nothing may start: {text}");
+    text
+}
+
+fn run_to_exit(args: &[&str]) -> (ExitStatus, String) {
     let mut cmd = Command::new(jaque_bin());
     cmd.args(args);
     let mut proc = Proc::spawn("jaque (refused)", cmd);
     let status = proc.wait_exit();
-    let text = proc.output.text();
-    assert!(!status.success(), "jaque {args:?} should have been refused, exited {status}; output:\n{text}");
-    text
+    (status, proc.output.text())
 }

@@ -1,7 +1,7 @@
 //! Point 2 of the shell issue: a configuration that cannot work is refused with a clear error, a non-zero
 //! exit, and nothing started.
 
-use jaque_tests::{jaque_refuses, Jaque};
+use jaque_tests::{jaque_refuses, jaque_refuses_config, Jaque};
 
 #[test]
 fn engine_or_worker_without_queue_is_refused() {
@@ -58,4 +58,28 @@ fn single_dash_double_dash_equals_and_env_spellings_all_start() {
     }
     let j = Jaque::start_env("jaque", &[], &[("JAQUE_TARGET", "engine,worker,ui"), ("JAQUE_QUEUE", "memory")]);
     j.wait_ready();
+}
+
+#[test]
+fn notifier_misconfigurations_are_refused_with_exit_2() {
+    let nats = ["-coordination", "nats://127.0.0.1:4222"];
+    let notifier = |extra: &[&str]| {
+        let mut args = vec!["-target", "notifier"];
+        args.extend_from_slice(&nats);
+        args.extend_from_slice(extra);
+        jaque_refuses_config(&args)
+    };
+    let out = notifier(&[]);
+    assert!(out.contains("-target notifier needs at least one -notify-webhook"), "{out}");
+    let out = notifier(&["-notify-webhook", "127.0.0.1:9/hook"]);
+    assert!(out.contains("-notify-webhook") && out.contains("is not"), "{out}");
+    let out = notifier(&["-notify-webhook", "http://127.0.0.1:9/hook", "-notify-secret", "swordfish"]);
+    assert!(out.contains("-notify-secret: expected whsec_"), "{out}");
+    let out = notifier(&["-notify-webhook", "http://127.0.0.1:9/hook", "-notify-give-up", "a while"]);
+    assert!(out.contains("-notify-give-up") && out.contains("not a duration"), "{out}");
+    // Nothing to read: with -coordination memory the log is in an engine's process.
+    let out = jaque_refuses_config(&["-target", "notifier", "-notify-webhook", "http://127.0.0.1:9/hook"]);
+    assert!(out.contains("needs an engine in this same process"), "{out}");
+    let out = jaque_refuses_config(&["-target", "engine,worker", "-queue", "memory", "-notify-webhook", "http://x/"]);
+    assert!(out.contains("are for -target notifier"), "{out}");
 }

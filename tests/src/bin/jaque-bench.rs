@@ -8,6 +8,8 @@
 //! P8 engine resident memory with 100k objects;
 //! `cluster`: P1 and P3 again on a 3-node NATS cluster with `-log-replicas 3`, and writes applied again after
 //! the loss of the node leading the log.
+//! P12 notification latency (a transition appended -> the webhook receiver) beside a log delivery plus one
+//! bare HTTP POST, and the deliveries per second one notifier sustains to one endpoint.
 
 use futures_util::StreamExt;
 use jaque_core::{
@@ -16,6 +18,7 @@ use jaque_core::{
 };
 use jaque_tests::checker::{object_body, CountingTarget};
 use jaque_tests::nats_cluster::NatsCluster;
+use jaque_tests::webhook::{sign, Receiver};
 use jaque_tests::{http, poll, Jaque, Nats};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -303,7 +306,214 @@ fn engine_memory(n: usize) -> (u64, u64, Duration) {
     (idle_rss, rss, pct(&mut lists, 0.5))
 }
 
-/// `jaque-bench [p1 p2 p3 p8]`: the parts to run (all by default), so one figure can be re-measured alone.
+const P12_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// The member that "wrote" the transitions P12 appends: the only member of epoch 1, so it owns every object.
+fn loader() -> MemberRef {
+    MemberRef { id: MemberId::new("loader").unwrap(), incarnation: 1 }
+}
+
+fn transition(object: &str, to: jaque_core::State) -> LogEntry {
+    let from = if to == jaque_core::State::Ok { jaque_core::State::Critical } else { jaque_core::State::Ok };
+    LogEntry::Event(Event {
+        object: ObjectId::new(object).unwrap(),
+        epoch: 1,
+        writer: loader(),
+        at: Time(unix_ms()),
+        command_id: None,
+        body: EventBody::Transition { from, to, output: format!("now {}", to.as_str()) },
+    })
+}
+
+/// P12: one notifier on its own nats-server, one endpoint (the tests' verifying receiver). Transitions are
+/// appended to the log straight, as by an engine (the loader owns every object), so the latency is the
+/// notifier's alone: from the append to the receiver taking the POST. The floor, in alternating rounds on the
+/// same server and receiver: the same append until an ordered consumer delivers it, then one signed POST from
+/// a bare keep-alive client.
+fn p12() {
+    const ROUNDS: usize = 9;
+    const PER_ROUND: usize = 60;
+    const OBJECTS: usize = 50;
+    eprintln!("jaque-bench: P12 notification latency and throughput...");
+    let nats = Nats::start();
+    let rx = Receiver::start(Some(P12_SECRET));
+    let hook = rx.url("/hook");
+    let floor_hook = rx.url("/floor");
+    let n = Jaque::start(
+        "notifier",
+        &[
+            "-target",
+            "notifier",
+            "-coordination",
+            &nats.url,
+            "-id",
+            "n1",
+            "-notify-webhook",
+            &hook,
+            "-notify-secret",
+            P12_SECRET,
+        ],
+    );
+    n.wait_ready();
+    let key = base64_key(P12_SECRET);
+    let (lat, floor, rate, raw_rate, m) = rt().block_on(async {
+        let client = async_nats::connect(&nats.url).await.unwrap();
+        let js = async_nats::jetstream::new(client.clone());
+        let record = EpochRecord { epoch: 1, members: vec![loader()], members_rev: 0, idempotency_window_ms: None };
+        js.publish("jaque.log.epoch", wire::encode(&LogEntry::Epoch(record)).into()).await.unwrap().await.unwrap();
+        js.get_or_create_stream(async_nats::jetstream::stream::Config {
+            name: "BENCH_NOTIFY".into(),
+            subjects: vec!["bench.notify".into()],
+            storage: async_nats::jetstream::stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let mut follow = js
+            .get_stream("BENCH_NOTIFY")
+            .await
+            .unwrap()
+            .create_consumer(async_nats::jetstream::consumer::push::OrderedConfig {
+                deliver_subject: client.new_inbox(),
+                deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::New,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .messages()
+            .await
+            .unwrap();
+        let bare = reqwest::Client::new();
+        let (mut lat, mut floor) = (Vec::new(), Vec::new());
+        let mut k = 0usize;
+        for round in 0..ROUNDS {
+            let keep = round > 0;
+            for _ in 0..PER_ROUND {
+                k += 1;
+                let to =
+                    if (k / OBJECTS).is_multiple_of(2) { jaque_core::State::Critical } else { jaque_core::State::Ok };
+                let entry = transition(&format!("p9-{}", k % OBJECTS), to);
+                let s = Instant::now();
+                let ack = js.publish("jaque.log.event", wire::encode(&entry).into()).await.unwrap().await.unwrap();
+                let seq = ack.sequence;
+                let mut at = None;
+                assert!(
+                    rx.wait_until(Duration::from_secs(30), |d| {
+                        at = d
+                            .iter()
+                            .rev()
+                            .find(|d| d.path == "/hook" && d.body["seq"].as_u64() == Some(seq))
+                            .map(|d| d.at);
+                        at.is_some()
+                    }),
+                    "the notification of {seq} arrived"
+                );
+                if keep {
+                    lat.push(at.unwrap() - s);
+                }
+            }
+            for i in 0..PER_ROUND {
+                let entry = transition(&format!("p9-floor-{i}"), jaque_core::State::Critical);
+                let s = Instant::now();
+                js.publish("bench.notify", wire::encode(&entry).into()).await.unwrap().await.unwrap();
+                let msg = follow.next().await.unwrap().unwrap();
+                let body = String::from_utf8_lossy(&msg.payload).into_owned();
+                let id = format!("floor-{round}-{i}");
+                let ts = unix_ms() / 1000;
+                let r = bare
+                    .post(&floor_hook)
+                    .header("content-type", "application/json")
+                    .header("webhook-id", &id)
+                    .header("webhook-timestamp", ts.to_string())
+                    .header("webhook-signature", sign(&key, &id, ts, &body))
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(r.status().is_success());
+                let _ = r.bytes().await;
+                let mut at = None;
+                rx.wait_until(Duration::from_secs(5), |d| {
+                    at = d.iter().rev().find(|d| d.id == id).map(|d| d.at);
+                    at.is_some()
+                });
+                if keep {
+                    floor.push(at.unwrap() - s);
+                }
+            }
+        }
+        // Throughput: many transitions over many objects appended at once; time until all have arrived.
+        const M: usize = 4000;
+        let before = rx.delivery_count("/hook");
+        let s = Instant::now();
+        let mut acks = Vec::new();
+        for i in 0..M {
+            let to = if (i / 400).is_multiple_of(2) { jaque_core::State::Ok } else { jaque_core::State::Critical };
+            let entry = transition(&format!("p9-rate-{}", i % 400), to);
+            acks.push(js.publish("jaque.log.event", wire::encode(&entry).into()).await.unwrap());
+        }
+        for a in acks {
+            a.await.unwrap();
+        }
+        assert!(
+            rx.wait_until(Duration::from_secs(300), |d| d.iter().filter(|d| d.path == "/hook").count() >= before + M),
+            "every notification arrived"
+        );
+        let rate = M as f64 / s.elapsed().as_secs_f64();
+        // The endpoint's own capacity with the notifier's shape (16 POSTs in flight, keep-alive).
+        let s = Instant::now();
+        let mut tasks = Vec::new();
+        for t in 0..16 {
+            let (bare, url, key) = (bare.clone(), floor_hook.clone(), key.clone());
+            tasks.push(tokio::spawn(async move {
+                for i in 0..M / 16 {
+                    let id = format!("rate-{t}-{i}");
+                    let ts = unix_ms() / 1000;
+                    let body = r#"{"type":"transition"}"#;
+                    let r = bare
+                        .post(&url)
+                        .header("webhook-id", &id)
+                        .header("webhook-timestamp", ts.to_string())
+                        .header("webhook-signature", sign(&key, &id, ts, body))
+                        .body(body)
+                        .send()
+                        .await
+                        .unwrap();
+                    let _ = r.bytes().await;
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let raw_rate = M as f64 / s.elapsed().as_secs_f64();
+        (lat, floor, rate, raw_rate, M)
+    });
+    let (mut lat, mut floor) = (lat, floor);
+    let (l50, l99, f50, f99) = (pct(&mut lat, 0.5), pct(&mut lat, 0.99), pct(&mut floor, 0.5), pct(&mut floor, 0.99));
+    println!(
+        "| P12 | notification latency: transition appended -> webhook received, p50 | {:.2} ms | {:.2} ms (log delivery + one bare signed POST) | {:.2}x | <= 1.5x |",
+        ms(l50), ms(f50), ms(l50) / ms(f50)
+    );
+    println!(
+        "| P12 | notification latency, p99 | {:.2} ms | {:.2} ms | {:.2}x | |",
+        ms(l99),
+        ms(f99),
+        ms(l99) / ms(f99)
+    );
+    println!(
+        "| P12 | deliveries/s one notifier sustains to one endpoint ({m} transitions over 400 objects) | {rate:.0}/s | {raw_rate:.0}/s bare POSTs, 16 in flight | {:.2}x | |",
+        rate / raw_rate
+    );
+    let _ = n;
+}
+
+fn base64_key(secret: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(secret.strip_prefix("whsec_").unwrap()).unwrap()
+}
+
+/// `jaque-bench [p1 p2 p3 p8 p9]`: the parts to run (all by default), so one figure can be re-measured alone.
 /// Each part prints its rows as soon as it has them.
 fn main() {
     let parts: Vec<String> = std::env::args().skip(1).collect();
@@ -359,6 +569,9 @@ fn main() {
             "| P8 | GET /api/objects of those 100k objects, p50 (the engine loop renders it) | {:.0} ms | | | |",
             ms(list)
         );
+    }
+    if want("p12") {
+        p12();
     }
 }
 
