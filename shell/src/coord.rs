@@ -79,6 +79,15 @@ impl Coordination {
         }
     }
 
+    /// The log's entries at positions `from..=to` read again (a sink's or notifier's resume): the last position
+    /// the read covered and the entries found (positions purged or not decodable are absent).
+    pub async fn read_range(&self, from: u64, to: u64) -> Result<(u64, Vec<(u64, LogEntry)>), String> {
+        match self {
+            Coordination::Memory(m) => Ok(m.range(from, to)),
+            Coordination::Nats(n) => n.read_range(from, to).await,
+        }
+    }
+
     /// Appends `record` only if the log's last epoch record is still at `after_seq`. `Ok(false)`: another
     /// proposal won. `Err`: the outcome is unknown (it may still land).
     pub async fn propose(&self, record: &EpochRecord, after_seq: Option<u64>) -> Result<bool, String> {
@@ -253,6 +262,14 @@ impl MemStore {
         rx
     }
 
+    fn range(&self, from: u64, to: u64) -> (u64, Vec<(u64, LogEntry)>) {
+        let inner = self.lock();
+        let end = to.min(inner.log.len() as u64);
+        let from = from.max(1);
+        let entries = (from..=end).map(|seq| (seq, inner.log[seq as usize - 1].clone())).collect();
+        (to, entries)
+    }
+
     fn append(&self, entry: LogEntry) -> u64 {
         let mut inner = self.lock();
         inner.log.push(entry.clone());
@@ -418,6 +435,40 @@ impl NatsCoord {
             },
         );
         Ok(rx)
+    }
+}
+
+impl NatsCoord {
+    /// Reads `from..=to` of the log stream with an ordered consumer that starts at `from` and is dropped once
+    /// it has passed `to` (or the stream has nothing more).
+    async fn read_range(&self, from: u64, to: u64) -> Result<(u64, Vec<(u64, LogEntry)>), String> {
+        let start = consumer::DeliverPolicy::ByStartSequence { start_sequence: from.max(1) };
+        let (pending, mut messages) = self.ordered(LOG_STREAM, "jaque.log.>", start).await?;
+        let mut entries = Vec::new();
+        if pending == 0 {
+            // Nothing at or after `from`: every position asked for is absent (purged).
+            return Ok((to, entries));
+        }
+        while let Some(msg) = messages.next().await {
+            let msg = msg.map_err(|e| format!("reading the log again from {from}: {e}"))?;
+            let Ok(info) = msg.info() else { continue };
+            let (seq, left) = (info.stream_sequence, info.pending);
+            if seq > to {
+                return Ok((to, entries));
+            }
+            match wire::decode_log_entry(&msg.payload) {
+                Ok(entry) => entries.push((seq, entry)),
+                Err(e) => {
+                    tracing::warn!(seq, error = %e, "skipping a malformed log entry");
+                    metrics::wire_error("log entry");
+                }
+            }
+            // Nothing left in the stream: the rest of the range is absent.
+            if seq >= to || left == 0 {
+                return Ok((if left == 0 { to } else { seq }, entries));
+            }
+        }
+        Err(format!("reading the log again from {from}: the consumer ended"))
     }
 }
 
