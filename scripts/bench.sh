@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The benchmark table: every figure beside the floor it is built on, measured side by side in the same run on
-# this machine. Prints one markdown table (P1-P8) to stdout; progress and process logs go to stderr.
+# this machine. Prints one markdown table (P1-P9) to stdout; progress and process logs go to stderr.
 # Usage: scripts/bench.sh > table.md     (takes a few minutes; needs nothing running)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-nats.sh >&2
 export JAQUE_NATS_SERVER="$PWD/.tools/bin/nats-server"
+# PostgreSQL for P9 (the sink's store); each run starts its own server on a free port.
+scripts/install-postgres.sh >&2
 cargo build --release --workspace --bins >&2
 
 rows() { grep -E '^\| P[0-9]' || true; }
@@ -23,4 +25,4 @@ echo "$core" | grep -E '^\| P[45] '
 echo "| P6 | simulator speed, 5 engines, 1000 objects, every fault kind | ${speed%%|*}x real time | ${speed#*|} | | >= 1000x |"
 echo "| P6 | simulator swarm seeds per minute | ${seeds%%|*} | ${seeds#*|} | | |"
 echo "$core" | grep -E '^\| P7 '
-echo "$procs" | grep -E '^\| P8 '
+echo "$procs" | grep -E '^\| P[89] '
