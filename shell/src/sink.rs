@@ -25,6 +25,16 @@ enum Done {
 /// Schema attempts while the store is away at start: the first after this, doubling to `SCHEMA_RETRY_MAX`.
 const SCHEMA_RETRY: Duration = Duration::from_millis(200);
 const SCHEMA_RETRY_MAX: Duration = Duration::from_secs(10);
+/// How long one store operation may take before it counts as failed (unavailable; the core retries it, which is
+/// safe even if it did land: rows are keyed by seq). A bound on a connection hung without an answer.
+const STORE_TIMEOUT: Duration = Duration::from_secs(60);
+
+async fn bounded<T>(what: &str, f: impl std::future::Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
+    match tokio::time::timeout(STORE_TIMEOUT, f).await {
+        Ok(r) => r,
+        Err(_) => Err(StoreError::Unavailable(format!("{what}: no answer from the store in {STORE_TIMEOUT:?}"))),
+    }
+}
 
 pub struct SinkLoop {
     sink: Sink,
@@ -123,7 +133,14 @@ impl SinkLoop {
     fn try_schema(&self) {
         let (store, tx) = (self.store.clone(), self.reading.done());
         tokio::spawn(async move {
-            let _ = tx.send(Done::Schema(store.ensure_schema().await));
+            let r = match tokio::time::timeout(STORE_TIMEOUT, store.ensure_schema()).await {
+                Ok(r) => r,
+                Err(_) => Err(SchemaError::Unavailable(StoreError::Unavailable(format!(
+                    "{}: no answer in {STORE_TIMEOUT:?}",
+                    store.what()
+                )))),
+            };
+            let _ = tx.send(Done::Schema(r));
         });
     }
 
@@ -156,7 +173,7 @@ impl SinkLoop {
                 Output::QueryProgress { token, objects } => {
                     let (store, tx) = (self.store.clone(), self.reading.done());
                     tokio::spawn(async move {
-                        let result = store.last_seqs(&objects).await;
+                        let result = bounded("the progress query", store.last_seqs(&objects)).await;
                         let _ = tx.send(Done::Progress { token, result });
                     });
                 }
@@ -164,7 +181,7 @@ impl SinkLoop {
                 Output::Write(batch) => {
                     let (store, tx) = (self.store.clone(), self.reading.done());
                     tokio::spawn(async move {
-                        let result = store.write(&batch).await;
+                        let result = bounded("the transaction", store.write(&batch)).await;
                         let _ = tx.send(Done::Written { batch: batch.id, result });
                     });
                 }

@@ -372,6 +372,8 @@ impl Store {
     async fn schema_pg(&self, pool: &PgPool) -> Result<Option<i32>, sqlx::Error> {
         let mut tx = pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(SCHEMA_LOCK).execute(&mut *tx).await?;
+        // No "already exists, skipping" notice in the log at every start.
+        sqlx::query("SET LOCAL client_min_messages = warning").execute(&mut *tx).await?;
         sqlx::query("CREATE TABLE IF NOT EXISTS jaque_schema (version INTEGER NOT NULL)").execute(&mut *tx).await?;
         let found: Option<i32> =
             sqlx::query_scalar("SELECT max(version) FROM jaque_schema").fetch_one(&mut *tx).await?;
