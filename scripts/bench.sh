@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-nats.sh >&2
 export JAQUE_NATS_SERVER="$PWD/.tools/bin/nats-server"
+# PostgreSQL for P11 (the sink's store); each run starts its own server on a free port.
+scripts/install-postgres.sh >&2
 cargo build --release --workspace --bins >&2
 
 rows() { grep -E '^\| P[0-9]' || true; }
@@ -24,4 +26,5 @@ echo "| P6 | simulator speed, 5 engines, 1000 objects, every fault kind | ${spee
 echo "| P6 | simulator swarm seeds per minute | ${seeds%%|*} | ${seeds#*|} | | |"
 echo "$core" | grep -E '^\| P7 '
 echo "$procs" | grep -E '^\| P8 '
+echo "$procs" | grep -E '^\| P11 '
 echo "$procs" | grep -E '^\| P12 '

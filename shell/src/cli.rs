@@ -2,6 +2,7 @@
 //! `--target engine` and `--target=engine` accepted too, an environment variable for each, and the checks that
 //! refuse a configuration before anything starts.
 
+use crate::store::{StoreUrl, DEFAULT_STORE};
 use clap::{CommandFactory, Parser};
 use jaque_core::MemberId;
 use std::net::SocketAddr;
@@ -36,6 +37,12 @@ pub struct Args {
     /// This process's member id (letters, digits, _ and -; unique per live process). Default: host-pid.
     #[arg(long, env = "JAQUE_ID")]
     pub id: Option<String>,
+
+    /// The sink's store, and where a ui reads history from: sqlite://PATH or
+    /// postgres://user:password@host:port/database (with sslmode, sslrootcert, sslcert, sslkey as libpq takes
+    /// them). Default for a sink: sqlite://jaque-sink.db.
+    #[arg(long = "sink-store", env = "JAQUE_SINK_STORE", value_name = "URL", hide_env_values = true)]
+    pub sink_store: Option<String>,
 
     /// HTTP address for the ui API, /metrics and /healthz.
     #[arg(long, env = "JAQUE_LISTEN", default_value = "127.0.0.1:8080", value_name = "ADDR")]
@@ -158,6 +165,7 @@ pub struct Roles {
     pub worker: bool,
     pub ui: bool,
     pub notifier: bool,
+    pub sink: bool,
 }
 
 /// What `-target notifier` sends where.
@@ -194,6 +202,8 @@ pub struct Config {
     pub log_replicas: usize,
     /// `-ui-writes owner`: a ui without an engine sends writes straight to their owner first.
     pub ui_writes_to_owner: bool,
+    /// The store of a sink, and of a ui's history: `-sink-store`, or the default when this process runs a sink.
+    pub sink_store: Option<StoreUrl>,
     pub nats: NatsAuth,
     pub notify: Option<Notify>,
     pub log_level: tracing::Level,
@@ -303,9 +313,7 @@ impl Config {
                 "worker" => roles.worker = true,
                 "ui" => roles.ui = true,
                 "notifier" => roles.notifier = true,
-                "sink" => {
-                    return err(format!("-target {role}: this build of jaque does not include the {role} role yet"))
-                }
+                "sink" => roles.sink = true,
                 other => {
                     return err(format!(
                     "-target: unknown role {other:?}; roles are engine, worker, sink, notifier, ui (comma-separated)"
@@ -328,6 +336,15 @@ impl Config {
         }
         let coordination = parse_endpoint("coordination", &a.coordination)?;
         let notify = parse_notify(&roles, &coordination, a.notify_webhook, a.notify_secret, &a.notify_give_up)?;
+        if roles.sink && coordination == Endpoint::Memory && !roles.engine {
+            return err("-target sink with -coordination memory has no log to read: run it in the engine's process \
+                 (-target engine,worker,sink -queue memory), or give it -coordination nats://host:port");
+        }
+        let sink_store = match a.sink_store.as_deref() {
+            Some(url) => Some(StoreUrl::parse(url).map_err(ConfigError)?),
+            None if roles.sink => Some(StoreUrl::parse(DEFAULT_STORE).map_err(ConfigError)?),
+            None => None,
+        };
         let ttl = humantime::parse_duration(&a.heartbeat_ttl).map_err(|e| {
             ConfigError(format!("-heartbeat-ttl: {:?} is not a duration ({e}); write e.g. 10s", a.heartbeat_ttl))
         })?;
@@ -406,6 +423,7 @@ impl Config {
             idempotency_window,
             log_replicas: a.log_replicas,
             ui_writes_to_owner,
+            sink_store,
             nats: NatsAuth { creds: a.nats_creds, user, token: a.nats_token, tls_ca: a.nats_tls_ca, tls_client },
             notify,
             log_level,
@@ -526,5 +544,19 @@ mod tests {
         assert!(e.contains("needs an engine in this same process"), "{e}");
         let e = parse(&["-target", "ui", "-notify-webhook", HOOK]).unwrap_err();
         assert!(e.contains("for -target notifier"), "{e}");
+    }
+
+    #[test]
+    fn a_sink_needs_a_log_to_read_and_a_store_it_can_parse() {
+        assert!(parse(&["-target", "sink"]).unwrap_err().contains("no log to read"));
+        let c = parse(&["-target", "engine,worker,ui,sink", "-queue", "memory"]).unwrap();
+        assert!(c.roles.sink && c.roles.engine);
+        assert_eq!(c.sink_store.unwrap().redacted(), DEFAULT_STORE);
+        let c = parse(&["-target", "sink", "-coordination", "nats://127.0.0.1:4222"]).unwrap();
+        assert!(c.roles.sink && !c.roles.engine);
+        let e =
+            parse(&["-target", "sink", "-coordination", "nats://h:1", "-sink-store", "pg://u:pw@h/db"]).unwrap_err();
+        assert!(e.contains("-sink-store") && !e.contains("pw@"), "{e}");
+        assert!(parse(&["-target", "ui"]).unwrap().sink_store.is_none(), "a ui has no store unless given one");
     }
 }

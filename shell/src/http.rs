@@ -6,10 +6,12 @@
 use crate::metrics::{self, Exposition};
 use crate::nats::{self, NatsLink};
 use crate::notifier::NotifierRequest;
+use crate::reading::RoleHandle;
+use crate::store::{parse_rfc3339_ms, HistoryQuery, Store};
 use crate::subjects::{cmd_subject, INGRESS_SUBJECT};
 use crate::ui_reader::Owners;
 use crate::views::UiRequest;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -19,6 +21,7 @@ use jaque_core::wire;
 use jaque_core::{Command, CommandId, CommandKind, EngineConfig, ObjectDef, ObjectId, Outcome, Probe};
 use serde::Deserialize;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +47,10 @@ pub struct Http {
     pub id_prefix: String,
     pub next_id: AtomicU64,
     pub engine_cfg: EngineConfig,
+    /// Roles with loops of their own (the sink): their health and metrics join this process's.
+    pub roles: Vec<RoleHandle>,
+    /// The store a ui reads history from (`-sink-store`).
+    pub history: Option<Arc<Store>>,
 }
 
 pub fn router(state: Arc<Http>) -> Router {
@@ -53,6 +60,7 @@ pub fn router(state: Arc<Http>) -> Router {
             .route("/api/objects", get(list_objects))
             .route("/api/objects/{id}", put(put_object).delete(delete_object).get(get_object))
             .route("/api/objects/{id}/actions/{action}", post(action))
+            .route("/api/objects/{id}/history", get(history))
             .route("/api/cluster", get(cluster));
     }
     r.with_state(state)
@@ -109,27 +117,109 @@ async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
         process.sample("jaque_ui_writes_total", &[("via", "owner")], s.writes_to_owner.load(Ordering::Relaxed));
         process.sample("jaque_ui_writes_total", &[("via", "ingress")], s.writes_to_ingress.load(Ordering::Relaxed));
     }
+    for role in &s.roles {
+        text.push_str(&role.metrics().await);
+    }
     metrics::process(&mut process, s.worker);
     text.push_str(&process.0);
     ([("content-type", "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
 }
 
-/// Ready when every loop of this process is (the log's holder, the notifier); otherwise 503 with each reason.
+/// Ready when every part of the process is: the loop holding the log (engine or ui), the notifier, and each
+/// role with a loop of its own (a sink). Not ready: 503 with the reasons, a role's prefixed by its name.
 async fn healthz(State(s): State<Arc<Http>>) -> Response {
-    let mut parts = Vec::new();
+    let mut parts: Vec<(bool, String)> = Vec::new();
     if s.backend.is_some() {
-        parts.push(ask(&s, |reply| UiRequest::Health { reply }).await);
+        parts.push(ask(&s, |reply| UiRequest::Health { reply }).await.unwrap_or((false, "stopping".into())));
     }
     if s.notifier.is_some() {
-        parts.push(ask_notifier(&s, |reply| NotifierRequest::Health { reply }).await);
+        let (ready, status) =
+            ask_notifier(&s, |reply| NotifierRequest::Health { reply }).await.unwrap_or((false, "stopping".into()));
+        parts.push((ready, format!("notifier: {status}")));
     }
-    let parts: Vec<(bool, String)> =
-        parts.into_iter().map(|p| p.unwrap_or_else(|| (false, "stopping".to_string()))).collect();
-    if parts.iter().all(|(ready, _)| *ready) {
-        return Json(json!({ "status": "ready" })).into_response();
+    for role in &s.roles {
+        let (ready, status) = role.health().await;
+        parts.push((ready, format!("{}: {status}", role.name)));
     }
-    let status: Vec<&str> = parts.iter().filter(|(ready, _)| !ready).map(|(_, why)| why.as_str()).collect();
-    (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": status.join("; ") }))).into_response()
+    let waiting: Vec<&str> = parts.iter().filter(|(ready, _)| !ready).map(|(_, st)| st.as_str()).collect();
+    if waiting.is_empty() {
+        let status = match parts.as_slice() {
+            [(_, only)] if s.roles.is_empty() && s.notifier.is_none() => only.clone(),
+            _ => "ready".to_string(),
+        };
+        return Json(json!({ "status": status })).into_response();
+    }
+    (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": waiting.join("; ") }))).into_response()
+}
+
+/// Most events one history page holds, and how many when `limit` is not given.
+const HISTORY_MAX: usize = 1000;
+const HISTORY_DEFAULT: usize = 100;
+
+/// `GET /api/objects/{id}/history?since=&until=&limit=&before=`: the object's events from the store, newest
+/// first; `next` is the `before` of the following page (null on the last one).
+async fn history(
+    State(s): State<Arc<Http>>,
+    Path(id): Path<String>,
+    params: Result<Query<BTreeMap<String, String>>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Some(store) = &s.history else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({
+                "error": "no history here: this ui has no store; run it with -sink-store URL (the store its sinks write)"
+            })),
+        )
+            .into_response();
+    };
+    let object = match parse_id(&id) {
+        Ok(o) => o,
+        Err(e) => return bad_request(e),
+    };
+    let Ok(Query(params)) = params else { return bad_request("the query string does not decode") };
+    let query = match history_query(object, &params) {
+        Ok(q) => q,
+        Err(e) => return bad_request(e),
+    };
+    match store.history(&query).await {
+        Ok((events, more)) => {
+            let next = if more { events.last().map(|e| e.seq) } else { None };
+            Json(json!({ "object": query.object, "events": events, "next": next })).into_response()
+        }
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string()),
+    }
+}
+
+fn history_query(object: ObjectId, params: &BTreeMap<String, String>) -> Result<HistoryQuery, String> {
+    let mut q = HistoryQuery { object, since_ms: None, until_ms: None, before: None, limit: HISTORY_DEFAULT };
+    for (k, v) in params {
+        match k.as_str() {
+            "since" => q.since_ms = Some(parse_rfc3339_ms(v).map_err(|e| format!("since: {e}"))?),
+            "until" => q.until_ms = Some(parse_rfc3339_ms(v).map_err(|e| format!("until: {e}"))?),
+            "limit" => {
+                q.limit = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=HISTORY_MAX).contains(n))
+                    .ok_or_else(|| format!("limit: {v:?} is not a number from 1 to {HISTORY_MAX}"))?
+            }
+            "before" => {
+                q.before = Some(
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|n| *n >= 1)
+                        .ok_or_else(|| format!("before: {v:?} is not a log position (the `next` of a page)"))?,
+                )
+            }
+            other => return Err(format!("unknown parameter {other:?}; history takes since, until, limit, before")),
+        }
+    }
+    if let (Some(since), Some(until)) = (q.since_ms, q.until_ms) {
+        if since > until {
+            return Err("since is after until".into());
+        }
+    }
+    Ok(q)
 }
 
 fn parse_id(id: &str) -> Result<ObjectId, String> {

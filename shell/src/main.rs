@@ -11,6 +11,9 @@ mod metrics;
 mod nats;
 mod notifier;
 mod progress;
+mod reading;
+mod sink;
+mod store;
 mod subjects;
 mod ui_reader;
 mod views;
@@ -21,12 +24,16 @@ use clap::Parser;
 use cli::{Config, Endpoint};
 use coord::{Coordination, NatsCoord};
 use engine::{EngineLoop, WorkQueue};
+use jaque_core::sink::SinkConfig;
 use jaque_core::ui::write_route;
 use jaque_core::{EngineConfig, MemberRef};
+use reading::RoleHandle;
+use sink::SinkLoop;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
+use store::Store;
 use tokio::sync::{mpsc, watch};
 
 /// Ends the process when a part it cannot run without has stopped: a supervisor restarts it whole, which is
@@ -89,6 +96,8 @@ async fn run(cfg: Config) -> Result<(), String> {
         worker = cfg.roles.worker,
         ui = cfg.roles.ui,
         notifier = cfg.roles.notifier,
+        sink = cfg.roles.sink,
+        sink_store = ?cfg.sink_store,
         coordination = ?cfg.coordination,
         queue = ?cfg.queue,
         ttl = ?cfg.ttl,
@@ -101,7 +110,7 @@ async fn run(cfg: Config) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
 
     let name = format!("jaque {me}");
-    let needs_coordination = cfg.roles.engine || cfg.roles.ui || cfg.roles.notifier;
+    let needs_coordination = cfg.roles.engine || cfg.roles.ui || cfg.roles.notifier || cfg.roles.sink;
     let coord_link = match &cfg.coordination {
         Endpoint::Nats(url) if needs_coordination => Some(nats::connect(url, &cfg.nats, &name).await?),
         _ => None,
@@ -151,7 +160,7 @@ async fn run(cfg: Config) -> Result<(), String> {
     let (ui_tx, ui_rx) = mpsc::channel(256);
     let mut backend = None;
     let mut owners = None;
-    // Roles that leave their bucket on the signal: the process waits for each of them to finish leaving.
+    // Roles that leave a bucket on the signal and return once they have: waited for before the process exits.
     let mut leavers = tokio::task::JoinSet::new();
     if cfg.roles.engine {
         let queue = match (&queue_link, mem_queue) {
@@ -188,6 +197,25 @@ async fn run(cfg: Config) -> Result<(), String> {
         notifier = Some(tx);
     }
 
+    // The sink's store, shared with the ui's history API in this process.
+    let store = cfg.sink_store.as_ref().map(|url| Arc::new(Store::open(url)));
+    let mut roles = Vec::new();
+    if let (true, Some(store)) = (cfg.roles.sink, &store) {
+        let (handle, queries) = RoleHandle::new("sink");
+        roles.push(handle);
+        // The engine's or ui's loop already exposes the live members of every bucket.
+        let expose_buckets = !(cfg.roles.engine || cfg.roles.ui);
+        let sink = SinkLoop::new(
+            SinkConfig::new(me.clone(), cfg.ttl),
+            store.clone(),
+            coord.clone(),
+            queries,
+            shutdown.clone(),
+            expose_buckets,
+        );
+        leavers.spawn(sink.run());
+    }
+
     let state = Arc::new(http::Http {
         backend,
         notifier,
@@ -202,6 +230,8 @@ async fn run(cfg: Config) -> Result<(), String> {
         id_prefix: format!("{}-{}", me.id, me.incarnation),
         next_id: AtomicU64::new(0),
         engine_cfg,
+        roles,
+        history: if cfg.roles.ui { store.clone() } else { None },
     });
     let app = http::router(state);
     let mut http_shutdown = shutdown.clone();
@@ -216,27 +246,19 @@ async fn run(cfg: Config) -> Result<(), String> {
     tracing::info!(%addr, "listening");
 
     let mut shutdown = shutdown;
-    match leavers.is_empty() {
-        false => {
-            // The engine and the notifier leave their buckets on the signal and return once their keys are
-            // deleted. Wait for them even when another task ends first (the http server stops at once on the
-            // signal): returning early would drop the NATS connection under them before the delete reached the
-            // store, and the others would wait for the ttl instead. Another task failing still ends the process.
-            loop {
-                tokio::select! {
-                    Some(r) = leavers.join_next() => {
-                        r.map_err(|e| e.to_string())??;
-                        if leavers.is_empty() {
-                            break;
-                        }
-                    }
-                    Some(r) = tasks.join_next() => r.map_err(|e| e.to_string())??,
-                }
-            }
+    if leavers.is_empty() {
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => {}
+            Some(r) = tasks.join_next() => r.map_err(|e| e.to_string())??,
         }
-        true => {
+    } else {
+        // An engine or sink leaves its bucket on the signal and returns once its key is deleted. Wait for every
+        // one even when another task ends first (the http server stops at once on the signal): returning early
+        // would drop the NATS connection under it before the delete reached the store, and the others would
+        // wait for the ttl instead. A task failing still ends the process.
+        while !leavers.is_empty() {
             tokio::select! {
-                _ = shutdown.wait_for(|s| *s) => {}
+                Some(r) = leavers.join_next() => r.map_err(|e| e.to_string())??,
                 Some(r) = tasks.join_next() => r.map_err(|e| e.to_string())??,
             }
         }

@@ -1,7 +1,7 @@
 //! Point 2 of the shell issue: a configuration that cannot work is refused with a clear error, a non-zero
 //! exit, and nothing started.
 
-use jaque_tests::{jaque_refuses, jaque_refuses_config, Jaque};
+use jaque_tests::{jaque_bin, jaque_refuses, jaque_refuses_config, Jaque};
 
 #[test]
 fn engine_or_worker_without_queue_is_refused() {
@@ -82,4 +82,49 @@ fn notifier_misconfigurations_are_refused_with_exit_2() {
     assert!(out.contains("needs an engine in this same process"), "{out}");
     let out = jaque_refuses_config(&["-target", "engine,worker", "-queue", "memory", "-notify-webhook", "http://x/"]);
     assert!(out.contains("are for -target notifier"), "{out}");
+}
+
+#[test]
+fn a_sink_with_no_log_to_read_or_a_malformed_store_is_refused_with_exit_2() {
+    for (args, want) in [
+        (&["-target", "sink"][..], "-target sink with -coordination memory has no log to read"),
+        (&["-target", "ui,sink"], "no log to read"),
+        (
+            &["-target", "engine,worker,sink", "-queue", "memory", "-sink-store", "mysql://u:hunter2@h/db"],
+            "-sink-store",
+        ),
+        (
+            &["-target", "engine,worker,sink", "-queue", "memory", "-sink-store", "sqlite:///no/such/dir/s.db"],
+            "does not exist",
+        ),
+        (
+            &[
+                "-target",
+                "sink",
+                "-coordination",
+                "nats://127.0.0.1:4222",
+                "-sink-store",
+                "postgres://u:hunter2@127.0.0.1:5432/db?sslmode=maybe",
+            ],
+            "sslmode=maybe is not one of disable, allow, prefer, require, verify-ca, verify-full",
+        ),
+        (
+            &[
+                "-target",
+                "ui",
+                "-coordination",
+                "nats://127.0.0.1:4222",
+                "-sink-store",
+                "postgres://u:hunter2@127.0.0.1:5432/db?sslrootcert=/no/ca.pem",
+            ],
+            "sslrootcert=/no/ca.pem: no such file",
+        ),
+    ] {
+        let out = std::process::Command::new(jaque_bin()).args(args).output().expect("running jaque");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains(want), "{args:?}: {text}");
+        assert!(!text.contains("hunter2"), "the password is never shown: {text}");
+        assert!(!text.contains("listening"), "nothing may start: {text}");
+    }
 }

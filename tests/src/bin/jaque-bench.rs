@@ -10,8 +10,13 @@
 //! the loss of the node leading the log.
 //! P12 notification latency (a transition appended -> the webhook receiver) beside a log delivery plus one
 //! bare HTTP POST, and the deliveries per second one notifier sustains to one endpoint.
+//! P11 events per second a sink writes into PostgreSQL during a storm of 10,000 transitions, beside batched
+//! multi-row inserts of the same rows by a bare client, and the sink's lag (p99) meanwhile.
 
 use futures_util::StreamExt;
+use jaque_core::role::{After, Owned};
+use jaque_core::sink::{event_row, EventRow};
+use jaque_core::State;
 use jaque_core::{
     wire, Command, CommandId, CommandKind, EpochRecord, Event, EventBody, LogEntry, MemberId, MemberRef, ObjectDef,
     ObjectId, Outcome, Probe, Time,
@@ -19,7 +24,7 @@ use jaque_core::{
 use jaque_tests::checker::{object_body, CountingTarget};
 use jaque_tests::nats_cluster::NatsCluster;
 use jaque_tests::webhook::{sign, Receiver};
-use jaque_tests::{http, poll, Jaque, Nats};
+use jaque_tests::{http, poll, Jaque, Nats, Postgres};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -392,7 +397,7 @@ fn p12() {
                 k += 1;
                 let to =
                     if (k / OBJECTS).is_multiple_of(2) { jaque_core::State::Critical } else { jaque_core::State::Ok };
-                let entry = transition(&format!("p9-{}", k % OBJECTS), to);
+                let entry = transition(&format!("p12-{}", k % OBJECTS), to);
                 let s = Instant::now();
                 let ack = js.publish("jaque.log.event", wire::encode(&entry).into()).await.unwrap().await.unwrap();
                 let seq = ack.sequence;
@@ -413,7 +418,7 @@ fn p12() {
                 }
             }
             for i in 0..PER_ROUND {
-                let entry = transition(&format!("p9-floor-{i}"), jaque_core::State::Critical);
+                let entry = transition(&format!("p12-floor-{i}"), jaque_core::State::Critical);
                 let s = Instant::now();
                 js.publish("bench.notify", wire::encode(&entry).into()).await.unwrap().await.unwrap();
                 let msg = follow.next().await.unwrap().unwrap();
@@ -449,7 +454,7 @@ fn p12() {
         let mut acks = Vec::new();
         for i in 0..M {
             let to = if (i / 400).is_multiple_of(2) { jaque_core::State::Ok } else { jaque_core::State::Critical };
-            let entry = transition(&format!("p9-rate-{}", i % 400), to);
+            let entry = transition(&format!("p12-rate-{}", i % 400), to);
             acks.push(js.publish("jaque.log.event", wire::encode(&entry).into()).await.unwrap());
         }
         for a in acks {
@@ -513,7 +518,197 @@ fn base64_key(secret: &str) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD.decode(secret.strip_prefix("whsec_").unwrap()).unwrap()
 }
 
-/// `jaque-bench [p1 p2 p3 p8 p9]`: the parts to run (all by default), so one figure can be re-measured alone.
+const STORM: usize = 10_000;
+const STORM_OBJECTS: usize = 100;
+/// Rows per transaction and per statement of the floor: the sink's own batch and statement sizes.
+const FLOOR_BATCH: usize = 1000;
+const FLOOR_STATEMENT: usize = 500;
+
+/// The storm: `STORM` transitions over `STORM_OBJECTS` objects, as written by one engine (`loader`) that owns
+/// them all, so every one is accepted and becomes a row.
+fn storm_events(loader: &MemberRef) -> Vec<Event> {
+    let at = unix_ms();
+    (0..STORM)
+        .map(|i| {
+            let up = (i / STORM_OBJECTS).is_multiple_of(2);
+            let (from, to) = if up { (State::Ok, State::Critical) } else { (State::Critical, State::Ok) };
+            Event {
+                object: ObjectId::new(format!("storm-{:03}", i % STORM_OBJECTS)).unwrap(),
+                epoch: 1,
+                writer: loader.clone(),
+                at: Time(at + i as u64),
+                command_id: None,
+                body: EventBody::Transition {
+                    from,
+                    to,
+                    output: format!("HTTP {} after {i} checks", if up { 500 } else { 200 }),
+                },
+            }
+        })
+        .collect()
+}
+
+/// Publishes entries to the log stream pipelined (acks awaited in windows of 1000); the last one's sequence.
+async fn publish_log(js: &async_nats::jetstream::Context, entries: impl IntoIterator<Item = LogEntry>) -> u64 {
+    let mut acks = Vec::new();
+    let mut last = 0;
+    for e in entries {
+        let subject = if matches!(e, LogEntry::Epoch(_)) { "jaque.log.epoch" } else { "jaque.log.event" };
+        acks.push(js.publish(subject, wire::encode(&e).into()).await.unwrap());
+        if acks.len() >= 1000 {
+            for a in acks.drain(..) {
+                last = a.await.unwrap().sequence;
+            }
+        }
+    }
+    for a in acks {
+        last = a.await.unwrap().sequence;
+    }
+    last
+}
+
+/// The floor: the same rows inserted by a bare sqlx client into a table of the same shape, in transactions of
+/// `FLOOR_BATCH` rows of multi-row INSERTs of `FLOOR_STATEMENT` rows each. Rows per second.
+fn floor_inserts(url: &str, rows: &[EventRow]) -> f64 {
+    rt().block_on(async {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        sqlx::query(
+            "CREATE TABLE floor_events (seq BIGINT PRIMARY KEY, object TEXT NOT NULL, epoch BIGINT NOT NULL, \
+             writer TEXT NOT NULL, writer_incarnation BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL, type TEXT NOT NULL, \
+             from_state TEXT, to_state TEXT, output TEXT, command_id TEXT, definition TEXT)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query("CREATE INDEX ON floor_events (object, seq)").execute(&pool).await.unwrap();
+        let start = Instant::now();
+        for batch in rows.chunks(FLOOR_BATCH) {
+            let mut tx = pool.begin().await.unwrap();
+            for chunk in batch.chunks(FLOOR_STATEMENT) {
+                let mut qb = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+                    "INSERT INTO floor_events (seq, object, epoch, writer, writer_incarnation, at, type, from_state, \
+                     to_state, output, command_id, definition) ",
+                );
+                qb.push_values(chunk, |mut b, r| {
+                    b.push_bind(r.seq as i64)
+                        .push_bind(r.object.to_string())
+                        .push_bind(r.epoch as i64)
+                        .push_bind(r.writer.to_string())
+                        .push_bind(r.writer_incarnation as i64)
+                        .push("to_timestamp(")
+                        .push_bind_unseparated(r.at.as_millis() as i64)
+                        .push_unseparated("::float8 / 1000)")
+                        .push_bind(r.kind)
+                        .push_bind(r.from_state.map(|s| s.as_str()))
+                        .push_bind(r.to_state.map(|s| s.as_str()))
+                        .push_bind(r.output.clone())
+                        .push_bind(r.command_id.as_ref().map(|c| c.to_string()))
+                        .push_bind(r.definition.clone());
+                });
+                qb.push(" ON CONFLICT (seq) DO NOTHING");
+                qb.build().execute(&mut *tx).await.unwrap();
+            }
+            tx.commit().await.unwrap();
+        }
+        rows.len() as f64 / start.elapsed().as_secs_f64()
+    })
+}
+
+/// P11: a sink on PostgreSQL, caught up, then a storm of `STORM` transitions published to the log as fast as one
+/// client can: events per second from the storm's first publish until the sink has written its last event, the
+/// sink's lag sampled meanwhile, and the floor of the same rows by a bare client.
+fn p11() {
+    eprintln!("jaque-bench: P11 sink into PostgreSQL during a storm of {STORM} transitions...");
+    let nats = Nats::start();
+    let pg = Postgres::start();
+    let store = pg.url();
+    let ttl = format!("{TTL_SECS}s");
+    let sink = Jaque::start(
+        "sink",
+        &["-target", "sink", "-coordination", &nats.url, "-sink-store", &store, "-heartbeat-ttl", &ttl],
+    );
+    sink.wait_ready();
+    let loader = MemberRef { id: MemberId::new("loader").unwrap(), incarnation: 1 };
+    let def = ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 86_400_000, timeout_ms: 1000 };
+    let setup: Vec<LogEntry> = std::iter::once(LogEntry::Epoch(EpochRecord {
+        epoch: 1,
+        members: vec![loader.clone()],
+        members_rev: 0,
+        idempotency_window_ms: None,
+    }))
+    .chain((0..STORM_OBJECTS).map(|i| {
+        LogEntry::Event(Event {
+            object: ObjectId::new(format!("storm-{i:03}")).unwrap(),
+            epoch: 1,
+            writer: loader.clone(),
+            at: Time(unix_ms()),
+            command_id: None,
+            body: EventBody::Put { def: def.clone() },
+        })
+    }))
+    .collect();
+    let url = nats.url.clone();
+    let setup_last = rt().block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&url).await.unwrap());
+        publish_log(&js, setup).await
+    });
+    let written = |s: &Jaque| s.metric("jaque_sink_events_written_total").unwrap_or(0.0) as usize;
+    poll("the sink to write the objects", || (written(&sink) >= STORM_OBJECTS).then_some(()));
+
+    let events = storm_events(&loader);
+    let rows: Vec<EventRow> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let owned = Owned { seq: setup_last + 1 + i as u64, event: e.clone(), after: After::Replayed };
+            event_row(&owned, 4096)
+        })
+        .collect();
+    let start = Instant::now();
+    let mut publisher = Some(thread::spawn(move || {
+        rt().block_on(async {
+            let js = async_nats::jetstream::new(async_nats::connect(&url).await.unwrap());
+            publish_log(&js, events.into_iter().map(LogEntry::Event)).await
+        })
+    }));
+    let mut lags = Vec::new();
+    let mut last = None;
+    loop {
+        if publisher.as_ref().is_some_and(|p| p.is_finished()) {
+            last = publisher.take().map(|p| p.join().unwrap());
+        }
+        let m = sink.get("/metrics").text();
+        let value = |name: &str| {
+            m.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0)
+        };
+        lags.push(value("jaque_sink_lag_events ") as u64);
+        if last.is_some() && value("jaque_sink_events_written_total ") as usize >= STORM_OBJECTS + STORM {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "the sink did not finish the storm in 5 minutes");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let took = start.elapsed();
+    let published = last.unwrap();
+    assert_eq!(published, setup_last + STORM as u64, "the storm landed whole");
+    let sink_rate = STORM as f64 / took.as_secs_f64();
+    lags.sort();
+    let p99 = lags[((lags.len() - 1) as f64 * 0.99).round() as usize];
+    let max = *lags.last().unwrap();
+    let rows_stored = pg.psql("SELECT count(*) FROM events");
+    assert_eq!(rows_stored, (STORM + STORM_OBJECTS).to_string(), "every event stored once");
+    let floor = floor_inserts(&store, &rows);
+    println!(
+        "| P11 | events/s a sink writes into PostgreSQL during a storm of {STORM} transitions (published at once) | {sink_rate:.0}/s | {floor:.0}/s batched multi-row inserts of the same rows, bare sqlx client | {:.2}x | >= 0.5x |",
+        sink_rate / floor
+    );
+    println!(
+        "| P11 | the sink's lag during that storm, p99 / max ({} samples every 20 ms) | {p99} / {max} events | {STORM} events published | | |",
+        lags.len()
+    );
+}
+
+/// `jaque-bench [p1 p2 p3 p8 p11 p12 cluster]`: the parts to run (all by default), so one figure can be re-measured alone.
 /// Each part prints its rows as soon as it has them.
 fn main() {
     let parts: Vec<String> = std::env::args().skip(1).collect();
@@ -572,6 +767,9 @@ fn main() {
     }
     if want("p12") {
         p12();
+    }
+    if want("p11") {
+        p11();
     }
 }
 

@@ -1,0 +1,179 @@
+//! The plumbing every role that reads the log as a member of its own bucket shares (the sink, the notifier):
+//! the `Follower` (membership watch and log follower), the heartbeat writer and its leave flush, replays of a
+//! range of the log (a resume reading again what an object's previous owner may not have handled), the role's
+//! own I/O answers, the core's single timer, the signal to leave, and the HTTP side's questions (health,
+//! metrics) — all as one cancel-safe `next()` for the role's loop, which only says what each wake-up means to
+//! its core.
+
+use crate::clock::{far_future, instant_at};
+use crate::coord::Coordination;
+use crate::follow::{spawn_heartbeat_writer, Buckets, Followed, Follower, HeartbeatWriter};
+use jaque_core::membership::MembershipOutput;
+use jaque_core::{LogEntry, Time};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// A question from the HTTP side to a role's loop.
+pub enum RoleQuery {
+    /// Ready, or not with the reason.
+    Health(oneshot::Sender<(bool, String)>),
+    /// The role's part of `/metrics`.
+    Metrics(oneshot::Sender<String>),
+}
+
+/// How the HTTP side reaches a role's loop: its name (for `/healthz` reasons) and its question channel.
+#[derive(Clone)]
+pub struct RoleHandle {
+    pub name: &'static str,
+    pub queries: mpsc::Sender<RoleQuery>,
+}
+
+impl RoleHandle {
+    /// A handle and the receiving end the role's loop answers on.
+    pub fn new(name: &'static str) -> (RoleHandle, mpsc::Receiver<RoleQuery>) {
+        let (queries, rx) = mpsc::channel(64);
+        (RoleHandle { name, queries }, rx)
+    }
+
+    pub async fn health(&self) -> (bool, String) {
+        let (tx, rx) = oneshot::channel();
+        if self.queries.send(RoleQuery::Health(tx)).await.is_err() {
+            return (false, "stopped".into());
+        }
+        rx.await.unwrap_or((false, "stopped".into()))
+    }
+
+    pub async fn metrics(&self) -> String {
+        let (tx, rx) = oneshot::channel();
+        if self.queries.send(RoleQuery::Metrics(tx)).await.is_err() {
+            return String::new();
+        }
+        rx.await.unwrap_or_default()
+    }
+}
+
+/// The answer to a replay: the last position covered and the entries found, or why not.
+pub type Replayed = Result<(u64, Vec<(u64, LogEntry)>), String>;
+
+/// What woke the role's loop.
+pub enum Wake<T> {
+    Followed(Followed),
+    Replayed {
+        token: u64,
+        result: Replayed,
+    },
+    /// One of the role's own I/O answers (a store write, a webhook send), sent on `done()`.
+    Done(T),
+    Query(RoleQuery),
+    /// The core's timer is due.
+    Timeout,
+    /// The process is shutting down: the role leaves its bucket (once).
+    Leave,
+}
+
+/// How long one replay read may take before the core is told it failed (and retries after its backoff).
+const REPLAY_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct Reading<T> {
+    coord: Coordination,
+    follow: Option<Follower>,
+    heartbeats: HeartbeatWriter,
+    replays_tx: mpsc::UnboundedSender<(u64, Replayed)>,
+    replays: mpsc::UnboundedReceiver<(u64, Replayed)>,
+    done_tx: mpsc::UnboundedSender<T>,
+    done: mpsc::UnboundedReceiver<T>,
+    queries: mpsc::Receiver<RoleQuery>,
+    shutdown: watch::Receiver<bool>,
+    left: bool,
+    empty: Buckets,
+}
+
+impl<T: Send + 'static> Reading<T> {
+    /// The plumbing, not yet following anything: a role that must first reach its own store answers health
+    /// questions and the shutdown meanwhile, and calls `follow` when it is ready to read.
+    pub fn new(coord: Coordination, queries: mpsc::Receiver<RoleQuery>, shutdown: watch::Receiver<bool>) -> Self {
+        let (replays_tx, replays) = mpsc::unbounded_channel();
+        let (done_tx, done) = mpsc::unbounded_channel();
+        Reading {
+            heartbeats: spawn_heartbeat_writer(coord.clone()),
+            coord,
+            follow: None,
+            replays_tx,
+            replays,
+            done_tx,
+            done,
+            queries,
+            shutdown,
+            left: false,
+            empty: Buckets::default(),
+        }
+    }
+
+    /// Starts watching membership and following the log from its first entry.
+    pub async fn follow(&mut self) -> Result<(), String> {
+        self.follow = Some(Follower::start(&self.coord).await?);
+        Ok(())
+    }
+
+    pub fn is_following(&self) -> bool {
+        self.follow.is_some()
+    }
+
+    /// Whether the shutdown signal has been seen (`Wake::Leave` was returned).
+    pub fn has_left(&self) -> bool {
+        self.left
+    }
+
+    /// The live members of every bucket, as the watch reported them so far.
+    pub fn buckets(&self) -> &Buckets {
+        self.follow.as_ref().map_or(&self.empty, Follower::buckets)
+    }
+
+    /// Where the role's own I/O tasks send their answers (`Wake::Done`).
+    pub fn done(&self) -> mpsc::UnboundedSender<T> {
+        self.done_tx.clone()
+    }
+
+    /// Queues a heartbeat put or the key's delete, as the core's membership asked.
+    pub fn heartbeat(&self, m: MembershipOutput) {
+        self.heartbeats.write(m);
+    }
+
+    /// Reads `from..=to` of the log again in a task; the answer comes back as `Wake::Replayed`.
+    pub fn replay(&self, token: u64, from: u64, to: u64) {
+        let (coord, tx) = (self.coord.clone(), self.replays_tx.clone());
+        tokio::spawn(async move {
+            let result = match tokio::time::timeout(REPLAY_TIMEOUT, coord.replay(from, to)).await {
+                Ok(r) => r,
+                Err(_) => Err(format!("reading the log again from {from} took over {REPLAY_TIMEOUT:?}")),
+            };
+            if let Err(e) = &result {
+                tracing::warn!(from, to, error = %e, "replaying the log");
+            }
+            let _ = tx.send((token, result));
+        });
+    }
+
+    /// The next wake-up, with the core's timer at `deadline`. Cancel-safe. `None` once the follower is gone
+    /// (the process ends).
+    pub async fn next(&mut self, deadline: Option<Time>) -> Option<Wake<T>> {
+        let timer = deadline.map(instant_at);
+        let following = self.follow.is_some();
+        tokio::select! {
+            f = async { self.follow.as_mut().expect("following").next().await }, if following => f.map(Wake::Followed),
+            Some((token, result)) = self.replays.recv() => Some(Wake::Replayed { token, result }),
+            Some(d) = self.done.recv() => Some(Wake::Done(d)),
+            Some(q) = self.queries.recv() => Some(Wake::Query(q)),
+            _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => Some(Wake::Timeout),
+            _ = self.shutdown.wait_for(|s| *s), if !self.left => {
+                self.left = true;
+                Some(Wake::Leave)
+            }
+        }
+    }
+
+    /// Waits (a bounded time) until the key's delete queued by the core's leave reached the store.
+    pub async fn flush_leave(&self) {
+        self.heartbeats.flush_leave().await;
+    }
+}

@@ -1,0 +1,612 @@
+//! The sink's store (`-sink-store`): SQLite (a file, the default) or PostgreSQL, through sqlx without macros.
+//! It owns the schema — a public contract, documented in the README — and the statements the core's `Batch`
+//! and `QueryProgress` become, and it sorts database failures into the core's two kinds: `Unavailable` (the
+//! same again after a backoff) and `Refused` (the data; the core narrows the batch down). It also answers the
+//! ui's history queries. Passwords never reach a log line or an error: every message goes through `scrub`.
+
+use jaque_core::sink::{Batch, EventRow, ObjectRow, StoreError};
+use jaque_core::ObjectId;
+use serde::Serialize;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::{PgPool, QueryBuilder, Row, SqlitePool};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, UNIX_EPOCH};
+
+/// The schema version this build writes and reads. A store with a newer one is refused.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// `-sink-store` when a sink runs and none is given.
+pub const DEFAULT_STORE: &str = "sqlite://jaque-sink.db";
+
+/// Key of the advisory lock that serializes schema creation among sinks starting together (PostgreSQL).
+const SCHEMA_LOCK: i64 = 0x6a61_7175_655f_7331; // "jaque_s1"
+
+/// Rows per multi-row INSERT: 12 parameters an event row, well under SQLite's 32766 and PostgreSQL's 65535.
+const EVENTS_PER_STATEMENT: usize = 500;
+const OBJECTS_PER_STATEMENT: usize = 1000;
+/// Objects per progress query (an `IN` list).
+const OBJECTS_PER_QUERY: usize = 1000;
+
+/// A parsed `-sink-store`. Its `Debug` and `redacted()` never show a password.
+#[derive(Clone)]
+pub enum StoreUrl {
+    Sqlite { path: PathBuf },
+    Postgres { options: Box<PgConnectOptions>, redacted: String, password: Option<String> },
+}
+
+impl fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+/// The libpq URL parameters jaque takes (the TLS ones as PostgreSQL users write them).
+const PG_PARAMS: [&str; 5] = ["sslmode", "sslrootcert", "sslcert", "sslkey", "application_name"];
+const SSLMODES: [&str; 6] = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"];
+
+impl StoreUrl {
+    /// Parses `sqlite://PATH` or `postgres://user:pass@host:port/db?sslmode=...&sslrootcert=...`; the error says
+    /// what is wrong (with the password redacted).
+    pub fn parse(s: &str) -> Result<StoreUrl, String> {
+        if let Some(path) = s.strip_prefix("sqlite://") {
+            if path.is_empty() || path.contains('?') {
+                return Err(format!("-sink-store: expected sqlite://PATH (a file), got {s:?}"));
+            }
+            let path = PathBuf::from(path);
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if !dir.is_dir() {
+                return Err(format!("-sink-store: the directory of {} does not exist", path.display()));
+            }
+            return Ok(StoreUrl::Sqlite { path });
+        }
+        if !(s.starts_with("postgres://") || s.starts_with("postgresql://")) {
+            return Err(format!(
+                "-sink-store: expected sqlite://PATH or postgres://user:password@host:port/database, got {:?}",
+                redact_text(s)
+            ));
+        }
+        let url = url::Url::parse(s).map_err(|e| format!("-sink-store: {:?} is not a URL: {e}", redact_text(s)))?;
+        let mut shown = url.clone();
+        if url.password().is_some() {
+            let _ = shown.set_password(Some("***"));
+        }
+        let redacted = shown.to_string();
+        let bad = |why: String| Err(format!("-sink-store {redacted}: {why}"));
+        if url.host_str().is_none_or(str::is_empty) {
+            return bad("no host; write postgres://user:password@host:port/database".into());
+        }
+        let mut files = Vec::new();
+        let (mut cert, mut key) = (false, false);
+        for (k, v) in url.query_pairs() {
+            match &*k {
+                "sslmode" if !SSLMODES.contains(&&*v) => {
+                    return bad(format!("sslmode={v} is not one of {}", SSLMODES.join(", ")))
+                }
+                "sslrootcert" | "sslcert" | "sslkey" => {
+                    cert |= k == "sslcert";
+                    key |= k == "sslkey";
+                    files.push((k.to_string(), v.to_string()));
+                }
+                k if PG_PARAMS.contains(&k) => {}
+                other => return bad(format!("unknown parameter {other:?}; jaque takes {}", PG_PARAMS.join(", "))),
+            }
+        }
+        if cert != key {
+            return bad("sslcert and sslkey go together".into());
+        }
+        for (k, file) in files {
+            if !Path::new(&file).is_file() {
+                return bad(format!("{k}={file}: no such file"));
+            }
+        }
+        let password = url.password().map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy().into_owned());
+        let options = PgConnectOptions::from_str(s).map_err(|e| format!("-sink-store {redacted}: {e}"))?;
+        Ok(StoreUrl::Postgres { options: Box::new(options), redacted, password })
+    }
+
+    pub fn redacted(&self) -> String {
+        match self {
+            StoreUrl::Sqlite { path } => format!("sqlite://{}", path.display()),
+            StoreUrl::Postgres { redacted, .. } => redacted.clone(),
+        }
+    }
+}
+
+/// `s` with anything between `://user:` and `@` replaced, for echoing a URL that did not even parse.
+fn redact_text(s: &str) -> String {
+    let Some((scheme, rest)) = s.split_once("://") else { return s.to_string() };
+    match rest.split_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}")
+        }
+        _ => s.to_string(),
+    }
+}
+
+enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Why the schema could not be made ready.
+#[derive(Debug)]
+pub enum SchemaError {
+    /// The store is away: try again later.
+    Unavailable(StoreError),
+    /// The store cannot be used by this build (a newer schema, tables in the way): the process stops.
+    Fatal(String),
+}
+
+/// One event as the history API shows it.
+#[derive(Debug, Serialize)]
+pub struct HistoryEvent {
+    pub seq: u64,
+    /// RFC 3339, UTC, milliseconds.
+    pub at: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub epoch: u64,
+    pub writer: String,
+    pub writer_incarnation: u64,
+    pub from_state: Option<String>,
+    pub to_state: Option<String>,
+    pub output: Option<String>,
+    pub command_id: Option<String>,
+    pub definition: Option<serde_json::Value>,
+}
+
+/// A history query: events of `object` with `since <= at < until` (Unix ms) and `seq < before`, newest
+/// first, at most `limit`.
+#[derive(Debug, Clone)]
+pub struct HistoryQuery {
+    pub object: ObjectId,
+    pub since_ms: Option<u64>,
+    pub until_ms: Option<u64>,
+    pub before: Option<u64>,
+    pub limit: usize,
+}
+
+pub struct Store {
+    db: Db,
+    what: String,
+    password: Option<String>,
+    schema_ready: AtomicBool,
+}
+
+fn i64_of(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn u64_of(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// Unix milliseconds as the SQLite column holds them: RFC 3339, UTC, milliseconds (sorts as text).
+pub fn rfc3339_millis(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// An RFC 3339 timestamp as Unix milliseconds, rounded up (so `at >= since` in milliseconds is exact).
+pub fn parse_rfc3339_ms(s: &str) -> Result<u64, String> {
+    let t = humantime::parse_rfc3339(s)
+        .map_err(|e| format!("{s:?} is not an RFC 3339 UTC timestamp like 2025-01-31T12:00:00Z ({e})"))?;
+    let d = t.duration_since(UNIX_EPOCH).map_err(|_| format!("{s:?} is before 1970"))?;
+    Ok(d.as_millis() as u64 + u64::from(d.subsec_nanos() % 1_000_000 != 0))
+}
+
+const DDL: [&str; 4] = [
+    "CREATE TABLE IF NOT EXISTS events (seq BIGINT PRIMARY KEY, object TEXT NOT NULL, epoch BIGINT NOT NULL, \
+     writer TEXT NOT NULL, writer_incarnation BIGINT NOT NULL, at {TS} NOT NULL, type TEXT NOT NULL, \
+     from_state TEXT, to_state TEXT, output TEXT, command_id TEXT, definition TEXT)",
+    "CREATE INDEX IF NOT EXISTS events_object_seq ON events (object, seq)",
+    "CREATE TABLE IF NOT EXISTS objects (object TEXT PRIMARY KEY, state TEXT, definition TEXT, paused BOOLEAN, \
+     acknowledged BOOLEAN, deleted BOOLEAN, last_seq BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sink_progress (sink TEXT PRIMARY KEY, position BIGINT NOT NULL, updated_at {TS})",
+];
+
+const OBJECTS_UPSERT: &str = " ON CONFLICT (object) DO UPDATE SET state = excluded.state, \
+     definition = excluded.definition, paused = excluded.paused, acknowledged = excluded.acknowledged, \
+     deleted = excluded.deleted, last_seq = excluded.last_seq WHERE objects.last_seq <= excluded.last_seq";
+
+const HISTORY_COLUMNS: &str =
+    "seq, type, epoch, writer, writer_incarnation, from_state, to_state, output, command_id, definition";
+
+/// The event rows of one statement, `at` written by `at` (SQLite: text; PostgreSQL: from milliseconds).
+macro_rules! push_events {
+    ($qb:expr, $rows:expr, $at:expr) => {
+        $qb.push(
+            "INSERT INTO events (seq, object, epoch, writer, writer_incarnation, at, type, from_state, to_state, \
+             output, command_id, definition) ",
+        );
+        $qb.push_values($rows, |mut b, r: &EventRow| {
+            b.push_bind(i64_of(r.seq))
+                .push_bind(r.object.to_string())
+                .push_bind(i64_of(r.epoch))
+                .push_bind(r.writer.to_string())
+                .push_bind(i64_of(r.writer_incarnation));
+            $at(&mut b, r.at.as_millis());
+            b.push_bind(r.kind.to_string())
+                .push_bind(r.from_state.map(|s| s.as_str().to_string()))
+                .push_bind(r.to_state.map(|s| s.as_str().to_string()))
+                .push_bind(r.output.clone())
+                .push_bind(r.command_id.as_ref().map(|c| c.to_string()))
+                .push_bind(r.definition.clone());
+        });
+        $qb.push(" ON CONFLICT (seq) DO NOTHING");
+    };
+}
+
+macro_rules! push_objects {
+    ($qb:expr, $rows:expr) => {
+        $qb.push("INSERT INTO objects (object, state, definition, paused, acknowledged, deleted, last_seq) ");
+        $qb.push_values($rows, |mut b, o: &ObjectRow| {
+            b.push_bind(o.object.to_string())
+                .push_bind(o.state.map(|s| s.as_str().to_string()))
+                .push_bind(o.definition.clone())
+                .push_bind(o.paused)
+                .push_bind(o.acknowledged)
+                .push_bind(o.deleted)
+                .push_bind(i64_of(o.last_seq));
+        });
+        $qb.push(OBJECTS_UPSERT);
+    };
+}
+
+macro_rules! push_in {
+    ($qb:expr, $objects:expr) => {
+        $qb.push("SELECT object, max(seq) FROM events WHERE object IN (");
+        let mut list = $qb.separated(", ");
+        for o in $objects {
+            list.push_bind(o.to_string());
+        }
+        $qb.push(") GROUP BY object");
+    };
+}
+
+/// Same-sequence rows once (a resume may hand a row out twice): a multi-row statement then stays simple.
+fn unique_events(b: &Batch) -> Vec<&EventRow> {
+    let mut seen = std::collections::BTreeSet::new();
+    b.events.iter().filter(|r| seen.insert(r.seq)).collect()
+}
+
+impl Store {
+    /// A store for `url`. Nothing is connected yet: connections are made when needed, so a database that is
+    /// away at start is retried like one that goes away later.
+    pub fn open(url: &StoreUrl) -> Store {
+        let (db, password) = match url {
+            StoreUrl::Sqlite { path } => {
+                let opts = SqliteConnectOptions::new()
+                    .filename(path)
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .busy_timeout(Duration::from_secs(5));
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(4)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_lazy_with(opts);
+                (Db::Sqlite(pool), None)
+            }
+            StoreUrl::Postgres { options, password, .. } => {
+                let opts = (**options).clone().options([("statement_timeout", "30s")]);
+                let pool = PgPoolOptions::new()
+                    .max_connections(4)
+                    .acquire_timeout(Duration::from_secs(5))
+                    .connect_lazy_with(opts);
+                (Db::Postgres(pool), password.clone())
+            }
+        };
+        Store { db, what: url.redacted(), password, schema_ready: AtomicBool::new(false) }
+    }
+
+    /// The store's URL with its password redacted.
+    pub fn what(&self) -> &str {
+        &self.what
+    }
+
+    /// `msg` without the password.
+    fn scrub(&self, msg: String) -> String {
+        match &self.password {
+            Some(p) if !p.is_empty() => msg.replace(p.as_str(), "***"),
+            _ => msg,
+        }
+    }
+
+    /// Sorts a database error into the core's kinds: the data (SQLSTATE classes 22 and 23, 54 "too big"; SQLite
+    /// constraint, too big, mismatch, range) is refused; everything else (connections, timeouts, the pool,
+    /// shutdowns 57P0x, serialization and deadlock 40001/40P01, SQLite busy or locked) is unavailable.
+    fn classify(&self, e: sqlx::Error) -> StoreError {
+        let refused = match &e {
+            sqlx::Error::Database(db) => {
+                let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+                match self.db {
+                    Db::Postgres(_) => ["22", "23", "54"].iter().any(|class| code.starts_with(class)),
+                    // SQLite's extended result code; its low byte is the primary code.
+                    Db::Sqlite(_) => code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 18 | 19 | 20 | 25)),
+                }
+            }
+            sqlx::Error::Encode(_) => true,
+            _ => false,
+        };
+        let code = match &e {
+            sqlx::Error::Database(db) => db.code().map(|c| format!(" (code {c})")).unwrap_or_default(),
+            _ => String::new(),
+        };
+        let msg = self.scrub(format!("{}: {e}{code}", self.what));
+        if refused {
+            StoreError::Refused(msg)
+        } else {
+            StoreError::Unavailable(msg)
+        }
+    }
+
+    /// Creates the tables at this build's schema version, or checks they are there, under a lock so sinks
+    /// starting together do it once. A store with a newer version is refused.
+    pub async fn ensure_schema(&self) -> Result<(), SchemaError> {
+        if self.schema_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let version = match &self.db {
+            Db::Postgres(pool) => self.schema_pg(pool).await,
+            Db::Sqlite(pool) => self.schema_sqlite(pool).await,
+        }
+        .map_err(|e| SchemaError::Unavailable(self.classify(e)))?;
+        match version {
+            Some(v) if v > SCHEMA_VERSION => Err(SchemaError::Fatal(format!(
+                "the store {} has schema version {v}, newer than this build of jaque knows ({SCHEMA_VERSION}): \
+                 run a newer jaque, or point -sink-store at another database",
+                self.what
+            ))),
+            _ => {
+                self.schema_ready.store(true, Ordering::Release);
+                Ok(())
+            }
+        }
+    }
+
+    /// The version found (None: a new store, now created). Newer versions are left alone.
+    async fn schema_pg(&self, pool: &PgPool) -> Result<Option<i32>, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(SCHEMA_LOCK).execute(&mut *tx).await?;
+        // No "already exists, skipping" notice in the log at every start.
+        sqlx::query("SET LOCAL client_min_messages = warning").execute(&mut *tx).await?;
+        sqlx::query("CREATE TABLE IF NOT EXISTS jaque_schema (version INTEGER NOT NULL)").execute(&mut *tx).await?;
+        let found: Option<i32> =
+            sqlx::query_scalar("SELECT max(version) FROM jaque_schema").fetch_one(&mut *tx).await?;
+        if found.is_none() {
+            for ddl in DDL {
+                sqlx::query(&ddl.replace("{TS}", "TIMESTAMPTZ")).execute(&mut *tx).await?;
+            }
+            sqlx::query("INSERT INTO jaque_schema (version) VALUES ($1)")
+                .bind(SCHEMA_VERSION)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(found)
+    }
+
+    async fn schema_sqlite(&self, pool: &SqlitePool) -> Result<Option<i32>, sqlx::Error> {
+        // IMMEDIATE takes the write lock at once: two processes on one file create the tables once.
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query("CREATE TABLE IF NOT EXISTS jaque_schema (version INTEGER NOT NULL)").execute(&mut *tx).await?;
+        let found: Option<i32> =
+            sqlx::query_scalar("SELECT max(version) FROM jaque_schema").fetch_one(&mut *tx).await?;
+        if found.is_none() {
+            for ddl in DDL {
+                sqlx::query(&ddl.replace("{TS}", "TEXT")).execute(&mut *tx).await?;
+            }
+            sqlx::query("INSERT INTO jaque_schema (version) VALUES (?)").bind(SCHEMA_VERSION).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(found)
+    }
+
+    /// One transaction: the event rows (a `seq` already there is left alone), the object rows (only over an
+    /// older one), and the sink's progress.
+    pub async fn write(&self, b: &Batch) -> Result<(), StoreError> {
+        let r = match &self.db {
+            Db::Postgres(pool) => self.write_pg(pool, b).await,
+            Db::Sqlite(pool) => self.write_sqlite(pool, b).await,
+        };
+        r.map_err(|e| self.classify(e))
+    }
+
+    async fn write_pg(&self, pool: &PgPool, b: &Batch) -> Result<(), sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        let events = unique_events(b);
+        for chunk in events.chunks(EVENTS_PER_STATEMENT) {
+            let mut qb = QueryBuilder::<sqlx::Postgres>::new("");
+            let at = |b: &mut sqlx::query_builder::Separated<'_, '_, sqlx::Postgres, &str>, ms: u64| {
+                b.push("to_timestamp(").push_bind_unseparated(i64_of(ms)).push_unseparated("::float8 / 1000)");
+            };
+            push_events!(qb, chunk.iter().copied(), at);
+            qb.build().execute(&mut *tx).await?;
+        }
+        for chunk in b.objects.chunks(OBJECTS_PER_STATEMENT) {
+            let mut qb = QueryBuilder::<sqlx::Postgres>::new("");
+            push_objects!(qb, chunk.iter());
+            qb.build().execute(&mut *tx).await?;
+        }
+        sqlx::query(
+            "INSERT INTO sink_progress (sink, position, updated_at) VALUES ($1, $2, now()) \
+             ON CONFLICT (sink) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at",
+        )
+        .bind(b.progress.sink.to_string())
+        .bind(i64_of(b.progress.position))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await
+    }
+
+    async fn write_sqlite(&self, pool: &SqlitePool, b: &Batch) -> Result<(), sqlx::Error> {
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let events = unique_events(b);
+        for chunk in events.chunks(EVENTS_PER_STATEMENT) {
+            let mut qb = QueryBuilder::<sqlx::Sqlite>::new("");
+            let at = |b: &mut sqlx::query_builder::Separated<'_, '_, sqlx::Sqlite, &str>, ms: u64| {
+                b.push_bind(rfc3339_millis(ms));
+            };
+            push_events!(qb, chunk.iter().copied(), at);
+            qb.build().execute(&mut *tx).await?;
+        }
+        for chunk in b.objects.chunks(OBJECTS_PER_STATEMENT) {
+            let mut qb = QueryBuilder::<sqlx::Sqlite>::new("");
+            push_objects!(qb, chunk.iter());
+            qb.build().execute(&mut *tx).await?;
+        }
+        sqlx::query(
+            "INSERT INTO sink_progress (sink, position, updated_at) \
+             VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) \
+             ON CONFLICT (sink) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at",
+        )
+        .bind(b.progress.sink.to_string())
+        .bind(i64_of(b.progress.position))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await
+    }
+
+    /// Each object's last stored log position (objects with none are absent).
+    pub async fn last_seqs(&self, objects: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>, StoreError> {
+        let mut out = Vec::new();
+        for chunk in objects.chunks(OBJECTS_PER_QUERY) {
+            let rows: Vec<(String, i64)> = match &self.db {
+                Db::Postgres(pool) => {
+                    let mut qb = QueryBuilder::<sqlx::Postgres>::new("");
+                    push_in!(qb, chunk);
+                    qb.build_query_as().fetch_all(pool).await
+                }
+                Db::Sqlite(pool) => {
+                    let mut qb = QueryBuilder::<sqlx::Sqlite>::new("");
+                    push_in!(qb, chunk);
+                    qb.build_query_as().fetch_all(pool).await
+                }
+            }
+            .map_err(|e| self.classify(e))?;
+            out.extend(rows.into_iter().filter_map(|(o, s)| Some((ObjectId::new(o).ok()?, u64_of(s)))));
+        }
+        Ok(out)
+    }
+
+    /// One page of an object's history, newest first, and whether there is more after it.
+    pub async fn history(&self, q: &HistoryQuery) -> Result<(Vec<HistoryEvent>, bool), StoreError> {
+        if let Err(e) = self.ensure_schema().await {
+            return Err(match e {
+                SchemaError::Unavailable(e) => e,
+                SchemaError::Fatal(m) => StoreError::Unavailable(m),
+            });
+        }
+        let limit = i64::try_from(q.limit + 1).unwrap_or(i64::MAX);
+        let mut events = Vec::new();
+        match &self.db {
+            Db::Postgres(pool) => {
+                let mut qb = QueryBuilder::<sqlx::Postgres>::new("SELECT ");
+                qb.push(HISTORY_COLUMNS)
+                    .push(", (extract(epoch FROM at) * 1000)::int8 AS at_ms FROM events WHERE object = ");
+                qb.push_bind(q.object.to_string());
+                if let Some(b) = q.before {
+                    qb.push(" AND seq < ").push_bind(i64_of(b));
+                }
+                if let Some(s) = q.since_ms {
+                    qb.push(" AND at >= to_timestamp(").push_bind(i64_of(s)).push("::float8 / 1000)");
+                }
+                if let Some(u) = q.until_ms {
+                    qb.push(" AND at < to_timestamp(").push_bind(i64_of(u)).push("::float8 / 1000)");
+                }
+                qb.push(" ORDER BY seq DESC LIMIT ").push_bind(limit);
+                let rows = qb.build().fetch_all(pool).await.map_err(|e| self.classify(e))?;
+                for row in rows {
+                    let at = rfc3339_millis(u64_of(row.try_get("at_ms").map_err(|e| self.classify(e))?));
+                    events.push(self.history_event(&row, at).map_err(|e| self.classify(e))?);
+                }
+            }
+            Db::Sqlite(pool) => {
+                let mut qb = QueryBuilder::<sqlx::Sqlite>::new("SELECT ");
+                qb.push(HISTORY_COLUMNS).push(", at FROM events WHERE object = ");
+                qb.push_bind(q.object.to_string());
+                if let Some(b) = q.before {
+                    qb.push(" AND seq < ").push_bind(i64_of(b));
+                }
+                if let Some(s) = q.since_ms {
+                    qb.push(" AND at >= ").push_bind(rfc3339_millis(s));
+                }
+                if let Some(u) = q.until_ms {
+                    qb.push(" AND at < ").push_bind(rfc3339_millis(u));
+                }
+                qb.push(" ORDER BY seq DESC LIMIT ").push_bind(limit);
+                let rows = qb.build().fetch_all(pool).await.map_err(|e| self.classify(e))?;
+                for row in rows {
+                    let at: String = row.try_get("at").map_err(|e| self.classify(e))?;
+                    events.push(self.history_event(&row, at).map_err(|e| self.classify(e))?);
+                }
+            }
+        }
+        let more = events.len() > q.limit;
+        events.truncate(q.limit);
+        Ok((events, more))
+    }
+
+    fn history_event<R: Row>(&self, row: &R, at: String) -> Result<HistoryEvent, sqlx::Error>
+    where
+        for<'a> &'a str: sqlx::ColumnIndex<R>,
+        for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+        for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+        for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    {
+        let definition: Option<String> = row.try_get("definition")?;
+        Ok(HistoryEvent {
+            seq: u64_of(row.try_get("seq")?),
+            at,
+            kind: row.try_get("type")?,
+            epoch: u64_of(row.try_get("epoch")?),
+            writer: row.try_get("writer")?,
+            writer_incarnation: u64_of(row.try_get("writer_incarnation")?),
+            from_state: row.try_get("from_state")?,
+            to_state: row.try_get("to_state")?,
+            output: row.try_get("output")?,
+            command_id: row.try_get("command_id")?,
+            definition: definition.map(|d| serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d))),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_or_say_what_is_wrong_without_the_password() {
+        assert!(matches!(StoreUrl::parse("sqlite://jaque-sink.db"), Ok(StoreUrl::Sqlite { .. })));
+        let pg = StoreUrl::parse("postgres://u:s3cret@127.0.0.1:5432/db?sslmode=require").unwrap();
+        assert_eq!(pg.redacted(), "postgres://u:***@127.0.0.1:5432/db?sslmode=require");
+        assert!(!format!("{pg:?}").contains("s3cret"));
+        for (bad, want) in [
+            ("mysql://x", "expected sqlite://PATH or postgres://"),
+            ("sqlite://", "expected sqlite://PATH"),
+            ("sqlite:///no/such/dir/x.db", "does not exist"),
+            ("postgres://u:s3cret@127.0.0.1:5432/db?sslmode=sometimes", "sslmode=sometimes"),
+            ("postgres://u:s3cret@127.0.0.1:5432/db?color=blue", "unknown parameter"),
+            ("postgres://u:s3cret@127.0.0.1:5432/db?sslrootcert=/no/ca.pem", "no such file"),
+            ("postgres://u:s3cret@127.0.0.1:99999/db", "not a URL"),
+        ] {
+            let e = StoreUrl::parse(bad).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e}");
+            assert!(!e.contains("s3cret"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn timestamps_round_trip_in_milliseconds() {
+        let ms = 1_700_000_000_123;
+        let s = rfc3339_millis(ms);
+        assert_eq!(s, "2023-11-14T22:13:20.123Z");
+        assert_eq!(parse_rfc3339_ms(&s), Ok(ms));
+        assert_eq!(parse_rfc3339_ms("2023-11-14T22:13:20.1234Z"), Ok(ms + 1));
+        assert!(parse_rfc3339_ms("yesterday").is_err());
+    }
+}
