@@ -299,10 +299,13 @@ impl Params {
             refuse_degraded: pick(&mut z, &[0.0, 0.3, 1.0]),
             refuse_defs: z.random_bool(0.2),
         };
-        // A resume reads on while fewer than `max_batch` rows are held, a read bringing up to `replay_chunk`:
-        // a `max_pending` below their sum drops what a resume reads, again and again (a livelock; core's
-        // `SinkConfig` does not refuse it, see the ignored test in core/tests/sink.rs). Runnable configs only.
-        p.sink.max_pending = p.sink.max_pending.max(p.sink.max_batch + p.sink.replay_chunk as usize);
+        // What a sink holds besides live events: a resume reads on while fewer than `max_batch` rows are held,
+        // each read bringing up to `replay_chunk`, and a finished resume hands over up to `max_held` events. A
+        // `max_pending` below their sum drops a resume's work at its end, again and again (a livelock; core's
+        // `SinkConfig` does not refuse it, see the ignored test in core/tests/sink.rs). Runnable configs only,
+        // with room for a few live events on top.
+        let k = &p.sink;
+        p.sink.max_pending = k.max_pending.max(k.max_batch + k.replay_chunk as usize + k.max_held + 50);
         p
     }
 

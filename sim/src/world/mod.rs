@@ -33,7 +33,7 @@ mod workload;
 
 pub use engine::{EngineRole, Node};
 pub use process::Process;
-pub use sink::{SinkProc, SinkRole, SinkWorldCounters};
+pub use sink::{SinkProc, SinkRole, SinkStats, SinkWorldCounters};
 pub use sql::{Sql, SqlCounters, MARKER};
 pub use workload::{Submission, Via};
 
@@ -270,6 +270,8 @@ pub struct Stats {
     pub converge_budget_ms: u64,
     /// The largest share of its check budget an object's first check after convergence used.
     pub check_budget_used_pct: u64,
+    /// The sinks and their store (filled in at the end of a run).
+    pub sink: sink::SinkStats,
 }
 
 pub struct Sim {

@@ -12,10 +12,11 @@
 //! itself goes down now and then on its own schedule. Everything here draws from the sinks' own streams.
 
 use super::process::Process;
-use super::sql::{Answer, Pending, Req, Sql, MARKER};
+use super::sql::{degraded_event, Answer, Pending, Req, Sql, MARKER};
 use super::{exp, log::brief_entry, Category, Ev, Phase, Sim};
 use crate::params::{mix, stream, FaultKind, Params, Stream};
-use jaque_core::sink::{Batch, Input, Output, Sink, SinkConfig, StoreError};
+use jaque_core::role::{After, Owned};
+use jaque_core::sink::{event_row, Batch, Input, Output, Sink, SinkConfig, StoreError};
 use jaque_core::{hrw, LogEntry, MemberId, MemberRef, MembershipOutput, ObjectId, State, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -159,6 +160,24 @@ pub struct SinkWorldCounters {
     pub settled_after_ms: u64,
 }
 
+/// What a run's sinks did, for reports.
+#[derive(Clone, Debug, Default)]
+pub struct SinkStats {
+    pub steps: u64,
+    pub transactions: u64,
+    pub conflicts: u64,
+    pub refused: u64,
+    pub lost_answers: u64,
+    pub late: u64,
+    pub downs: u64,
+    pub settled_after_ms: u64,
+    /// Rows written degraded, as the running incarnations count them.
+    pub degraded: u64,
+    pub skips: u64,
+    /// Skipped event rows the store would have taken degraded: skipped because their objects row was refused.
+    pub collateral_skips: u64,
+}
+
 pub(super) struct Sinks {
     pub procs: Vec<SinkProc>,
     /// Per sink: cuts from the SQL store (faults may overlap).
@@ -256,6 +275,41 @@ impl Sim {
 
     pub fn sink_counters(&self) -> &SinkWorldCounters {
         &self.sinks.counters
+    }
+
+    pub fn sink_stats(&self) -> SinkStats {
+        let (k, q) = (&self.sinks.counters, &self.sinks.sql.counters);
+        let max_output = self.params.sink.max_output;
+        let collateral = self
+            .sinks
+            .skipped_events
+            .iter()
+            .filter(|&&seq| match self.log.entry(seq) {
+                LogEntry::Event(event) => {
+                    let owned = Owned { seq, event: event.clone(), after: After::Replayed };
+                    !self.sinks.sql.refuses_event(&degraded_event(event_row(&owned, max_output)))
+                }
+                LogEntry::Epoch(_) => false,
+            })
+            .count() as u64;
+        SinkStats {
+            steps: k.steps,
+            transactions: q.transactions,
+            conflicts: q.conflicts,
+            refused: q.refused,
+            lost_answers: q.lost_answers,
+            late: q.late,
+            downs: k.downs,
+            settled_after_ms: k.settled_after_ms,
+            degraded: self.sinks.procs.iter().filter_map(|p| p.sink()).map(|s| s.counters.rows_degraded).sum(),
+            skips: k.skips,
+            collateral_skips: collateral,
+        }
+    }
+
+    /// Transactions sink `s` has out (sent, not answered).
+    pub fn sink_writes_out(&self, s: usize) -> usize {
+        self.sinks.procs[s].role.as_ref().map_or(0, |r| r.writes.len())
     }
 
     /// The rows the sinks counted as skipped: event rows by position, objects rows by (object, last_seq).
