@@ -14,6 +14,6 @@ pub mod run;
 pub mod scenario;
 pub mod world;
 
-pub use params::{FaultKind, Params};
+pub use params::{FaultKind, Params, SinkParams};
 pub use run::{run_seed, Report};
 pub use world::{Category, Sim, Via, Violation};

@@ -273,7 +273,7 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
     match &report.result {
         Ok(()) => {
             if single || args.verbose {
-                println!("seed {seed} ok: {}", summary(&report));
+                println!("seed {seed} ok: {}{}", summary(&report), sink_summary(&report));
             }
             Next::Go
         }
@@ -320,6 +320,28 @@ fn summary(r: &Report) -> String {
         s.leaves,
         s.stale,
         r.trace_hash
+    )
+}
+
+/// The sinks' part of a seed's summary (empty without sinks).
+fn sink_summary(r: &Report) -> String {
+    let k = &r.stats.sink;
+    if r.params.sinks == 0 {
+        return String::new();
+    }
+    format!(
+        "; sinks: {} steps, {} transactions ({} conflicts ignored, {} refused, {} answers lost, {} late), {} outages, settled {}ms after the heal, {} rows degraded, {} skipped ({} of them storable degraded)",
+        k.steps,
+        k.transactions,
+        k.conflicts,
+        k.refused,
+        k.lost_answers,
+        k.late,
+        k.downs,
+        k.settled_after_ms,
+        k.degraded,
+        k.skips,
+        k.collateral_skips
     )
 }
 

@@ -33,6 +33,8 @@ pub struct Oracle {
     applied: BTreeMap<CommandId, u64>,
     /// Stale events by reason kind, for reports.
     pub stale_not_owner: u64,
+    /// Per position: an event the fence accepted (the sinks' store is checked against it, invariant 10).
+    accepted: Vec<bool>,
 }
 
 fn v(invariant: &'static str, message: String) -> Result<(), LogViolation> {
@@ -78,6 +80,11 @@ impl Oracle {
         self.reader.position()
     }
 
+    /// Whether the entry at `seq` is an event the fence accepted (its verdict, checked against the definition).
+    pub fn is_accepted(&self, seq: u64) -> bool {
+        seq.checked_sub(1).and_then(|i| self.accepted.get(usize::try_from(i).ok()?)).copied().unwrap_or(false)
+    }
+
     /// The summary every reader must hold after reading position `seq`.
     pub fn summary(&self, seq: u64) -> Option<&Summary> {
         self.summaries.get(usize::try_from(seq.checked_sub(1)?).ok()?)
@@ -96,6 +103,7 @@ impl Oracle {
         }
         let read = self.reader.read(seq, entry);
         let mut view = 0;
+        let mut accepted = false;
         match (&read, entry) {
             (Read::Duplicate, _) => return v("log", format!("position {seq} read twice by the oracle")),
             (Read::EpochRejected(e), _) => {
@@ -148,9 +156,11 @@ impl Oracle {
                     }
                 }
                 view = self.reader.object(&ev.object).map_or(0, view_hash);
+                accepted = verdict.is_accepted();
             }
             (Read::Event { .. }, LogEntry::Epoch(_)) => unreachable!("epoch records read as epochs"),
         }
+        self.accepted.push(accepted);
         self.summaries.push(Summary {
             stale_total: self.reader.counters.stale_epoch_total,
             epoch: self.reader.epoch(),

@@ -19,6 +19,11 @@ pub enum Stream {
     /// The ui's choices (direct or ingress, a stale view): its own stream, so earlier seeds draw as before
     /// (clear of the per-node ranges above and below).
     Ui = 50,
+    /// The sinks and their SQL store (issue 9): the store's faults, the sinks' messages. Per sink: `Sink as u64 +
+    /// index` for its process stream, `SinkClock as u64 + index` for its clock.
+    Sql = 60,
+    SinkClock = 70,
+    Sink = 200,
     /// Per node: `Node as u64 + index`.
     Node = 100,
 }
@@ -148,6 +153,60 @@ pub struct Params {
     pub safety_ms: u64,
     /// Probability that an engine down at the heal comes back for the liveness phase.
     pub restart_at_heal: f64,
+
+    // Sinks (issue 9), drawn from their own stream: a seed without sinks draws the world it drew before them.
+    /// Sink processes `s1`..: 0–4.
+    pub sinks: usize,
+    pub sink: SinkParams,
+}
+
+/// What a seed draws for its sinks and their SQL store (`sim/src/world/sink.rs`, `sql.rs`).
+#[derive(Clone, Debug)]
+pub struct SinkParams {
+    /// `SinkConfig`: rows per transaction, rows held before dropping them, log entries per replay read, events
+    /// held while a resume runs, longest output stored.
+    pub max_batch: usize,
+    pub max_pending: usize,
+    pub replay_chunk: u64,
+    pub max_held: usize,
+    pub max_output: usize,
+    /// A commit or query takes 0..=max ms at the database.
+    pub commit_ms_max: u64,
+    /// Safety phase: share of commits that take 1–8 s (past the client's timeout, some land after it).
+    pub slow_commit: f64,
+    /// Safety phase: share of commits whose answer is lost (committed, answered unavailable).
+    pub lost_answer: f64,
+    /// Safety phase: the database goes down about this often (0: never), for `fault_min..=fault_max`.
+    pub down_every_ms: u64,
+    /// The shell's statement timeout: an answer not back by then is `Unavailable("timeout")`.
+    pub timeout_ms: u64,
+    /// Share of check outputs carrying the marker the database refuses.
+    pub refuse: f64,
+    /// Share of the refused rows the database refuses even degraded (by log position): skipped and counted.
+    pub refuse_degraded: f64,
+    /// Some objects' definitions carry the marker too (their put rows and objects rows are refused).
+    pub refuse_defs: bool,
+}
+
+impl SinkParams {
+    /// A quiet store: no faults, no refusals, core's batch sizes.
+    pub fn quiet() -> SinkParams {
+        SinkParams {
+            max_batch: 1000,
+            max_pending: 20_000,
+            replay_chunk: 1000,
+            max_held: 10_000,
+            max_output: 4096,
+            commit_ms_max: 5,
+            slow_commit: 0.0,
+            lost_answer: 0.0,
+            down_every_ms: 0,
+            timeout_ms: 3_000,
+            refuse: 0.0,
+            refuse_degraded: 0.0,
+            refuse_defs: false,
+        }
+    }
 }
 
 impl Params {
@@ -198,6 +257,8 @@ impl Params {
             truth_period_ms: r.random_range(2..=120u64) * 1000,
             safety_ms: r.random_range(20..=120u64) * 1000,
             restart_at_heal: pick(&mut r, &[0.0, 0.5, 1.0]),
+            sinks: 0,
+            sink: SinkParams::quiet(),
         };
         // Later additions draw from their own stream, so the worlds of earlier (pinned) seeds stay as they were.
         let mut x = stream(seed, Stream::Params, 1);
@@ -220,6 +281,31 @@ impl Params {
         let mut y = stream(seed, Stream::Params, 2);
         p.ui_direct_share = pick(&mut y, &[0.0, 0.5, 0.9]);
         p.ui_view_stale = pick(&mut y, &[0.0, 0.2, 0.6]);
+        let mut z = stream(seed, Stream::Params, 3);
+        // Most seeds have sinks; a tenth have none (and replay the world they had before sinks existed).
+        p.sinks = if z.random_bool(0.1) { 0 } else { z.random_range(1..=4) };
+        p.sink = SinkParams {
+            max_batch: pick_usize(&mut z, &[1, 3, 20, 1000]),
+            max_pending: pick_usize(&mut z, &[30, 300, 20_000]),
+            replay_chunk: pick_u64(&mut z, &[1, 7, 100, 1000]),
+            max_held: pick_usize(&mut z, &[4, 60, 10_000]),
+            max_output: pick_usize(&mut z, &[4096, 4096, 9]),
+            commit_ms_max: z.random_range(0..=30),
+            slow_commit: pick(&mut z, &[0.0, 0.02, 0.2]),
+            lost_answer: pick(&mut z, &[0.0, 0.05, 0.3]),
+            down_every_ms: pick_u64(&mut z, &[0, 0, 5_000, 30_000]),
+            timeout_ms: z.random_range(1..=5u64) * 1000,
+            refuse: pick(&mut z, &[0.0, 0.0, 0.05, 0.3]),
+            refuse_degraded: pick(&mut z, &[0.0, 0.3, 1.0]),
+            refuse_defs: z.random_bool(0.2),
+        };
+        // What a sink holds besides live events: a resume reads on while fewer than `max_batch` rows are held,
+        // each read bringing up to `replay_chunk`, and a finished resume hands over up to `max_held` events. A
+        // `max_pending` below their sum drops a resume's work at its end, again and again (a livelock; core's
+        // `SinkConfig` does not refuse it, see the ignored test in core/tests/sink.rs). Runnable configs only,
+        // with room for a few live events on top.
+        let k = &p.sink;
+        p.sink.max_pending = k.max_pending.max(k.max_batch + k.replay_chunk as usize + k.max_held + 50);
         p
     }
 
@@ -261,6 +347,8 @@ impl Params {
             truth_period_ms: 3_600_000,
             safety_ms: 0,
             restart_at_heal: 1.0,
+            sinks: 0,
+            sink: SinkParams::quiet(),
         }
     }
 
@@ -279,6 +367,8 @@ impl Params {
         p.command_every_ms = 200;
         p.truth_period_ms = 300_000;
         p.safety_ms = 600_000;
+        // The engines' benchmark: no sinks, so its trace stays comparable across builds.
+        p.sinks = 0;
         p
     }
 
@@ -298,6 +388,10 @@ fn pick(r: &mut ChaCha8Rng, options: &[f64]) -> f64 {
 }
 
 fn pick_u64(r: &mut ChaCha8Rng, options: &[u64]) -> u64 {
+    options[r.random_range(0..options.len())]
+}
+
+fn pick_usize(r: &mut ChaCha8Rng, options: &[usize]) -> usize {
     options[r.random_range(0..options.len())]
 }
 
@@ -352,6 +446,25 @@ impl fmt::Display for Params {
             self.ingress_while_leaving,
             self.truth_period_ms
         )?;
-        write!(f, "  phases: safety={}ms then liveness (restart_at_heal={})", self.safety_ms, self.restart_at_heal)
+        writeln!(f, "  phases: safety={}ms then liveness (restart_at_heal={})", self.safety_ms, self.restart_at_heal)?;
+        let k = &self.sink;
+        write!(
+            f,
+            "  sinks={} batch={} pending={} replay_chunk={} held={} max_output={} commit<={}ms slow={} lost_answer={} down_every={}ms timeout={}ms refuse={} (degraded too {}) refuse_defs={}",
+            self.sinks,
+            k.max_batch,
+            k.max_pending,
+            k.replay_chunk,
+            k.max_held,
+            k.max_output,
+            k.commit_ms_max,
+            k.slow_commit,
+            k.lost_answer,
+            k.down_every_ms,
+            k.timeout_ms,
+            k.refuse,
+            k.refuse_degraded,
+            k.refuse_defs
+        )
     }
 }

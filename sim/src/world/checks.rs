@@ -270,6 +270,11 @@ impl Sim {
             self.checks.touched_since_end = false;
         }
         if self.checks.end.is_some_and(|e| self.now >= e) {
+            // The sinks too must have stored every accepted event (invariant 10) before the run ends.
+            if !self.sinks_settled() {
+                self.after(TICK, Ev::LivenessCheck);
+                return;
+            }
             self.final_checks();
             self.phase = super::Phase::Done;
             return;

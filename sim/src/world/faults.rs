@@ -100,11 +100,15 @@ impl Sim {
         }
         let p = &self.params;
         let kind = p.faults[self.faults.rng.random_range(0..p.faults.len())];
-        let n = self.faults.rng.random_range(0..self.nodes.len());
+        // Any process: an engine or a sink (with no sinks, the draw of before).
+        let n = self.faults.rng.random_range(0..self.nodes.len() + self.sinks.len());
         let d = self.faults.rng.random_range(p.fault_min_ms..=p.fault_max_ms.max(p.fault_min_ms));
         let gen = self.faults.gen;
         self.stats.faults += 1;
         self.h(kind as u64);
+        if n >= self.nodes.len() {
+            return self.sink_fault(kind, n - self.nodes.len(), d);
+        }
         match kind {
             FaultKind::Crash => {
                 self.crash(n);
@@ -216,6 +220,7 @@ impl Sim {
             // Every engine is leaving: bring the first back once it has exited.
             self.after(1_000, Ev::Restart { node: 0, healing: true });
         }
+        self.heal_sinks();
         self.after(TICK, Ev::LivenessCheck);
     }
 }

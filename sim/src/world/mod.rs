@@ -15,6 +15,7 @@
 //! - [`engine`]: engine processes: start, boot, step, carrying out outputs, the timer, leave and exit.
 //! - [`checks`]: the invariants checked as the run goes (agreement, one hop, accounting) and at its end
 //!   (convergence, failover, every caller answered); the log's own are the [`Oracle`]'s.
+//! - [`sink`] and [`sql`]: sink processes and their SQL store, with invariant 10 (issue 9).
 //!
 //! Randomness comes from sub-seeds: the network, the faults, the workload, the ui, the simulated truth and
 //! each process draw from their own streams.
@@ -25,11 +26,15 @@ mod faults;
 mod log;
 mod net;
 mod process;
+mod sink;
+mod sql;
 mod store;
 mod workload;
 
 pub use engine::{EngineRole, Node};
 pub use process::Process;
+pub use sink::{SinkProc, SinkRole, SinkStats, SinkWorldCounters};
+pub use sql::{Sql, SqlCounters, MARKER};
 pub use workload::{Submission, Via};
 
 use crate::oracle::Oracle;
@@ -44,6 +49,7 @@ use log::Log;
 use net::{Net, Waiter};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use sink::{SinkEv, Sinks};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 use store::Store;
@@ -186,6 +192,8 @@ enum Ev {
     },
     Heal,
     LivenessCheck,
+    /// Sinks and their SQL store (`sink.rs`, `sql.rs`).
+    Sink(SinkEv),
 }
 
 impl Ev {
@@ -234,6 +242,7 @@ impl Ev {
             Ev::Heal => 25,
             Ev::LivenessCheck => 26,
             Ev::ClogStart { .. } => 27,
+            Ev::Sink(e) => 100 + e.code(),
         }
     }
 }
@@ -261,6 +270,8 @@ pub struct Stats {
     pub converge_budget_ms: u64,
     /// The largest share of its check budget an object's first check after convergence used.
     pub check_budget_used_pct: u64,
+    /// The sinks and their store (filled in at the end of a run).
+    pub sink: sink::SinkStats,
 }
 
 pub struct Sim {
@@ -283,6 +294,7 @@ pub struct Sim {
     work: Workload,
     faults: Faults,
     checks: Checks,
+    sinks: Sinks,
     pub phase: Phase,
     pub violation: Option<Violation>,
     pub stats: Stats,
@@ -326,6 +338,7 @@ impl Sim {
             work: Workload::new(&params),
             faults: Faults::new(seed),
             checks: Checks::new(params.objects),
+            sinks: Sinks::new(&params),
             phase: Phase::Safety,
             violation: None,
             stats: Stats::default(),
@@ -392,6 +405,7 @@ impl Sim {
             self.push(Time(at), Ev::FaultTick);
         }
         self.push(Time(self.params.safety_ms.max(1)), Ev::Heal);
+        self.start_sinks();
     }
 
     /// Runs until the run ends or an invariant breaks.
@@ -487,6 +501,7 @@ impl Sim {
         }
         self.h(at.0);
         self.h(ev.code());
+        let Some(ev) = self.sink_hold(ev) else { return true };
         if let Some((n, inc)) = ev.target() {
             if self.nodes[n].is_current(inc) && self.nodes[n].is_paused() {
                 // A paused process handles nothing; what reaches it waits in its buffers. Its timers are
@@ -549,6 +564,7 @@ impl Sim {
             Ev::ExitIfIdle { node, inc } => self.exit_if_idle(node, inc),
             Ev::Heal => self.heal(),
             Ev::LivenessCheck => self.liveness_check(),
+            Ev::Sink(e) => self.sink_event(e),
         }
     }
 

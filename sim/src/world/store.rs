@@ -154,6 +154,7 @@ impl Sim {
                 self.push(at, Ev::MemberDeliver { node: n, inc, upto: rev });
             }
         }
+        self.sinks_member_changed(rev);
     }
 
     pub(super) fn member_deliver(&mut self, n: usize, inc: u64, upto: u64) {

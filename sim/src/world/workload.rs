@@ -236,7 +236,8 @@ impl Sim {
         let latency = self.nodes[n].rng.random_range(1..=work.timeout_ms.max(1)) + self.delay(n);
         let at = self.now + Duration::from_millis(latency / 2);
         let state = self.truth(&work.object, at);
-        let result = CheckResult { check_id: work.check_id, object: work.object, state, output: String::new() };
+        let output = self.check_output(work.check_id, &work.object, state);
+        let result = CheckResult { check_id: work.check_id, object: work.object, state, output };
         self.after(latency, Ev::CheckDone { node: n, inc, result });
     }
 
@@ -277,8 +278,9 @@ pub(super) fn object_index(id: &ObjectId) -> Option<usize> {
 fn draw_def(r: &mut ChaCha8Rng, p: &Params, i: usize) -> ObjectDef {
     let interval_ms = r.random_range(p.interval_ms.0..=p.interval_ms.1.max(p.interval_ms.0)) / 100 * 100;
     let interval_ms = interval_ms.max(100);
+    let marker = if super::sink::refused_def(p, i) { super::MARKER } else { "" };
     ObjectDef {
-        probe: Probe::Tcp { addr: format!("host{i}:80") },
+        probe: Probe::Tcp { addr: format!("{marker}host{i}:80") },
         interval_ms,
         timeout_ms: r.random_range(1..=interval_ms.min(2_000)),
     }

@@ -1,0 +1,422 @@
+//! The sinks' SQL store (PostgreSQL or SQLite as the shell's statements leave them) and what it must hold.
+//!
+//! Tables: `events` (primary key `seq`; an insert that finds its `seq` there does nothing — `ON CONFLICT DO
+//! NOTHING`), `objects` (one row per object, upserted only over a row with a lower or equal `last_seq`) and
+//! `sink_progress` (one row per sink). A transaction (`Batch`) is atomic: refused as a whole or applied as a
+//! whole. A progress query answers each object's highest `seq` in `events`.
+//!
+//! Faults: the database down for a while (every request answered `Unavailable`), a lost commit answer
+//! (committed, answered `Unavailable`), slow commits (past the client's statement timeout some land after the
+//! client gave up), a sink cut from it (its requests time out), and data it refuses (`Refused`): a row whose
+//! output or definition carries [`MARKER`], and, for some log positions, the degraded row the sink offers next
+//! (text emptied), which the sink must then skip and count.
+//!
+//! Invariant 10 (DESIGN §4) is checked here against the log, read independently through the oracle's
+//! verdicts: at every commit, no fenced or altered row and, per object, a prefix of its accepted events
+//! (skipped rows aside); at the end of the liveness phase, every accepted event exactly once, each object's
+//! row at its last accepted event, except exactly the rows the sinks counted as skipped.
+
+use super::sink::SinkEv;
+use super::{Category, Ev, Phase, Sim};
+use crate::params::mix;
+use jaque_core::role::{After, Owned};
+use jaque_core::sink::{self, Batch, EventRow, ObjectRow, StoreError};
+use jaque_core::{hrw, LogEntry, MemberId, ObjectId};
+use rand::Rng;
+use std::collections::BTreeMap;
+
+/// What the database refuses in an output or a definition (think: bytes its encoding cannot hold).
+pub const MARKER: &str = "REFUSE!";
+
+/// A request a sink sent: a transaction or a progress query.
+#[derive(Clone, Debug)]
+pub(super) enum Req {
+    Write(Batch),
+    Query { token: u64, objects: Vec<ObjectId> },
+}
+
+/// The database's answer to a request.
+#[derive(Clone, Debug)]
+pub(super) enum Answer {
+    Written(Result<(), StoreError>),
+    Progress(Result<Vec<(ObjectId, u64)>, StoreError>),
+}
+
+impl Answer {
+    /// The sink's input for this answer to request `req`.
+    pub fn input(self, req: &Req) -> sink::Input {
+        match (self, req) {
+            (Answer::Written(result), Req::Write(b)) => sink::Input::Written { batch: b.id, result },
+            (Answer::Progress(result), Req::Query { token, .. }) => sink::Input::Progress { token: *token, result },
+            (a, r) => unreachable!("answer {a:?} to request {r:?}"),
+        }
+    }
+
+    fn failed(req: &Req, e: StoreError) -> Answer {
+        match req {
+            Req::Write(_) => Answer::Written(Err(e)),
+            Req::Query { .. } => Answer::Progress(Err(e)),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Pending {
+    pub s: usize,
+    pub inc: u64,
+    pub req: Req,
+    /// It reached the database (or never will), and the sink has had its one answer.
+    pub landed: bool,
+    pub answered: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct SqlCounters {
+    pub transactions: u64,
+    /// Event rows ignored because their `seq` was there already.
+    pub conflicts: u64,
+    pub refused: u64,
+    pub lost_answers: u64,
+    /// Requests that found the database down.
+    pub down: u64,
+    /// Commits that landed after their client had given up.
+    pub late: u64,
+}
+
+pub struct Sql {
+    /// Table `events` in insertion order, and per `seq` how many rows hold it (the primary key keeps it at one).
+    events: Vec<EventRow>,
+    copies: BTreeMap<u64, u32>,
+    /// `SELECT max(seq) FROM events GROUP BY object`.
+    last_by_object: BTreeMap<ObjectId, u64>,
+    pub objects: BTreeMap<ObjectId, ObjectRow>,
+    pub progress: BTreeMap<MemberId, u64>,
+    pub down: bool,
+    /// Scenarios: the next this many commits lose their answer.
+    pub lose_answers: u32,
+    seed: u64,
+    refuse_degraded: f64,
+    pub counters: SqlCounters,
+}
+
+impl Sql {
+    pub fn new(seed: u64, refuse_degraded: f64) -> Sql {
+        Sql {
+            events: Vec::new(),
+            copies: BTreeMap::new(),
+            last_by_object: BTreeMap::new(),
+            objects: BTreeMap::new(),
+            progress: BTreeMap::new(),
+            down: false,
+            lose_answers: 0,
+            seed,
+            refuse_degraded,
+            counters: SqlCounters::default(),
+        }
+    }
+
+    pub fn events(&self) -> &[EventRow] {
+        &self.events
+    }
+
+    /// Rows of table `events` at `seq`.
+    pub fn copies(&self, seq: u64) -> u32 {
+        self.copies.get(&seq).copied().unwrap_or(0)
+    }
+
+    /// Some positions' rows are refused even degraded (another column the database cannot take).
+    fn poisoned(&self, key: u64) -> bool {
+        self.refuse_degraded > 0.0 && (mix(self.seed ^ mix(key)) % 1000) < (self.refuse_degraded * 1000.0) as u64
+    }
+
+    pub fn refuses_event(&self, r: &EventRow) -> bool {
+        let marked = |t: &Option<String>| t.as_deref().is_some_and(|t| t.contains(MARKER));
+        let degraded =
+            (r.kind == "transition" && r.output.as_deref() == Some("")) || (r.kind == "put" && r.definition.is_none());
+        marked(&r.output) || marked(&r.definition) || (degraded && self.poisoned(r.seq))
+    }
+
+    pub fn refuses_object(&self, r: &ObjectRow) -> bool {
+        let degraded = !r.deleted && r.definition.is_none();
+        r.definition.as_deref().is_some_and(|d| d.contains(MARKER))
+            || (degraded && self.poisoned(hrw::key(r.object.as_str()) ^ r.last_seq))
+    }
+
+    /// One transaction, atomic.
+    pub fn commit(&mut self, b: &Batch) -> Result<(), StoreError> {
+        if self.down {
+            self.counters.down += 1;
+            return Err(StoreError::Unavailable("connection refused".into()));
+        }
+        if b.events.iter().any(|r| self.refuses_event(r)) || b.objects.iter().any(|r| self.refuses_object(r)) {
+            self.counters.refused += 1;
+            return Err(StoreError::Refused("invalid byte sequence for encoding \"UTF8\"".into()));
+        }
+        self.counters.transactions += 1;
+        for r in &b.events {
+            if self.copies.contains_key(&r.seq) {
+                self.counters.conflicts += 1;
+                continue;
+            }
+            self.copies.insert(r.seq, 1);
+            let last = self.last_by_object.entry(r.object.clone()).or_insert(0);
+            *last = (*last).max(r.seq);
+            self.events.push(r.clone());
+        }
+        for o in &b.objects {
+            match self.objects.get(&o.object) {
+                Some(have) if have.last_seq > o.last_seq => {}
+                _ => {
+                    self.objects.insert(o.object.clone(), o.clone());
+                }
+            }
+        }
+        self.progress.insert(b.progress.sink.clone(), b.progress.position);
+        Ok(())
+    }
+
+    pub fn last_seqs(&mut self, objects: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>, StoreError> {
+        if self.down {
+            self.counters.down += 1;
+            return Err(StoreError::Unavailable("connection refused".into()));
+        }
+        Ok(objects.iter().filter_map(|o| self.last_by_object.get(o).map(|s| (o.clone(), *s))).collect())
+    }
+}
+
+/// A row as the sink offers it once the store refused it whole: text emptied (`Item::degrade` in core).
+pub(super) fn degraded_event(mut r: EventRow) -> EventRow {
+    r.output = r.output.map(|_| String::new());
+    r.definition = None;
+    r
+}
+
+impl Sim {
+    /// Sink `s` sends a request to the database: it lands after the network and the commit's own time (slow
+    /// ones in the safety phase), unless the sink is cut from it; the client gives up at its statement
+    /// timeout, whatever happens to the request.
+    pub(super) fn sql_request(&mut self, s: usize, req: Req) {
+        let id = self.sinks.next_req;
+        self.sinks.next_req += 1;
+        let inc = self.sinks.procs[s].inc;
+        let cut = self.sinks.sql_cut[s] > 0;
+        self.sinks.reqs.insert(id, Pending { s, inc, req, landed: cut, answered: false });
+        let k = self.params.sink.clone();
+        self.after(k.timeout_ms, Ev::Sink(SinkEv::SqlTimeout { s, inc, req: id }));
+        if cut {
+            return;
+        }
+        let slow = self.phase == Phase::Safety && k.slow_commit > 0.0 && self.sinks.rng.random_bool(k.slow_commit);
+        let work = if slow {
+            self.sinks.rng.random_range(1_000..=8_000)
+        } else {
+            self.sinks.rng.random_range(0..=k.commit_ms_max)
+        };
+        let d = self.sink_delay(s) + work;
+        self.after(d, Ev::Sink(SinkEv::SqlLand { req: id }));
+    }
+
+    /// Request `id` reaches the database: a transaction commits (or is refused, or finds it down), a query is
+    /// answered; the answer travels back unless the sink is cut from it meanwhile (then its timeout answers).
+    pub(super) fn sql_land(&mut self, id: u64) {
+        let Some(p) = self.sinks.reqs.get_mut(&id) else { return };
+        p.landed = true;
+        let (s, inc, req, answered) = (p.s, p.inc, p.req.clone(), p.answered);
+        if answered {
+            self.sinks.sql.counters.late += 1;
+        }
+        let answer = match &req {
+            Req::Write(b) => {
+                let result = self.sinks.sql.commit(b);
+                if result.is_ok() {
+                    self.check_commit(b);
+                }
+                let lose = result.is_ok()
+                    && (self.sinks.sql.lose_answers > 0
+                        || (self.phase == Phase::Safety
+                            && self.params.sink.lost_answer > 0.0
+                            && self.sinks.rng.random_bool(self.params.sink.lost_answer)));
+                if lose {
+                    self.sinks.sql.lose_answers = self.sinks.sql.lose_answers.saturating_sub(1);
+                    self.sinks.sql.counters.lost_answers += 1;
+                    Answer::Written(Err(StoreError::Unavailable("connection reset by peer".into())))
+                } else {
+                    Answer::Written(result)
+                }
+            }
+            Req::Query { objects, .. } => Answer::Progress(self.sinks.sql.last_seqs(objects)),
+        };
+        self.h(0x5a1_0000 ^ id);
+        if self.trace.is_some() {
+            let line = format!("sql: request #{id} of s{} lands: {}", s + 1, brief_answer(&req, &answer));
+            self.tr(|| line);
+        }
+        self.forget_req(id);
+        if answered || self.sinks.sql_cut[s] > 0 {
+            return;
+        }
+        let d = self.sink_delay(s);
+        self.after(d, Ev::Sink(SinkEv::SqlAnswer { s, inc, req: id, answer }));
+    }
+
+    /// The answer to request `id` (or its timeout) reaches its sink: the first of the two counts.
+    pub(super) fn sql_answer(&mut self, id: u64, s: usize, inc: u64, answer: Option<Answer>) {
+        let Some(p) = self.sinks.reqs.get_mut(&id).filter(|p| !p.answered) else { return };
+        p.answered = true;
+        let req = p.req.clone();
+        self.forget_req(id);
+        let answer = answer.unwrap_or_else(|| Answer::failed(&req, StoreError::Unavailable("timeout".into())));
+        if self.sinks.procs[s].is_current(inc) {
+            self.sink_step(s, Some(answer.input(&req)));
+        }
+    }
+
+    fn forget_req(&mut self, id: u64) {
+        if self.sinks.reqs.get(&id).is_some_and(|p| p.landed && p.answered) {
+            self.sinks.reqs.remove(&id);
+        }
+    }
+
+    /// Invariant 10 at a commit: every event row is an accepted event of the log, as the sink makes its row
+    /// (or that row degraded, if the store refuses it whole); every objects row names an accepted event of its
+    /// object; per object, the store holds a prefix of its accepted events (counted skips aside).
+    fn check_commit(&mut self, b: &Batch) {
+        let max_output = self.params.sink.max_output;
+        let mut touched = Vec::new();
+        for r in &b.events {
+            let event = match (r.seq >= 1 && r.seq <= self.log.len()).then(|| self.log.entry(r.seq)) {
+                Some(LogEntry::Event(e)) => e.clone(),
+                _ => {
+                    let msg = format!("{} stored a row at {} which is no event of the log", b.progress.sink, r.seq);
+                    return self.fail(Category::Safety, "10 sink", msg);
+                }
+            };
+            if !self.oracle.is_accepted(r.seq) {
+                let msg = format!("{} stored the fenced event at {} ({})", b.progress.sink, r.seq, event.object);
+                return self.fail(Category::Safety, "10 sink", msg);
+            }
+            let want = sink::event_row(&Owned { seq: r.seq, event, after: After::Replayed }, max_output);
+            let degraded = degraded_event(want.clone());
+            if *r != want && !(*r == degraded && self.sinks.sql.refuses_event(&want)) {
+                let msg =
+                    format!("{} stored at {} the row {r:?}; the log's event makes {want:?}", b.progress.sink, r.seq);
+                return self.fail(Category::Safety, "10 sink", msg);
+            }
+            touched.push(r.object.clone());
+        }
+        for o in &b.objects {
+            let ok = self.oracle.is_accepted(o.last_seq)
+                && matches!(self.log.entry(o.last_seq), LogEntry::Event(e) if e.object == o.object);
+            if !ok {
+                let msg = format!(
+                    "{} wrote {}'s objects row at {}: no accepted event of it",
+                    b.progress.sink, o.object, o.last_seq
+                );
+                return self.fail(Category::Safety, "10 sink", msg);
+            }
+        }
+        touched.sort();
+        touched.dedup();
+        for o in touched {
+            if let Err(msg) = self.check_prefix(&o) {
+                return self.fail(Category::Safety, "10 sink (prefix)", msg);
+            }
+        }
+    }
+
+    /// Per object, the store holds its accepted events up to some position and none after a gap (a counted
+    /// skip is no gap).
+    fn check_prefix(&mut self, o: &ObjectId) -> Result<(), String> {
+        let sk = &mut self.sinks;
+        let Some(seqs) = sk.accepted.get(o) else { return Ok(()) };
+        let ptr = sk.prefix.entry(o.clone()).or_insert(0);
+        while *ptr < seqs.len() && (sk.sql.copies(seqs[*ptr]) > 0 || sk.skipped_events.contains(&seqs[*ptr])) {
+            *ptr += 1;
+        }
+        let covered = if *ptr == 0 { 0 } else { seqs[*ptr - 1] };
+        match sk.sql.last_by_object.get(o) {
+            Some(&max) if max > covered => {
+                Err(format!("the store holds {o}'s event at {max} but not its accepted event at {}", seqs[*ptr]))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Invariant 10 over the log up to `upto`: every accepted event there is in the store exactly once unless a
+    /// sink counted it skipped, no other row is, and each object's row is at least at its last accepted event
+    /// up to `upto` (unless a row at least that new was counted skipped); a row at the object's very last event holds what
+    /// the log says of the object.
+    pub fn check_sink_store_upto(&self, upto: u64) -> Result<(), String> {
+        let sk = &self.sinks;
+        let mut last: BTreeMap<&ObjectId, u64> = BTreeMap::new();
+        let mut last_ever: BTreeMap<&ObjectId, u64> = BTreeMap::new();
+        for (i, entry) in self.log.entries().iter().enumerate() {
+            let seq = i as u64 + 1;
+            let LogEntry::Event(e) = entry else { continue };
+            if !self.oracle.is_accepted(seq) {
+                continue;
+            }
+            last_ever.insert(&e.object, seq);
+            if seq > upto {
+                continue;
+            }
+            last.insert(&e.object, seq);
+            match sk.sql.copies(seq) {
+                1 => {}
+                0 if sk.skipped_events.contains(&seq) => {}
+                0 => return Err(format!("the accepted event at {seq} ({}) is not in the store", e.object)),
+                n => return Err(format!("the accepted event at {seq} ({}) is in the store {n} times", e.object)),
+            }
+        }
+        if let Some((seq, _)) = sk.sql.copies.iter().find(|(seq, _)| !self.oracle.is_accepted(**seq)) {
+            return Err(format!("the store holds a row at {seq}, which is no accepted event"));
+        }
+        for (o, l) in last {
+            // A counted skip of a row at least this new accounts for it (a resume writes its objects' rows at
+            // the resume's end, so the row tried may be newer than `upto`).
+            let skipped = sk.skipped_objects.range((o.clone(), l)..=(o.clone(), u64::MAX)).next().is_some();
+            let row = match sk.sql.objects.get(o) {
+                Some(r) if r.last_seq >= l => r,
+                _ if skipped => continue,
+                Some(r) => {
+                    return Err(format!("{o}'s objects row is at {}, its last accepted event at {l}", r.last_seq));
+                }
+                None => return Err(format!("{o} has accepted events up to {l} and no objects row")),
+            };
+            if Some(&row.last_seq) == last_ever.get(o) {
+                let want = sink::object_row(o, self.oracle.reader.object(o), row.last_seq);
+                let mut degraded = want.clone();
+                degraded.definition = None;
+                if *row != want && !(*row == degraded && sk.sql.refuses_object(&want)) {
+                    return Err(format!("{o}'s objects row is {row:?}; the log says {want:?}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Invariant 10 over the whole log (scenarios).
+    pub fn check_sink_store(&self) -> Result<(), String> {
+        self.check_sink_store_upto(self.log.len())
+    }
+}
+
+fn brief_answer(req: &Req, a: &Answer) -> String {
+    let what = match req {
+        Req::Write(b) => format!(
+            "batch {} ({} events, {} objects, progress {})",
+            b.id,
+            b.events.len(),
+            b.objects.len(),
+            b.progress.position
+        ),
+        Req::Query { token, objects } => format!("progress query {token} ({} objects)", objects.len()),
+    };
+    let how = match a {
+        Answer::Written(Ok(())) => "committed".to_string(),
+        Answer::Written(Err(e)) => e.to_string(),
+        Answer::Progress(Ok(v)) => format!("{} objects have rows", v.len()),
+        Answer::Progress(Err(e)) => e.to_string(),
+    };
+    format!("{what}: {how}")
+}
