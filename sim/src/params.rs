@@ -2,6 +2,7 @@
 //! each fault with a minimum duration) and the workload. Every random choice of a run comes from a sub-seed of
 //! the master seed, one per concern, so changing how one concern draws never moves the others.
 
+use crate::world::NotifyParams;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt;
@@ -19,6 +20,12 @@ pub enum Stream {
     /// The ui's choices (direct or ingress, a stale view): its own stream, so earlier seeds draw as before
     /// (clear of the per-node ranges above and below).
     Ui = 50,
+    /// The notifiers' faults and restarts (index 0) and their traffic (index 1).
+    Notify = 60,
+    /// Per notifier slot: `NotifierNode as u64 + index`.
+    NotifierNode = 70,
+    /// Per endpoint: `Endpoint as u64 + index`.
+    Endpoint = 80,
     /// Per node: `Node as u64 + index`.
     Node = 100,
 }
@@ -148,6 +155,9 @@ pub struct Params {
     pub safety_ms: u64,
     /// Probability that an engine down at the heal comes back for the liveness phase.
     pub restart_at_heal: f64,
+
+    /// Notifiers and their endpoints (a stream of their own).
+    pub notify: NotifyParams,
 }
 
 impl Params {
@@ -198,6 +208,7 @@ impl Params {
             truth_period_ms: r.random_range(2..=120u64) * 1000,
             safety_ms: r.random_range(20..=120u64) * 1000,
             restart_at_heal: pick(&mut r, &[0.0, 0.5, 1.0]),
+            notify: NotifyParams::none(),
         };
         // Later additions draw from their own stream, so the worlds of earlier (pinned) seeds stay as they were.
         let mut x = stream(seed, Stream::Params, 1);
@@ -220,6 +231,7 @@ impl Params {
         let mut y = stream(seed, Stream::Params, 2);
         p.ui_direct_share = pick(&mut y, &[0.0, 0.5, 0.9]);
         p.ui_view_stale = pick(&mut y, &[0.0, 0.2, 0.6]);
+        p.notify = NotifyParams::draw(&p);
         p
     }
 
@@ -261,6 +273,7 @@ impl Params {
             truth_period_ms: 3_600_000,
             safety_ms: 0,
             restart_at_heal: 1.0,
+            notify: NotifyParams::none(),
         }
     }
 
@@ -279,6 +292,8 @@ impl Params {
         p.command_every_ms = 200;
         p.truth_period_ms = 300_000;
         p.safety_ms = 600_000;
+        // The engines' benchmark: its world stays what it was before notifiers joined the simulator.
+        p.notify = NotifyParams::none();
         p
     }
 
@@ -352,6 +367,7 @@ impl fmt::Display for Params {
             self.ingress_while_leaving,
             self.truth_period_ms
         )?;
-        write!(f, "  phases: safety={}ms then liveness (restart_at_heal={})", self.safety_ms, self.restart_at_heal)
+        writeln!(f, "  phases: safety={}ms then liveness (restart_at_heal={})", self.safety_ms, self.restart_at_heal)?;
+        write!(f, "{}", self.notify)
     }
 }

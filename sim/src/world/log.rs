@@ -72,6 +72,7 @@ impl Sim {
                 self.push(at, Ev::LogDeliver { node: n, inc, upto: seq });
             }
         }
+        self.notify_appended(seq);
     }
 
     pub(super) fn log_deliver(&mut self, n: usize, inc: u64, upto: u64) {

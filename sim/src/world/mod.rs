@@ -15,20 +15,28 @@
 //! - [`engine`]: engine processes: start, boot, step, carrying out outputs, the timer, leave and exit.
 //! - [`checks`]: the invariants checked as the run goes (agreement, one hop, accounting) and at its end
 //!   (convergence, failover, every caller answered); the log's own are the [`Oracle`]'s.
+//! - [`notifier`]: notifier processes (`jaque_core::notifier::Notifier`), their store traffic and faults, and
+//!   the checker of invariant 9; [`endpoint`]: the webhook endpoints they send to, and the HTTP between them.
 //!
 //! Randomness comes from sub-seeds: the network, the faults, the workload, the ui, the simulated truth and
 //! each process draw from their own streams.
 
 mod checks;
+mod endpoint;
 mod engine;
 mod faults;
 mod log;
 mod net;
+mod notifier;
 mod process;
 mod store;
 mod workload;
 
+pub use endpoint::{EndpointParams, Kind as EndpointKind, Mode as EndpointMode, Reception};
 pub use engine::{EngineRole, Node};
+pub use notifier::{
+    AcceptedTransition, NotifierFault, NotifierRole, NotifierSlot, NotifyParams, NotifyStats, OnSend, GIVE_UP_NEVER_MS,
+};
 pub use process::Process;
 pub use workload::{Submission, Via};
 
@@ -42,6 +50,7 @@ use jaque_core::{
 };
 use log::Log;
 use net::{Net, Waiter};
+use notifier::{NEv, Notify};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
@@ -186,6 +195,8 @@ enum Ev {
     },
     Heal,
     LivenessCheck,
+    /// The notifiers' events (their processes, store traffic, HTTP and faults): `notifier.rs`.
+    Notify(NEv),
 }
 
 impl Ev {
@@ -234,6 +245,7 @@ impl Ev {
             Ev::Heal => 25,
             Ev::LivenessCheck => 26,
             Ev::ClogStart { .. } => 27,
+            Ev::Notify(_) => 28,
         }
     }
 }
@@ -261,6 +273,7 @@ pub struct Stats {
     pub converge_budget_ms: u64,
     /// The largest share of its check budget an object's first check after convergence used.
     pub check_budget_used_pct: u64,
+    pub notify: NotifyStats,
 }
 
 pub struct Sim {
@@ -283,6 +296,7 @@ pub struct Sim {
     work: Workload,
     faults: Faults,
     checks: Checks,
+    notify: Notify,
     pub phase: Phase,
     pub violation: Option<Violation>,
     pub stats: Stats,
@@ -326,6 +340,7 @@ impl Sim {
             work: Workload::new(&params),
             faults: Faults::new(seed),
             checks: Checks::new(params.objects),
+            notify: Notify::new(&params),
             phase: Phase::Safety,
             violation: None,
             stats: Stats::default(),
@@ -391,6 +406,7 @@ impl Sim {
             let at = exp(&mut self.faults.rng, self.params.fault_every_ms) + 2_000;
             self.push(Time(at), Ev::FaultTick);
         }
+        self.start_notifiers();
         self.push(Time(self.params.safety_ms.max(1)), Ev::Heal);
     }
 
@@ -549,6 +565,7 @@ impl Sim {
             Ev::ExitIfIdle { node, inc } => self.exit_if_idle(node, inc),
             Ev::Heal => self.heal(),
             Ev::LivenessCheck => self.liveness_check(),
+            Ev::Notify(e) => self.notify_event(e),
         }
     }
 
