@@ -279,7 +279,15 @@ pub struct NotifierRole {
     not_before: BTreeMap<(usize, u64), Time>,
     /// Heartbeat answers are handed in order, none before the previous one.
     hb: Follow,
+    /// Its key's delete went out at this time (a leave), and whether it landed: the shell exits after its
+    /// leave only once the delete reached the store, or after `LEAVE_FLUSH_MS`.
+    deleting: Option<Time>,
+    deleted: bool,
 }
+
+/// The shell's bound on waiting for a leaving member's delete (`flush_leave` in `shell/src/follow.rs`): a
+/// delete still on its way when the process exits after it is lost with the connection.
+const LEAVE_FLUSH_MS: u64 = 2_000;
 
 pub type NotifierSlot = Process<NotifierRole>;
 
@@ -370,6 +378,13 @@ pub(super) enum NEv {
         result: SendResult,
         timeout_at: Time,
     },
+    /// A leaving notifier's delete of its key lands.
+    DeleteLand {
+        slot: usize,
+        inc: u64,
+        member: MemberRef,
+        sent: Time,
+    },
     Resume {
         slot: usize,
         inc: u64,
@@ -417,6 +432,7 @@ impl NEv {
             NEv::ExitIfDone { .. } => 111,
             NEv::FaultTick => 112,
             NEv::FaultEnd { .. } => 113,
+            NEv::DeleteLand { .. } => 114,
         }
     }
 }
@@ -472,6 +488,8 @@ pub(super) struct Notify {
     retired_failed: u64,
     /// Each notifier key that went away: the member, when, and how many claims of it stood in the store.
     pub key_losses: Vec<(MemberRef, Time, usize)>,
+    /// Where the log stood when the first notifier started: no start record may be below it.
+    first_start: Option<u64>,
     on_send: Option<(usize, OnSend)>,
     pending_hook: Option<(usize, OnSend)>,
     end: Option<Drain>,
@@ -503,9 +521,12 @@ impl Notify {
         let np = &params.notify;
         let slots = (0..np.notifiers)
             .map(|i| {
+                // Ahead of the simulation's clock, never behind: a clock behind it would read 0 for a while at
+                // the start (`Process::local` saturates), and a notifier's lease is a duration on its clock. Two
+                // notifiers still differ by up to twice the seed's skew, as two engines may.
                 let clock = match params.clock_skew_max_ms as i64 {
                     0 => 0,
-                    m => stream(seed, Stream::Clock, 20 + i as u64).random_range(-m..=m),
+                    m => stream(seed, Stream::Clock, 20 + i as u64).random_range(0..=2 * m),
                 };
                 let id = MemberId::new(format!("n{}", i + 1)).expect("valid member id");
                 Process::new(id, stream(seed, Stream::NotifierNode, i as u64), clock)
@@ -527,6 +548,7 @@ impl Notify {
             first: BTreeMap::new(),
             retired_failed: 0,
             key_losses: Vec::new(),
+            first_start: None,
             on_send: None,
             pending_hook: None,
             end: None,
@@ -630,6 +652,16 @@ impl Sim {
                 }
             }
             NEv::ExitIfDone { slot, inc } => self.exit_if_done(slot, inc),
+            NEv::DeleteLand { slot, inc, member, sent } => {
+                let p = &mut self.notify.slots[slot];
+                if p.is_current(inc) {
+                    p.role.as_mut().expect("running").deleted = true;
+                } else if self.now.saturating_since(sent).as_millis() as u64 > LEAVE_FLUSH_MS {
+                    // The process exited before it reached the store: lost with its connection.
+                    return;
+                }
+                self.kv_delete(Bucket::Notifier, &member.id);
+            }
             NEv::FaultTick => self.nfault_tick(),
             NEv::FaultEnd { gen, slot, undo } => {
                 if gen == self.faults.gen {
@@ -643,6 +675,7 @@ impl Sim {
 
     /// Starts (or restarts) notifier slot `s` as a new incarnation.
     pub fn start_notifier(&mut self, s: usize) {
+        self.notify.first_start.get_or_insert(self.log.len());
         self.notify.slots[s].begin(self.now);
         let member = self.notify.slots[s].member();
         let endpoints: Vec<Endpoint> = self.notify.endpoints.iter().map(|e| e.endpoint.clone()).collect();
@@ -652,6 +685,8 @@ impl Sim {
             inflight: BTreeSet::new(),
             not_before: BTreeMap::new(),
             hb: Follow { cursor: 0, sched: self.now },
+            deleting: None,
+            deleted: false,
         };
         self.notify.slots[s].run(role);
         let inc = self.notify.slots[s].inc;
@@ -694,7 +729,10 @@ impl Sim {
         if !p.is_current(inc) {
             return;
         }
-        if p.notifier().is_some_and(|n| n.is_done()) {
+        let flushed = p.role.as_ref().is_some_and(|r| {
+            r.deleted || r.deleting.is_some_and(|t| self.now.saturating_since(t).as_millis() as u64 >= LEAVE_FLUSH_MS)
+        });
+        if flushed && p.notifier().is_some_and(|n| n.is_done()) {
             self.tr(|| format!("n{} exits after leaving", s + 1));
             self.nstop(s);
         } else {
@@ -1094,15 +1132,27 @@ impl Sim {
         match out {
             Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => self.nheartbeat(s, member, ttl),
             Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
+                let now = self.now;
+                self.notify.slots[s].role.as_mut().expect("running").deleting = Some(now);
                 if self.notify.slots[s].can_send() {
                     let d = self.ndelay(s);
-                    self.after(d, Ev::HeartbeatDelete { bucket: Bucket::Notifier, member });
+                    let inc = self.notify.slots[s].inc;
+                    self.after(d, Ev::Notify(NEv::DeleteLand { slot: s, inc, member, sent: now }));
                 }
             }
             Output::ReadStarts { endpoints, propose } => self.nstore(s, StoreOp::Starts { endpoints, propose }),
             Output::ReadProgress { token, objects } => self.nstore(s, StoreOp::Progress { token, objects }),
             Output::Replay { token, from, to } => self.nstore(s, StoreOp::Replay { token, from, to }),
             Output::WriteProgress { op, object, endpoint, record, expect } => {
+                if let Some(c) = &record.claim {
+                    // The lease: a notifier claims only while its key is surely alive (so a claim that lands
+                    // after its key went away was on its way at the fault).
+                    if self.store.live_incarnation(Bucket::Notifier, &c.by.id) != Some(c.by.incarnation) {
+                        let msg = format!("{} claims seq {} of {object} while its key is gone", c.by, c.seq);
+                        self.fail(Category::Safety, "9 notifications", msg);
+                        return;
+                    }
+                }
                 self.nstore(s, StoreOp::Write { op, object, endpoint, record, expect })
             }
             Output::Send(d) => self.nsend(s, d),
@@ -1197,6 +1247,13 @@ impl Sim {
     fn apply_store(&mut self, op: StoreOp) -> Input {
         match op {
             StoreOp::Starts { endpoints, propose } => {
+                let first = self.notify.first_start.unwrap_or(0);
+                if propose < first && endpoints.iter().any(|ep| self.store.get(&start_key(*ep)).is_none()) {
+                    let msg = format!(
+                        "a start record at {propose}, below where the log stood when the first notifier started ({first}): older transitions would be sent"
+                    );
+                    self.fail(Category::Safety, "9 notifications", msg);
+                }
                 let result = endpoints
                     .iter()
                     .map(|ep| {
