@@ -3,7 +3,8 @@
 //!
 //! - [`params`]: what a seed draws (swarm testing), and the sub-seed streams.
 //! - [`world`]: the simulated world: its event queue and step loop in `world/mod.rs`, one file per concern
-//!   (process lifecycle, membership store, log, network, faults, workload, engines, checks).
+//!   (process lifecycle, membership store, log, network, faults, workload, engines, checks, notifiers and
+//!   their endpoints).
 //! - [`oracle`]: the independent log reader that holds the log's invariants.
 //! - [`run`]: one seed from start to verdict, with the replay line and trace on failure.
 //! - [`scenario`]: a small API for hand-written cases.
@@ -16,4 +17,4 @@ pub mod world;
 
 pub use params::{FaultKind, Params, SinkParams};
 pub use run::{run_seed, Report};
-pub use world::{Category, Sim, Via, Violation};
+pub use world::{Category, NotifyParams, NotifyStats, Sim, Via, Violation};

@@ -255,6 +255,14 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
             s.converge_budget_ms,
             s.check_budget_used_pct
         );
+        // Seeds without notifiers print exactly what they printed before notifiers joined the simulator.
+        if s.notify.notifiers > 0 {
+            let n = &s.notify;
+            println!(
+                "  notify seed={seed} steps={} sends={} received={} delivered={} repeats={} faulty={} faults={} give_ups={} writes={} drain_ms={}",
+                n.steps, n.sends, n.received, n.delivered, n.repeats, n.faulty_sends, n.faults, n.give_ups, n.progress_writes, n.drain_ms
+            );
+        }
     }
     if let Some(again) = again {
         if again.trace_hash != report.trace_hash || again.sim_time != report.sim_time {
@@ -320,6 +328,30 @@ fn summary(r: &Report) -> String {
         s.leaves,
         s.stale,
         r.trace_hash
+    ) + &notify_summary(&s.notify)
+}
+
+fn notify_summary(n: &jaque_sim::NotifyStats) -> String {
+    if n.notifiers == 0 {
+        return String::new();
+    }
+    format!(
+        "; notifiers: {} sends, {} received by the endpoints ({} delivered: {} required, {} repeats, {} sends in flight at a fault), {} notifier faults ({} sends and {} claims in flight at them, {} claims orphaned), {} given up, {} disabled by 410, {} progress writes, drained {}ms after the engines (budget {}ms per step)",
+        n.sends,
+        n.received,
+        n.delivered,
+        n.required,
+        n.repeats,
+        n.faulty_sends,
+        n.faults,
+        n.inflight_at_faults,
+        n.claims_at_faults,
+        n.orphaned_claims,
+        n.give_ups,
+        n.disabled,
+        n.progress_writes,
+        n.drain_ms,
+        n.drain_budget_ms
     )
 }
 

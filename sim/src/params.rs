@@ -2,6 +2,7 @@
 //! each fault with a minimum duration) and the workload. Every random choice of a run comes from a sub-seed of
 //! the master seed, one per concern, so changing how one concern draws never moves the others.
 
+use crate::world::NotifyParams;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt;
@@ -24,6 +25,12 @@ pub enum Stream {
     Sql = 60,
     SinkClock = 70,
     Sink = 200,
+    /// The notifiers' faults and restarts (index 0) and their traffic (index 1).
+    Notify = 90,
+    /// Per notifier slot: `NotifierNode as u64 + index`.
+    NotifierNode = 300,
+    /// Per endpoint: `Endpoint as u64 + index`.
+    Endpoint = 400,
     /// Per node: `Node as u64 + index`.
     Node = 100,
 }
@@ -158,6 +165,8 @@ pub struct Params {
     /// Sink processes `s1`..: 0–4.
     pub sinks: usize,
     pub sink: SinkParams,
+    /// Notifiers and their endpoints (a stream of their own).
+    pub notify: NotifyParams,
 }
 
 /// What a seed draws for its sinks and their SQL store (`sim/src/world/sink.rs`, `sql.rs`).
@@ -259,6 +268,7 @@ impl Params {
             restart_at_heal: pick(&mut r, &[0.0, 0.5, 1.0]),
             sinks: 0,
             sink: SinkParams::quiet(),
+            notify: NotifyParams::none(),
         };
         // Later additions draw from their own stream, so the worlds of earlier (pinned) seeds stay as they were.
         let mut x = stream(seed, Stream::Params, 1);
@@ -306,6 +316,7 @@ impl Params {
         // with room for a few live events on top.
         let k = &p.sink;
         p.sink.max_pending = k.max_pending.max(k.max_batch + k.replay_chunk as usize + k.max_held + 50);
+        p.notify = NotifyParams::draw(&p);
         p
     }
 
@@ -349,6 +360,7 @@ impl Params {
             restart_at_heal: 1.0,
             sinks: 0,
             sink: SinkParams::quiet(),
+            notify: NotifyParams::none(),
         }
     }
 
@@ -369,6 +381,8 @@ impl Params {
         p.safety_ms = 600_000;
         // The engines' benchmark: no sinks, so its trace stays comparable across builds.
         p.sinks = 0;
+        // The engines' benchmark: its world stays what it was before notifiers joined the simulator.
+        p.notify = NotifyParams::none();
         p
     }
 
@@ -448,7 +462,7 @@ impl fmt::Display for Params {
         )?;
         writeln!(f, "  phases: safety={}ms then liveness (restart_at_heal={})", self.safety_ms, self.restart_at_heal)?;
         let k = &self.sink;
-        write!(
+        writeln!(
             f,
             "  sinks={} batch={} pending={} replay_chunk={} held={} max_output={} commit<={}ms slow={} lost_answer={} down_every={}ms timeout={}ms refuse={} (degraded too {}) refuse_defs={}",
             self.sinks,
@@ -465,6 +479,7 @@ impl fmt::Display for Params {
             k.refuse,
             k.refuse_degraded,
             k.refuse_defs
-        )
+        )?;
+        write!(f, "{}", self.notify)
     }
 }

@@ -31,6 +31,8 @@ pub(super) struct Checks {
     pub drain_allowance_ms: u64,
     /// When the liveness phase ends: the last object's check deadline.
     end: Option<Time>,
+    /// The engines' end-of-run checks passed; the notifiers may still be delivering.
+    engines_done: bool,
     agreement_checks: u64,
 }
 
@@ -47,6 +49,7 @@ impl Checks {
             converged_epoch: 0,
             drain_allowance_ms: 0,
             end: None,
+            engines_done: false,
             agreement_checks: 0,
         }
     }
@@ -275,13 +278,22 @@ impl Sim {
                 self.after(TICK, Ev::LivenessCheck);
                 return;
             }
-            self.final_checks();
-            self.phase = super::Phase::Done;
-            return;
+            if !self.checks.engines_done {
+                self.final_checks();
+                self.checks.engines_done = true;
+            }
+            // Then invariant 9, once the notifiers have delivered what the log holds by now.
+            if self.violation.is_some() || self.notifiers_done() {
+                self.phase = super::Phase::Done;
+                return;
+            }
         }
         // Converged: look again less often (a check costs O(objects)); losing it again is still seen.
         let tick = if self.checks.converged.is_some() { 10 * TICK } else { TICK };
-        let tick = self.checks.end.map_or(tick, |e| tick.min(e.0.saturating_sub(self.now.0).max(1)));
+        let tick = match self.checks.end {
+            Some(e) if !self.checks.engines_done => tick.min(e.0.saturating_sub(self.now.0).max(1)),
+            _ => tick,
+        };
         self.after(tick, Ev::LivenessCheck);
     }
 

@@ -191,7 +191,8 @@ impl Sim {
         self.tr(|| "swizzle-clog".into());
     }
 
-    /// The end of the safety phase: every fault heals, the workload stops, some dead engines come back.
+    /// The end of the safety phase: every fault heals, the workload stops, some dead engines (and notifiers)
+    /// come back.
     pub(super) fn heal(&mut self) {
         if self.nodes.iter().any(|n| n.is_leaving()) {
             self.checks.drain_allowance_ms = self.drain_limit_ms() + 1_000;
@@ -221,6 +222,7 @@ impl Sim {
             self.after(1_000, Ev::Restart { node: 0, healing: true });
         }
         self.heal_sinks();
+        self.heal_notifiers();
         self.after(TICK, Ev::LivenessCheck);
     }
 }

@@ -73,6 +73,7 @@ impl Sim {
             }
         }
         self.sinks_log_landed(seq);
+        self.notify_appended(seq);
     }
 
     pub(super) fn log_deliver(&mut self, n: usize, inc: u64, upto: u64) {

@@ -16,22 +16,30 @@
 //! - [`checks`]: the invariants checked as the run goes (agreement, one hop, accounting) and at its end
 //!   (convergence, failover, every caller answered); the log's own are the [`Oracle`]'s.
 //! - [`sink`] and [`sql`]: sink processes and their SQL store, with invariant 10 (issue 9).
+//! - [`notifier`]: notifier processes (`jaque_core::notifier::Notifier`), their store traffic and faults, and
+//!   the checker of invariant 9; [`endpoint`]: the webhook endpoints they send to, and the HTTP between them.
 //!
 //! Randomness comes from sub-seeds: the network, the faults, the workload, the ui, the simulated truth and
 //! each process draw from their own streams.
 
 mod checks;
+mod endpoint;
 mod engine;
 mod faults;
 mod log;
 mod net;
+mod notifier;
 mod process;
 mod sink;
 mod sql;
 mod store;
 mod workload;
 
+pub use endpoint::{EndpointParams, Kind as EndpointKind, Mode as EndpointMode, Reception};
 pub use engine::{EngineRole, Node};
+pub use notifier::{
+    AcceptedTransition, NotifierFault, NotifierRole, NotifierSlot, NotifyParams, NotifyStats, OnSend, GIVE_UP_NEVER_MS,
+};
 pub use process::Process;
 pub use sink::{SinkProc, SinkRole, SinkStats, SinkWorldCounters};
 pub use sql::{Sql, SqlCounters, MARKER};
@@ -47,6 +55,7 @@ use jaque_core::{
 };
 use log::Log;
 use net::{Net, Waiter};
+use notifier::{NEv, Notify};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use sink::{SinkEv, Sinks};
@@ -194,6 +203,8 @@ enum Ev {
     LivenessCheck,
     /// Sinks and their SQL store (`sink.rs`, `sql.rs`).
     Sink(SinkEv),
+    /// The notifiers' events (their processes, store traffic, HTTP and faults): `notifier.rs`.
+    Notify(NEv),
 }
 
 impl Ev {
@@ -243,6 +254,7 @@ impl Ev {
             Ev::LivenessCheck => 26,
             Ev::ClogStart { .. } => 27,
             Ev::Sink(e) => 100 + e.code(),
+            Ev::Notify(_) => 28,
         }
     }
 }
@@ -272,6 +284,7 @@ pub struct Stats {
     pub check_budget_used_pct: u64,
     /// The sinks and their store (filled in at the end of a run).
     pub sink: sink::SinkStats,
+    pub notify: NotifyStats,
 }
 
 pub struct Sim {
@@ -295,6 +308,7 @@ pub struct Sim {
     faults: Faults,
     checks: Checks,
     sinks: Sinks,
+    notify: Notify,
     pub phase: Phase,
     pub violation: Option<Violation>,
     pub stats: Stats,
@@ -339,6 +353,7 @@ impl Sim {
             faults: Faults::new(seed),
             checks: Checks::new(params.objects),
             sinks: Sinks::new(&params),
+            notify: Notify::new(&params),
             phase: Phase::Safety,
             violation: None,
             stats: Stats::default(),
@@ -404,6 +419,7 @@ impl Sim {
             let at = exp(&mut self.faults.rng, self.params.fault_every_ms) + 2_000;
             self.push(Time(at), Ev::FaultTick);
         }
+        self.start_notifiers();
         self.push(Time(self.params.safety_ms.max(1)), Ev::Heal);
         self.start_sinks();
     }
@@ -565,6 +581,7 @@ impl Sim {
             Ev::Heal => self.heal(),
             Ev::LivenessCheck => self.liveness_check(),
             Ev::Sink(e) => self.sink_event(e),
+            Ev::Notify(e) => self.notify_event(e),
         }
     }
 

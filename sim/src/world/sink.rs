@@ -815,13 +815,16 @@ impl Sim {
         {
             let rev = self.sinks.procs[s].members.cursor + 1;
             self.sinks.procs[s].members.cursor = rev;
-            let obs = self.store.observation(rev);
-            self.sink_step(s, Some(Input::Member(obs)));
+            // A revision of a notifier's progress record is no member change: the watch does not see it.
+            if let Some(obs) = self.store.observation(rev) {
+                self.sink_step(s, Some(Input::Member(obs)));
+            }
         }
         let cur = self.sinks.procs[s].members.cursor;
         if cur > 0 && self.sinks.procs[s].is_running() && self.sink_chance(self.params.duplicate) {
-            let obs = self.store.observation(cur);
-            self.sink_step(s, Some(Input::Member(obs)));
+            if let Some(obs) = self.store.observation(cur) {
+                self.sink_step(s, Some(Input::Member(obs)));
+            }
         }
     }
 

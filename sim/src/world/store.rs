@@ -4,6 +4,10 @@
 //! becomes a delete after an expiry lag (a refresh that lands in between keeps it). Watchers see every key's
 //! changes in revision order, whatever its bucket (a role ignores the other buckets' keys); a (re)started
 //! watcher first gets the snapshot: the last entry of every key, in revision order.
+//!
+//! The bucket's other keys (the notifier's progress and start records) take revisions from the same sequence,
+//! as NATS KV gives them, with its compare-and-set: `update` at an expected revision, `create` if absent.
+//! Watchers of membership never see them (the shell's watcher filters by prefix).
 
 use super::{Ev, Sim};
 use crate::oracle::member_hash;
@@ -22,17 +26,19 @@ struct KeyState {
 }
 
 pub(super) struct Store {
-    /// `revs[rev - 1]`: the change at revision `rev`, and its key's bucket.
-    revs: Vec<(Bucket, MemberChange)>,
+    /// `revs[rev - 1]`: the change at revision `rev`, and its key's bucket (`None`: a write to another key).
+    revs: Vec<Option<(Bucket, MemberChange)>>,
     keys: BTreeMap<(Bucket, MemberId), KeyState>,
     /// `live[rev][bucket]`: the hash of the bucket's live set after revision `rev` (index 0: every bucket
     /// empty), so an epoch record's `members_rev` can be checked against what the bucket really held.
     live: Vec<[u64; Bucket::ALL.len()]>,
+    /// The other keys: value and the revision it was written at.
+    others: BTreeMap<String, (String, u64)>,
 }
 
 impl Store {
     pub fn new() -> Store {
-        Store { revs: Vec::new(), keys: BTreeMap::new(), live: vec![[0; Bucket::ALL.len()]] }
+        Store { revs: Vec::new(), keys: BTreeMap::new(), live: vec![[0; Bucket::ALL.len()]], others: BTreeMap::new() }
     }
 
     /// The last revision (0: nothing written yet).
@@ -40,17 +46,58 @@ impl Store {
         self.revs.len() as u64
     }
 
-    /// The change at revision `rev`, as a watcher reports it.
-    pub fn observation(&self, rev: u64) -> MemberObservation {
-        let (bucket, change) = self.revs[(rev - 1) as usize].clone();
-        MemberObservation { bucket, rev, change }
+    /// The change at revision `rev`, as a watcher reports it (`None`: a write to another key).
+    pub fn observation(&self, rev: u64) -> Option<MemberObservation> {
+        let (bucket, change) = self.revs[(rev - 1) as usize].clone()?;
+        Some(MemberObservation { bucket, rev, change })
     }
 
     /// The watcher's snapshot: the last entry of every key of every bucket, in revision order.
     pub fn snapshot(&self) -> Vec<MemberObservation> {
         let mut last: Vec<u64> = self.keys.values().map(|k| k.last_rev).collect();
         last.sort_unstable();
-        last.into_iter().map(|rev| self.observation(rev)).collect()
+        last.into_iter().filter_map(|rev| self.observation(rev)).collect()
+    }
+
+    /// The incarnation whose key is live in `bucket` under `id`, if any.
+    pub fn live_incarnation(&self, bucket: Bucket, id: &MemberId) -> Option<u64> {
+        self.keys.get(&(bucket, id.clone())).filter(|k| k.live).map(|k| k.inc)
+    }
+
+    /// Another key's value and revision.
+    pub fn get(&self, key: &str) -> Option<(&str, u64)> {
+        self.others.get(key).map(|(v, rev)| (v.as_str(), *rev))
+    }
+
+    /// The other keys under `prefix`, in key order.
+    pub fn scan<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = (&'a str, &'a str, u64)> + 'a {
+        self.others
+            .range(prefix.to_string()..)
+            .take_while(move |(k, _)| k.starts_with(prefix))
+            .map(|(k, (v, r))| (k.as_str(), v.as_str(), *r))
+    }
+
+    /// Compare-and-set: writes `key` only if it is at revision `expect` (`None`: only if it does not exist);
+    /// returns the new revision, or `None` when the key is not at `expect`.
+    pub fn update(&mut self, key: &str, value: String, expect: Option<u64>) -> Option<u64> {
+        if self.others.get(key).map(|(_, r)| *r) != expect {
+            return None;
+        }
+        let rev = self.rev() + 1;
+        let live = *self.live.last().expect("live hashes of revision 0");
+        self.live.push(live);
+        self.revs.push(None);
+        self.others.insert(key.to_string(), (value, rev));
+        Some(rev)
+    }
+
+    /// Create if absent: the value the key holds afterwards (this one, or the one it already had).
+    pub fn create(&mut self, key: &str, value: String) -> String {
+        if let Some((v, _)) = self.others.get(key) {
+            return v.clone();
+        }
+        self.update(key, value.clone(), None);
+        value
     }
 
     /// The hash of `bucket`'s live set (id and incarnation of every live key) after revision `rev`.
@@ -79,7 +126,7 @@ impl Store {
         key.last_rev = rev;
         let gen = key.gen;
         self.live.push(live);
-        self.revs.push((bucket, MemberChange::Up(member)));
+        self.revs.push(Some((bucket, MemberChange::Up(member))));
         (rev, gen)
     }
 
@@ -94,7 +141,7 @@ impl Store {
         let mut live = *self.live.last().expect("live hashes");
         live[bucket as usize] = live[bucket as usize].wrapping_sub(member_hash(&gone));
         self.live.push(live);
-        self.revs.push((bucket, MemberChange::Down(id.clone())));
+        self.revs.push(Some((bucket, MemberChange::Down(id.clone()))));
         Some(rev)
     }
 
@@ -124,15 +171,23 @@ impl Sim {
 
     pub(super) fn kv_put(&mut self, bucket: Bucket, member: MemberRef, ttl_ms: u64) {
         let id = member.id.clone();
+        let replaced = self.store.live_incarnation(bucket, &id).filter(|i| *i != member.incarnation);
         let (rev, gen) = self.store.put(bucket, member);
+        if let Some(incarnation) = replaced {
+            self.key_gone(bucket, MemberRef { id: id.clone(), incarnation });
+        }
         let lag = self.net.rng.random_range(0..=self.params.expiry_lag_max_ms);
         self.after(ttl_ms + lag, Ev::Expire { bucket, id, gen });
         self.notify_watchers(rev);
     }
 
     pub(super) fn kv_delete(&mut self, bucket: Bucket, id: &MemberId) {
+        let inc = self.store.live_incarnation(bucket, id);
         let Some(rev) = self.store.delete(bucket, id) else { return };
         self.tr(|| format!("store: rev {rev} deletes {}{id}", bucket.prefix()));
+        if let Some(incarnation) = inc {
+            self.key_gone(bucket, MemberRef { id: id.clone(), incarnation });
+        }
         self.notify_watchers(rev);
     }
 
@@ -140,6 +195,13 @@ impl Sim {
         if self.store.expires(bucket, &id, gen) {
             self.tr(|| format!("store: key {}{id} expired", bucket.prefix()));
             self.kv_delete(bucket, &id);
+        }
+    }
+
+    /// A member's key is gone (deleted, expired, or overwritten by a newer incarnation).
+    fn key_gone(&mut self, bucket: Bucket, member: MemberRef) {
+        if bucket == Bucket::Notifier {
+            self.notifier_key_gone(&member);
         }
     }
 
@@ -155,6 +217,7 @@ impl Sim {
             }
         }
         self.sinks_member_changed(rev);
+        self.notifiers_watch(rev);
     }
 
     pub(super) fn member_deliver(&mut self, n: usize, inc: u64, upto: u64) {
@@ -169,13 +232,15 @@ impl Sim {
         while self.nodes[n].members.cursor < upto && self.violation.is_none() && self.nodes[n].is_running() {
             let rev = self.nodes[n].members.cursor + 1;
             self.nodes[n].members.cursor = rev;
-            let obs = self.store.observation(rev);
-            self.step(n, Some(Input::Member(obs)));
+            if let Some(obs) = self.store.observation(rev) {
+                self.step(n, Some(Input::Member(obs)));
+            }
         }
         let cur = self.nodes[n].members.cursor;
         if cur > 0 && self.nodes[n].is_running() && self.chance(self.params.duplicate) {
-            let obs = self.store.observation(cur);
-            self.step(n, Some(Input::Member(obs)));
+            if let Some(obs) = self.store.observation(cur) {
+                self.step(n, Some(Input::Member(obs)));
+            }
         }
     }
 }

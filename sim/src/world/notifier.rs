@@ -1,0 +1,1649 @@
+//! Notifier processes (`n1`..`n4`), driven as the shell would drive `jaque_core::notifier::Notifier`, and the
+//! checker of invariant 9 (DESIGN §4) over what the simulated endpoints received.
+//!
+//! **The process.** Each slot is a [`Process`] with the engines' life: start (a new incarnation), boot (the
+//! watcher's snapshot, the log's backlog, `CaughtUp`), crash (state lost), pause (nothing handled; on resume the
+//! buffered answers first, then the expired timers), a clean leave (exits once `is_done()`), store partitions
+//! both ways or one way, heartbeat loss, clogging, and a cut from the endpoints. Every output gets its one
+//! answer: a `PutHeartbeat` a `HeartbeatWritten` (handed in order: `ok` once the key landed and the ack came
+//! back within the store timeout), a store request (`ReadStarts` create-if-absent, `ReadProgress`,
+//! `WriteProgress` compare-and-set, `Replay` of the log) its answer or a timeout (a request that timed out may
+//! still land), a `Send` the endpoint's answer, a refused connection or a timeout. `check_invariants()` runs
+//! after every step.
+//!
+//! **Where progress lives.** The progress and start records are keys of the simulated KV store that holds the
+//! membership keys (`notifier/progress/<endpoint>/<object>`, `notifier/start/<endpoint>`), so they share its one
+//! revision sequence, as the core's design assumes.
+//!
+//! **Invariant 9, as checked.** Every request reaching an endpoint carries `webhook-id` `jaque-<seq>-<endpoint>`
+//! and a body that matches the log, is for a transition the oracle accepted (never a fenced event) and after
+//! the fleet's start record for that endpoint; per object and endpoint, first deliveries (2xx) arrive in log
+//! order and leave no gap. At the end of the liveness phase every accepted transition after the start, up to
+//! where the log stood when the engines were done, is delivered to every endpoint that never answered 410,
+//! unless given up (none may be when `give_up` is a day). Repeats: a transition may reach an endpoint again only
+//! once per earlier send that was in flight at a fault — a send whose claim stood in the store while its
+//! notifier's key was gone (a crash, a pause past the ttl, a cut, lost heartbeats, clogging, a leave that timed
+//! out: the member that claimed it is then gone for the others, who send it again), or a send whose 2xx never
+//! reached its notifier (the notifier crashed or was cut from the endpoints first, or the endpoint answered
+//! after the send timeout). A notifier that got a 410 from an endpoint never sends to it again, and none retries
+//! before a 429's `Retry-After`.
+
+use super::endpoint::{EndpointParams, Request, SimEndpoint};
+use super::log::brief_entry;
+use super::process::{Follow, Process};
+use super::{exp, ms, Category, Ev, Phase, Sim, TICK};
+use crate::params::{stream, Params, Stream};
+use jaque_core::notifier::{
+    DeliveryRecord, Endpoint, EndpointId, Input, Notification, Notifier, NotifierConfig, Output, SendResult, Stored,
+};
+use jaque_core::{Bucket, EventBody, LogEntry, MemberId, MemberRef, MembershipOutput, ObjectId, State, Time};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+/// `-notify-give-up` as shipped: a day, so nothing in a simulated run is given up.
+pub const GIVE_UP_NEVER_MS: u64 = 24 * 3600 * 1000;
+
+/// The fault kinds a notifier suffers. Each seed switches some of them off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NotifierFault {
+    Crash,
+    Pause,
+    StorePartition,
+    StoreOneWay,
+    HeartbeatLoss,
+    Clog,
+    Leave,
+    /// The notifier cannot reach any endpoint: new sends are refused, answers on their way are lost.
+    EndpointCut,
+}
+
+impl NotifierFault {
+    pub const ALL: [NotifierFault; 8] = [
+        NotifierFault::Crash,
+        NotifierFault::Pause,
+        NotifierFault::StorePartition,
+        NotifierFault::StoreOneWay,
+        NotifierFault::HeartbeatLoss,
+        NotifierFault::Clog,
+        NotifierFault::Leave,
+        NotifierFault::EndpointCut,
+    ];
+}
+
+/// What a seed draws for its notifiers and endpoints (from its own parameter stream).
+#[derive(Clone, Debug)]
+pub struct NotifyParams {
+    pub notifiers: usize,
+    pub endpoints: Vec<EndpointParams>,
+    /// Each notifier first starts at a time uniform in `0..=start_max_ms` (after the first transitions, often).
+    pub start_max_ms: u64,
+    pub concurrency: usize,
+    pub give_up_ms: u64,
+    pub retry_base_ms: u64,
+    pub retry_max_ms: u64,
+    pub claim_recheck_ms: u64,
+    pub max_pending: usize,
+    pub replay_chunk: u64,
+    pub max_held: usize,
+    pub leave_timeout_ms: u64,
+    /// A store request of a notifier (a heartbeat, a KV read or write, a log read) with no answer fails after
+    /// this long; it may still land.
+    pub store_timeout_ms: u64,
+    /// The HTTP client's timeout of one send.
+    pub send_timeout_ms: u64,
+    /// A progress write whose answer is lost (or comes after the timeout) may still land, as on NATS. Off in
+    /// the swarm while core has the bug pinned in `sim/tests/notifier_scenarios.rs`
+    /// (`a_claim_whose_write_timed_out_but_landed_is_released_when_its_object_moves`): off, such a write is
+    /// lost instead.
+    pub ambiguous_writes: bool,
+    pub faults: Vec<NotifierFault>,
+    pub fault_every_ms: u64,
+    pub fault_min_ms: u64,
+    pub fault_max_ms: u64,
+    pub pause_max_ms: u64,
+}
+
+impl NotifyParams {
+    /// No notifiers (and one healthy endpoint nobody sends to).
+    pub fn none() -> NotifyParams {
+        NotifyParams::scripted(0, 1)
+    }
+
+    /// For scenarios: `notifiers` slots (none started), `endpoints` healthy endpoints, quick retries, no faults.
+    pub fn scripted(notifiers: usize, endpoints: usize) -> NotifyParams {
+        NotifyParams {
+            notifiers,
+            endpoints: (0..endpoints).map(|_| EndpointParams::ok()).collect(),
+            start_max_ms: 0,
+            concurrency: 4,
+            give_up_ms: GIVE_UP_NEVER_MS,
+            retry_base_ms: 500,
+            retry_max_ms: 8_000,
+            claim_recheck_ms: 1_000,
+            max_pending: 20_000,
+            replay_chunk: 1000,
+            max_held: 10_000,
+            leave_timeout_ms: 10_000,
+            store_timeout_ms: 2_000,
+            send_timeout_ms: 3_000,
+            ambiguous_writes: false,
+            faults: Vec::new(),
+            fault_every_ms: 5_000,
+            fault_min_ms: 1_000,
+            fault_max_ms: 1_000,
+            pause_max_ms: 1_000,
+        }
+    }
+
+    pub fn draw(p: &Params) -> NotifyParams {
+        let mut r = stream(p.seed, Stream::Params, 4);
+        let notifiers = if r.random_bool(0.15) { 0 } else { r.random_range(1..=4) };
+        let send_timeout_ms = r.random_range(1..=5u64) * 1_000;
+        let retry_base_ms = r.random_range(1..=10u64) * 100;
+        let retry_max_ms = (r.random_range(2..=16u64) * 1_000).max(retry_base_ms);
+        let give_up_ms = if r.random_bool(0.85) { GIVE_UP_NEVER_MS } else { r.random_range(5..=60u64) * 1_000 };
+        let endpoints = (0..r.random_range(1..=3))
+            .map(|_| EndpointParams::draw(&mut r, send_timeout_ms, retry_max_ms, p.safety_ms))
+            .collect();
+        let faults: Vec<NotifierFault> = NotifierFault::ALL.iter().copied().filter(|_| r.random_bool(0.6)).collect();
+        let fault_min_ms = r.random_range(200..=2_000u64);
+        // A small queue with a small replay chunk: one chunk must fit in the room the role asks for (half the
+        // queue), or the notifier overflows at every replay (the core bug pinned in
+        // `sim/tests/notifier_scenarios.rs`, `a_replay_larger_than_the_queue_does_not_overflow_forever`).
+        let (max_pending, replay_chunk) =
+            [(20_000, 1_000), (20_000, 1_000), (20_000, 1_000), (40, 5)][r.random_range(0..4)];
+        NotifyParams {
+            notifiers,
+            endpoints,
+            start_max_ms: pick(&mut r, &[0, 5_000, 20_000]),
+            concurrency: pick(&mut r, &[1, 2, 4, 16]) as usize,
+            give_up_ms,
+            retry_base_ms,
+            retry_max_ms,
+            claim_recheck_ms: pick(&mut r, &[200, 1_000]),
+            max_pending,
+            replay_chunk,
+            max_held: pick(&mut r, &[10_000, 10_000, 10_000, 15]) as usize,
+            leave_timeout_ms: pick(&mut r, &[10_000, 3_000]),
+            store_timeout_ms: r.random_range(1..=5u64) * 1_000,
+            send_timeout_ms,
+            ambiguous_writes: false,
+            faults,
+            fault_every_ms: r.random_range(2..=20u64) * 1_000,
+            fault_min_ms,
+            fault_max_ms: fault_min_ms + r.random_range(0..=3u64) * p.ttl_ms,
+            pause_max_ms: p.ttl_ms * r.random_range(1..=3u64),
+        }
+    }
+
+    /// Nothing is given up in a run this long.
+    pub fn gives_up_never(&self) -> bool {
+        self.give_up_ms >= GIVE_UP_NEVER_MS
+    }
+}
+
+fn pick(r: &mut ChaCha8Rng, options: &[u64]) -> u64 {
+    options[r.random_range(0..options.len())]
+}
+
+impl fmt::Display for NotifyParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.notifiers == 0 {
+            return write!(f, "  notifiers: none");
+        }
+        let eps: Vec<String> = self.endpoints.iter().enumerate().map(|(i, e)| format!("hook{}: {e}", i + 1)).collect();
+        let faults: Vec<String> = self.faults.iter().map(|k| format!("{k:?}")).collect();
+        let give_up = if self.gives_up_never() { "never".to_string() } else { format!("{}ms", self.give_up_ms) };
+        writeln!(
+            f,
+            "  notifiers: {} starting within {}ms, concurrency={} give_up={give_up} retry={}..{}ms claim_recheck={}ms max_pending={} replay_chunk={} max_held={} leave_timeout={}ms store_timeout={}ms send_timeout={}ms",
+            self.notifiers,
+            self.start_max_ms,
+            self.concurrency,
+            self.retry_base_ms,
+            self.retry_max_ms,
+            self.claim_recheck_ms,
+            self.max_pending,
+            self.replay_chunk,
+            self.max_held,
+            self.leave_timeout_ms,
+            self.store_timeout_ms,
+            self.send_timeout_ms
+        )?;
+        writeln!(f, "  endpoints: {}", eps.join("; "))?;
+        write!(
+            f,
+            "  notifier faults on: [{}] every~{}ms lasting {}..{}ms pause<={}ms",
+            faults.join(","),
+            self.fault_every_ms,
+            self.fault_min_ms,
+            self.fault_max_ms,
+            self.pause_max_ms
+        )
+    }
+}
+
+/// What the notifiers did in a run, for reports.
+#[derive(Clone, Debug, Default)]
+pub struct NotifyStats {
+    pub notifiers: u64,
+    pub steps: u64,
+    pub sends: u64,
+    /// Requests that reached an endpoint, and the 2xx among them.
+    pub received: u64,
+    pub delivered: u64,
+    /// Deliveries of a transition to an endpoint beyond its first.
+    pub repeats: u64,
+    /// Deliveries whose send was in flight at a fault (each permits one repeat).
+    pub faulty_sends: u64,
+    pub faults: u64,
+    /// At each notifier fault: its sends in flight, and its claims in the store.
+    pub inflight_at_faults: u64,
+    pub claims_at_faults: u64,
+    /// Claims that stood in the store while their member's key was gone.
+    pub orphaned_claims: u64,
+    pub give_ups: u64,
+    /// 410s that disabled an endpoint in a notifier incarnation.
+    pub disabled: u64,
+    pub progress_writes: u64,
+    /// Deliveries invariant 9 required at the end (transition × endpoint).
+    pub required: u64,
+    /// From the engines' end of the liveness phase to the last required delivery, and the budget it had.
+    pub drain_ms: u64,
+    pub drain_budget_ms: u64,
+}
+
+/// Scenarios: what happens to a notifier right after it next sends (its request is on the wire).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnSend {
+    Crash,
+    Pause(u64),
+    /// Cut from the store both ways for this long.
+    CutStore(u64),
+    /// Cut from the endpoints for this long (the answer of that send is lost).
+    CutEndpoints(u64),
+    Leave,
+}
+
+/// What the simulator keeps for one running notifier incarnation.
+pub struct NotifierRole {
+    n: Notifier,
+    /// Endpoints that answered this incarnation 410.
+    gone: Vec<bool>,
+    /// Its sends whose answer it has not handled yet.
+    inflight: BTreeSet<u64>,
+    /// Per (endpoint, seq): no retry before this time (a 429's `Retry-After`, from when it was handled).
+    not_before: BTreeMap<(usize, u64), Time>,
+    /// Heartbeat answers are handed in order, none before the previous one.
+    hb: Follow,
+    /// Its key's delete went out at this time (a leave), and whether it landed: the shell exits after its
+    /// leave only once the delete reached the store, or after `LEAVE_FLUSH_MS`.
+    deleting: Option<Time>,
+    deleted: bool,
+}
+
+/// The shell's bound on waiting for a leaving member's delete (`flush_leave` in `shell/src/follow.rs`): a
+/// delete still on its way when the process exits after it is lost with the connection.
+const LEAVE_FLUSH_MS: u64 = 2_000;
+
+pub type NotifierSlot = Process<NotifierRole>;
+
+impl Process<NotifierRole> {
+    pub fn notifier(&self) -> Option<&Notifier> {
+        self.role.as_ref().map(|r| &r.n)
+    }
+}
+
+/// A store request of a notifier.
+#[derive(Clone, Debug)]
+pub(super) enum StoreOp {
+    Starts { endpoints: Vec<EndpointId>, propose: u64 },
+    Progress { token: u64, objects: Vec<ObjectId> },
+    Replay { token: u64, from: u64, to: u64 },
+    Write { op: u64, object: ObjectId, endpoint: EndpointId, record: DeliveryRecord, expect: Option<u64> },
+}
+
+impl StoreOp {
+    /// The answer when the request timed out.
+    fn failed(&self) -> Input {
+        let e = "timeout".to_string();
+        match self {
+            StoreOp::Starts { .. } => Input::Starts { result: Err(e) },
+            StoreOp::Progress { token, .. } => Input::Progress { token: *token, result: Err(e) },
+            StoreOp::Replay { token, .. } => Input::Replayed { token: *token, result: Err(e) },
+            StoreOp::Write { op, .. } => Input::Written { op: *op, result: Err(e) },
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) enum NUndo {
+    StoreIn,
+    StoreOut,
+    HeartbeatLoss,
+    Clog,
+    EndpointCut,
+}
+
+/// The notifiers' events (inside `Ev::Notify`). Those for an incarnation that is gone are dropped; those for
+/// a paused one wait in its buffers (timers are re-armed on resume).
+#[derive(Clone, Debug)]
+pub(super) enum NEv {
+    Restart {
+        slot: usize,
+        healing: bool,
+    },
+    Boot {
+        slot: usize,
+        inc: u64,
+    },
+    Timer {
+        slot: usize,
+        inc: u64,
+        deadline: Time,
+    },
+    LogDeliver {
+        slot: usize,
+        inc: u64,
+        upto: u64,
+    },
+    MemberDeliver {
+        slot: usize,
+        inc: u64,
+        upto: u64,
+    },
+    /// An answer for the notifier (its store's, its HTTP client's); `attempt` names the send it answers.
+    Answer {
+        slot: usize,
+        inc: u64,
+        input: Box<Input>,
+        attempt: Option<u64>,
+    },
+    /// A store request lands; `answer_by` is when its client times out (`None`: it already did).
+    StoreLand {
+        slot: usize,
+        inc: u64,
+        op: Box<StoreOp>,
+        answer_by: Option<Time>,
+    },
+    HttpArrive(Box<Request>),
+    HttpAnswer {
+        slot: usize,
+        inc: u64,
+        attempt: u64,
+        op: u64,
+        result: SendResult,
+        timeout_at: Time,
+    },
+    /// A leaving notifier's delete of its key lands.
+    DeleteLand {
+        slot: usize,
+        inc: u64,
+        member: MemberRef,
+        sent: Time,
+    },
+    Resume {
+        slot: usize,
+        inc: u64,
+    },
+    ExitIfDone {
+        slot: usize,
+        inc: u64,
+    },
+    FaultTick,
+    FaultEnd {
+        gen: u64,
+        slot: usize,
+        undo: NUndo,
+    },
+}
+
+impl NEv {
+    pub(super) fn sent(slot: usize, inc: u64, attempt: u64, op: u64, result: SendResult) -> NEv {
+        NEv::Answer { slot, inc, input: Box::new(Input::Sent { op, result }), attempt: Some(attempt) }
+    }
+
+    fn target(&self) -> Option<(usize, u64)> {
+        match self {
+            NEv::Boot { slot, inc }
+            | NEv::Timer { slot, inc, .. }
+            | NEv::LogDeliver { slot, inc, .. }
+            | NEv::MemberDeliver { slot, inc, .. }
+            | NEv::Answer { slot, inc, .. } => Some((*slot, *inc)),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> u64 {
+        match self {
+            NEv::Restart { .. } => 101,
+            NEv::Boot { .. } => 102,
+            NEv::Timer { .. } => 103,
+            NEv::LogDeliver { .. } => 104,
+            NEv::MemberDeliver { .. } => 105,
+            NEv::Answer { .. } => 106,
+            NEv::StoreLand { .. } => 107,
+            NEv::HttpArrive(_) => 108,
+            NEv::HttpAnswer { .. } => 109,
+            NEv::Resume { .. } => 110,
+            NEv::ExitIfDone { .. } => 111,
+            NEv::FaultTick => 112,
+            NEv::FaultEnd { .. } => 113,
+            NEv::DeleteLand { .. } => 114,
+        }
+    }
+}
+
+/// One send, as the checker knows it.
+struct Attempt {
+    endpoint: usize,
+    seq: u64,
+    /// Its 2xx reached its notifier.
+    answered: bool,
+}
+
+/// An accepted transition, as the oracle judged it.
+#[derive(Clone, Debug)]
+pub struct AcceptedTransition {
+    pub object: ObjectId,
+    pub from: State,
+    pub to: State,
+    /// When it landed in the log.
+    pub at: Time,
+}
+
+/// The wait for the last required deliveries at the end of the liveness phase.
+struct Drain {
+    cutoff: u64,
+    since: Time,
+    deadline: Time,
+    missing: usize,
+}
+
+/// The notifiers' part of the world: the slots, the endpoints, and what the checker of invariant 9 keeps.
+pub(super) struct Notify {
+    pub slots: Vec<NotifierSlot>,
+    pub endpoints: Vec<SimEndpoint>,
+    /// Faults and restarts.
+    rng: ChaCha8Rng,
+    /// Latencies of the notifiers' store traffic and of HTTP.
+    pub net: ChaCha8Rng,
+    pub http_cut: Vec<u32>,
+    attempts: Vec<Attempt>,
+    transitions: BTreeMap<u64, AcceptedTransition>,
+    /// Positions of events the fence discarded.
+    fenced: BTreeSet<u64>,
+    /// (claimer, endpoint, object, seq): a claim that stood in the store while its member's key was gone.
+    orphaned: BTreeSet<(MemberRef, EndpointId, ObjectId, u64)>,
+    /// (endpoint, seq) given up by some notifier.
+    gave_up: BTreeSet<(usize, u64)>,
+    /// 2xx receptions per (endpoint, seq).
+    delivered: BTreeMap<(usize, u64), u32>,
+    /// Per (endpoint, object): the last seq whose first delivery arrived.
+    first: BTreeMap<(usize, ObjectId), u64>,
+    /// `counters.failed` of incarnations that are gone.
+    retired_failed: u64,
+    /// Each notifier key that went away: the member, when, and how many claims of it stood in the store.
+    pub key_losses: Vec<(MemberRef, Time, usize)>,
+    /// Where the log stood when the first notifier started: no start record may be below it.
+    first_start: Option<u64>,
+    on_send: Option<(usize, OnSend)>,
+    pending_hook: Option<(usize, OnSend)>,
+    end: Option<Drain>,
+}
+
+const PROGRESS: &str = "notifier/progress/";
+
+fn progress_key(ep: EndpointId, object: &ObjectId) -> String {
+    format!("{PROGRESS}{ep}/{object}")
+}
+
+fn start_key(ep: EndpointId) -> String {
+    format!("notifier/start/{ep}")
+}
+
+/// The endpoint and object of a progress key.
+fn parse_progress_key(key: &str) -> Option<(EndpointId, ObjectId)> {
+    let (ep, object) = key.strip_prefix(PROGRESS)?.split_once('/')?;
+    Some((EndpointId(u64::from_str_radix(ep, 16).ok()?), ObjectId::new(object).ok()?))
+}
+
+fn decode(value: &str) -> DeliveryRecord {
+    serde_json::from_str(value).expect("the simulator writes records that decode")
+}
+
+impl Notify {
+    pub fn new(params: &Params) -> Notify {
+        let seed = params.seed;
+        let np = &params.notify;
+        let slots = (0..np.notifiers)
+            .map(|i| {
+                // Ahead of the simulation's clock, never behind: a clock behind it would read 0 for a while at
+                // the start (`Process::local` saturates), and a notifier's lease is a duration on its clock. Two
+                // notifiers still differ by up to twice the seed's skew, as two engines may.
+                let clock = match params.clock_skew_max_ms as i64 {
+                    0 => 0,
+                    m => stream(seed, Stream::Clock, 20 + i as u64).random_range(0..=2 * m),
+                };
+                let id = MemberId::new(format!("n{}", i + 1)).expect("valid member id");
+                Process::new(id, stream(seed, Stream::NotifierNode, i as u64), clock)
+            })
+            .collect();
+        let endpoints = np.endpoints.iter().enumerate().map(|(i, e)| SimEndpoint::new(seed, i, e.clone())).collect();
+        Notify {
+            slots,
+            endpoints,
+            rng: stream(seed, Stream::Notify, 0),
+            net: stream(seed, Stream::Notify, 1),
+            http_cut: vec![0; np.notifiers],
+            attempts: Vec::new(),
+            transitions: BTreeMap::new(),
+            fenced: BTreeSet::new(),
+            orphaned: BTreeSet::new(),
+            gave_up: BTreeSet::new(),
+            delivered: BTreeMap::new(),
+            first: BTreeMap::new(),
+            retired_failed: 0,
+            key_losses: Vec::new(),
+            first_start: None,
+            on_send: None,
+            pending_hook: None,
+            end: None,
+        }
+    }
+
+    fn endpoint_index(&self, id: EndpointId) -> Option<usize> {
+        self.endpoints.iter().position(|e| e.endpoint.id == id)
+    }
+}
+
+/// The config every simulated notifier runs with: core's defaults, the seed's ttl and what it drew.
+pub(super) fn config(p: &Params, me: MemberRef, endpoints: Vec<Endpoint>) -> NotifierConfig {
+    let np = &p.notify;
+    let d = Duration::from_millis;
+    let mut cfg = NotifierConfig::new(me, d(p.ttl_ms), endpoints);
+    cfg.concurrency = np.concurrency;
+    cfg.give_up = d(np.give_up_ms);
+    cfg.retry_base = d(np.retry_base_ms);
+    cfg.retry_max = d(np.retry_max_ms);
+    cfg.claim_recheck = d(np.claim_recheck_ms);
+    cfg.max_pending = np.max_pending;
+    cfg.leave_timeout = d(np.leave_timeout_ms);
+    cfg.role.replay_chunk = np.replay_chunk;
+    cfg.role.max_held = np.max_held;
+    cfg
+}
+
+impl Sim {
+    // ---- the swarm's schedule ----
+
+    /// Notifiers start at random times; their fault tick begins.
+    pub(super) fn start_notifiers(&mut self) {
+        let n = self.notify.slots.len();
+        if n == 0 {
+            return;
+        }
+        self.stats.notify.notifiers = n as u64;
+        for slot in 0..n {
+            let at = self.notify.rng.random_range(0..=self.params.notify.start_max_ms);
+            self.push(Time(at), Ev::Notify(NEv::Restart { slot, healing: false }));
+        }
+        if !self.params.notify.faults.is_empty() {
+            let at = exp(&mut self.notify.rng, self.params.notify.fault_every_ms) + 2_000;
+            self.push(Time(at), Ev::Notify(NEv::FaultTick));
+        }
+    }
+
+    pub(super) fn notify_event(&mut self, e: NEv) {
+        self.h(e.code());
+        if let Some((s, inc)) = e.target() {
+            if !self.notify.slots[s].is_current(inc) {
+                return;
+            }
+            if self.notify.slots[s].is_paused() {
+                if !matches!(e, NEv::Timer { .. }) {
+                    self.notify.slots[s].hold(Ev::Notify(e));
+                }
+                return;
+            }
+        }
+        match e {
+            NEv::Restart { slot, healing } => {
+                if self.phase != Phase::Safety && !healing {
+                    // The heal decided who comes back.
+                } else if !self.notify.slots[slot].is_running() {
+                    self.start_notifier(slot);
+                } else if self.notify.slots[slot].is_leaving() {
+                    self.after(1_000, Ev::Notify(NEv::Restart { slot, healing }));
+                }
+            }
+            NEv::Boot { slot, .. } => self.nboot(slot),
+            NEv::Timer { slot, deadline, .. } => {
+                if self.notify.slots[slot].armed == Some(deadline) {
+                    self.notify.slots[slot].armed = None;
+                    self.nstep(slot, None, None);
+                }
+            }
+            NEv::LogDeliver { slot, upto, .. } => {
+                let p = &self.notify.slots[slot];
+                if p.booted && p.can_recv() && !p.log_held {
+                    self.ndeliver_log(slot, upto);
+                }
+            }
+            NEv::MemberDeliver { slot, upto, .. } => {
+                let p = &self.notify.slots[slot];
+                if p.booted && p.can_recv() {
+                    self.ndeliver_members(slot, upto);
+                }
+            }
+            NEv::Answer { slot, input, attempt, .. } => self.nstep(slot, Some(*input), attempt),
+            NEv::StoreLand { slot, inc, op, answer_by } => self.store_land(slot, inc, *op, answer_by),
+            NEv::HttpArrive(req) => self.http_arrive(*req),
+            NEv::HttpAnswer { slot, inc, attempt, op, result, timeout_at } => {
+                self.http_answer(slot, inc, attempt, op, result, timeout_at)
+            }
+            NEv::Resume { slot, inc } => {
+                let p = &self.notify.slots[slot];
+                if p.is_current(inc) && p.pause_over(self.now) {
+                    self.resume_notifier(slot);
+                }
+            }
+            NEv::ExitIfDone { slot, inc } => self.exit_if_done(slot, inc),
+            NEv::DeleteLand { slot, inc, member, sent } => {
+                let p = &mut self.notify.slots[slot];
+                if p.is_current(inc) {
+                    p.role.as_mut().expect("running").deleted = true;
+                } else if self.now.saturating_since(sent).as_millis() as u64 > LEAVE_FLUSH_MS {
+                    // The process exited before it reached the store: lost with its connection.
+                    return;
+                }
+                self.kv_delete(Bucket::Notifier, &member.id);
+            }
+            NEv::FaultTick => self.nfault_tick(),
+            NEv::FaultEnd { gen, slot, undo } => {
+                if gen == self.faults.gen {
+                    self.nundo(slot, undo);
+                }
+            }
+        }
+    }
+
+    // ---- the process's life ----
+
+    /// Starts (or restarts) notifier slot `s` as a new incarnation.
+    pub fn start_notifier(&mut self, s: usize) {
+        self.notify.first_start.get_or_insert(self.log.len());
+        self.notify.slots[s].begin(self.now);
+        let member = self.notify.slots[s].member();
+        let endpoints: Vec<Endpoint> = self.notify.endpoints.iter().map(|e| e.endpoint.clone()).collect();
+        let role = NotifierRole {
+            n: Notifier::new(config(&self.params, member, endpoints)),
+            gone: vec![false; self.notify.endpoints.len()],
+            inflight: BTreeSet::new(),
+            not_before: BTreeMap::new(),
+            hb: Follow { cursor: 0, sched: self.now },
+            deleting: None,
+            deleted: false,
+        };
+        self.notify.slots[s].run(role);
+        let inc = self.notify.slots[s].inc;
+        self.tr(|| format!("n{} starts as incarnation {inc}", s + 1));
+        self.nstep(s, Some(Input::Start), None);
+        let d = self.notify.slots[s].rng.random_range(0..=self.params.boot_delay_max_ms);
+        self.after(d, Ev::Notify(NEv::Boot { slot: s, inc }));
+    }
+
+    /// The process dies: state lost, its key stays until the ttl.
+    pub fn crash_notifier(&mut self, s: usize) {
+        if self.notify.slots[s].is_running() {
+            self.nfault(s, "crashes");
+            self.nstop(s);
+        }
+    }
+
+    fn nstop(&mut self, s: usize) {
+        if let Some(r) = &self.notify.slots[s].role {
+            self.notify.retired_failed += r.n.counters.failed;
+        }
+        self.notify.slots[s].end();
+    }
+
+    /// A clean leave: the notifier finishes its claims, deletes its key and exits once `is_done()`.
+    pub fn leave_notifier(&mut self, s: usize) {
+        let p = &self.notify.slots[s];
+        if !p.is_running() || p.is_leaving() || p.is_paused() {
+            return;
+        }
+        self.notify.slots[s].leave_started = Some(self.now);
+        self.tr(|| format!("n{} leaves", s + 1));
+        self.nstep(s, Some(Input::Leave), None);
+        let inc = self.notify.slots[s].inc;
+        self.after(TICK, Ev::Notify(NEv::ExitIfDone { slot: s, inc }));
+    }
+
+    fn exit_if_done(&mut self, s: usize, inc: u64) {
+        let p = &self.notify.slots[s];
+        if !p.is_current(inc) {
+            return;
+        }
+        let flushed = p.role.as_ref().is_some_and(|r| {
+            r.deleted || r.deleting.is_some_and(|t| self.now.saturating_since(t).as_millis() as u64 >= LEAVE_FLUSH_MS)
+        });
+        if flushed && p.notifier().is_some_and(|n| n.is_done()) {
+            self.tr(|| format!("n{} exits after leaving", s + 1));
+            self.nstop(s);
+        } else {
+            self.after(TICK, Ev::Notify(NEv::ExitIfDone { slot: s, inc }));
+        }
+    }
+
+    pub fn pause_notifier(&mut self, s: usize, ms: u64) {
+        let p = &self.notify.slots[s];
+        if !p.is_running() || p.is_paused() {
+            return;
+        }
+        self.nfault(s, "pauses");
+        let until = self.now + Duration::from_millis(ms);
+        self.notify.slots[s].paused_until = Some(until);
+        self.tr(|| format!("n{} pauses until {until}", s + 1));
+        let inc = self.notify.slots[s].inc;
+        self.push(until, Ev::Notify(NEv::Resume { slot: s, inc }));
+    }
+
+    fn resume_notifier(&mut self, s: usize) {
+        let held = self.notify.slots[s].resume();
+        self.tr(|| format!("n{} resumes", s + 1));
+        for ev in held {
+            self.push(self.now, ev);
+        }
+        if let Some(t) = self.notify.slots[s].armed {
+            let inc = self.notify.slots[s].inc;
+            let at = self.notify.slots[s].global(t);
+            self.push(at, Ev::Notify(NEv::Timer { slot: s, inc, deadline: t }));
+        }
+    }
+
+    /// Cuts notifier `s` from the store inbound, outbound or both, for `ms` or until healed.
+    pub fn cut_notifier(&mut self, s: usize, inbound: bool, outbound: bool, ms: Option<u64>) {
+        self.nfault(s, "is cut from the store");
+        let gen = self.faults.gen;
+        if inbound {
+            self.notify.slots[s].store_in_cut += 1;
+            if let Some(ms) = ms {
+                self.after(ms, Ev::Notify(NEv::FaultEnd { gen, slot: s, undo: NUndo::StoreIn }));
+            }
+        }
+        if outbound {
+            self.notify.slots[s].store_out_cut += 1;
+            if let Some(ms) = ms {
+                self.after(ms, Ev::Notify(NEv::FaultEnd { gen, slot: s, undo: NUndo::StoreOut }));
+            }
+        }
+        self.tr(|| format!("n{} cut from the store (in={inbound} out={outbound}) for {ms:?}ms", s + 1));
+    }
+
+    /// Cuts notifier `s` from every endpoint for `ms` or until healed.
+    pub fn cut_notifier_from_endpoints(&mut self, s: usize, ms: Option<u64>) {
+        self.nfault(s, "is cut from the endpoints");
+        self.notify.http_cut[s] += 1;
+        if let Some(ms) = ms {
+            let gen = self.faults.gen;
+            self.after(ms, Ev::Notify(NEv::FaultEnd { gen, slot: s, undo: NUndo::EndpointCut }));
+        }
+    }
+
+    fn nundo(&mut self, s: usize, undo: NUndo) {
+        let p = &mut self.notify.slots[s];
+        match undo {
+            NUndo::StoreIn => {
+                p.store_in_cut = p.store_in_cut.saturating_sub(1);
+                if p.store_in_cut == 0 {
+                    self.ncatch_up(s);
+                }
+            }
+            NUndo::StoreOut => p.store_out_cut = p.store_out_cut.saturating_sub(1),
+            NUndo::HeartbeatLoss => p.hb_loss = p.hb_loss.saturating_sub(1),
+            NUndo::Clog => p.clog = p.clog.saturating_sub(1),
+            NUndo::EndpointCut => self.notify.http_cut[s] = self.notify.http_cut[s].saturating_sub(1),
+        }
+        self.tr(|| format!("n{} fault over: {undo:?}", s + 1));
+    }
+
+    /// A fault of notifier `s` begins: what it has in flight is counted.
+    fn nfault(&mut self, s: usize, what: &str) {
+        let Some(r) = &self.notify.slots[s].role else { return };
+        let member = self.notify.slots[s].member();
+        let inflight = r.inflight.len() as u64;
+        let claims = self.claims_by(&member) as u64;
+        let st = &mut self.stats.notify;
+        st.faults += 1;
+        st.inflight_at_faults += inflight;
+        st.claims_at_faults += claims;
+        self.tr(|| format!("n{} {what} with {inflight} sends in flight, {claims} claims", s + 1));
+    }
+
+    fn nfault_tick(&mut self) {
+        if self.phase != Phase::Safety {
+            return;
+        }
+        let np = &self.params.notify;
+        let (every, min, max, pause_max) = (np.fault_every_ms, np.fault_min_ms, np.fault_max_ms, np.pause_max_ms);
+        let r = &mut self.notify.rng;
+        let next = exp(r, every);
+        let kind = np.faults[r.random_range(0..np.faults.len())];
+        let s = r.random_range(0..self.notify.slots.len());
+        let d = r.random_range(min..=max.max(min));
+        let again = r.random_bool(0.7);
+        let one_way_in = r.random_bool(0.5);
+        let pause = r.random_range(min..=pause_max.max(min));
+        self.after(next, Ev::Notify(NEv::FaultTick));
+        self.h(200 + kind as u64);
+        let gen = self.faults.gen;
+        let end = |undo| Ev::Notify(NEv::FaultEnd { gen, slot: s, undo });
+        match kind {
+            NotifierFault::Crash => {
+                self.crash_notifier(s);
+                if again {
+                    self.after(d, Ev::Notify(NEv::Restart { slot: s, healing: false }));
+                }
+            }
+            NotifierFault::Pause => self.pause_notifier(s, pause),
+            NotifierFault::StorePartition => self.cut_notifier(s, true, true, Some(d)),
+            NotifierFault::StoreOneWay => self.cut_notifier(s, one_way_in, !one_way_in, Some(d)),
+            NotifierFault::HeartbeatLoss => {
+                self.nfault(s, "loses heartbeats");
+                self.notify.slots[s].hb_loss += 1;
+                self.after(d, end(NUndo::HeartbeatLoss));
+            }
+            NotifierFault::Clog => {
+                self.nfault(s, "is clogged");
+                self.notify.slots[s].clog += 1;
+                self.after(d, end(NUndo::Clog));
+            }
+            NotifierFault::Leave => {
+                self.leave_notifier(s);
+                if again {
+                    self.after(d, Ev::Notify(NEv::Restart { slot: s, healing: false }));
+                }
+            }
+            NotifierFault::EndpointCut => self.cut_notifier_from_endpoints(s, Some(d)),
+        }
+    }
+
+    /// The heal: every notifier fault ends, paused ones resume, some that are down come back (at least one runs).
+    pub(super) fn heal_notifiers(&mut self) {
+        let n = self.notify.slots.len();
+        for s in 0..n {
+            let p = &mut self.notify.slots[s];
+            p.hb_loss = 0;
+            p.clog = 0;
+            p.store_out_cut = 0;
+            self.notify.http_cut[s] = 0;
+            if self.notify.slots[s].store_in_cut > 0 {
+                self.notify.slots[s].store_in_cut = 0;
+                self.ncatch_up(s);
+            }
+            if self.notify.slots[s].is_paused() {
+                self.resume_notifier(s);
+            }
+        }
+        let mut up = self.notify.slots.iter().filter(|p| p.is_running() && !p.is_leaving()).count();
+        for s in 0..n {
+            let restart = self.notify.rng.random_bool(self.params.restart_at_heal);
+            if !self.notify.slots[s].is_running() && (up == 0 || restart) {
+                self.start_notifier(s);
+                up += 1;
+            }
+        }
+        if n > 0 && up == 0 {
+            // Every notifier is leaving: bring the first back once it has exited.
+            self.after(1_000, Ev::Notify(NEv::Restart { slot: 0, healing: true }));
+        }
+    }
+
+    // ---- reading: the watcher and the log follower ----
+
+    fn nboot(&mut self, s: usize) {
+        if !self.notify.slots[s].can_recv() {
+            let inc = self.notify.slots[s].inc;
+            self.after(500, Ev::Notify(NEv::Boot { slot: s, inc }));
+            return;
+        }
+        for obs in self.store.snapshot() {
+            self.nstep(s, Some(Input::Member(obs)), None);
+        }
+        self.notify.slots[s].members.cursor = self.store.rev();
+        self.notify.slots[s].booted = true;
+        let end = self.log.len();
+        self.ndeliver_log(s, end);
+        if self.violation.is_some() || !self.notify.slots[s].is_running() {
+            return;
+        }
+        self.tr(|| format!("n{} caught up at log {end}", s + 1));
+        self.nstep(s, Some(Input::CaughtUp), None);
+    }
+
+    /// One hop of a notifier's NATS traffic (a clogged one's is held for seconds).
+    fn ndelay(&mut self, s: usize) -> u64 {
+        let mut d = 1 + self.notify.net.random_range(0..=self.params.net_delay_max_ms);
+        if self.notify.slots[s].clog > 0 {
+            d += self.notify.net.random_range(500..=3_000);
+        }
+        d
+    }
+
+    /// A duplicate delivery (log entry or membership change), in the safety phase.
+    fn nduplicate(&mut self, s: usize) -> bool {
+        let p = self.params.duplicate;
+        self.phase == Phase::Safety && p > 0.0 && self.notify.slots[s].rng.random_bool(p)
+    }
+
+    /// Revision `rev` of the store is on its way to every notifier's watcher.
+    pub(super) fn notifiers_watch(&mut self, rev: u64) {
+        for s in 0..self.notify.slots.len() {
+            if self.notify.slots[s].follows() {
+                let lag = self.notify.slots[s].rng.random_range(0..=self.params.watch_lag_max_ms) + self.ndelay(s);
+                let at = self.notify.slots[s].members.schedule(self.now + Duration::from_millis(lag));
+                let inc = self.notify.slots[s].inc;
+                self.push(at, Ev::Notify(NEv::MemberDeliver { slot: s, inc, upto: rev }));
+            }
+        }
+    }
+
+    fn ndeliver_members(&mut self, s: usize, upto: u64) {
+        let upto = upto.min(self.store.rev());
+        while self.notify.slots[s].members.cursor < upto
+            && self.violation.is_none()
+            && self.notify.slots[s].is_running()
+        {
+            let rev = self.notify.slots[s].members.cursor + 1;
+            self.notify.slots[s].members.cursor = rev;
+            if let Some(obs) = self.store.observation(rev) {
+                self.nstep(s, Some(Input::Member(obs)), None);
+            }
+        }
+        let cur = self.notify.slots[s].members.cursor;
+        if cur > 0 && self.notify.slots[s].is_running() && self.nduplicate(s) {
+            if let Some(obs) = self.store.observation(cur) {
+                self.nstep(s, Some(Input::Member(obs)), None);
+            }
+        }
+    }
+
+    /// The entry at `seq` landed: the checker learns the oracle's verdict, every notifier's follower gets it.
+    pub(super) fn notify_appended(&mut self, seq: u64) {
+        if self.notify.slots.is_empty() {
+            return;
+        }
+        if let LogEntry::Event(ev) = self.log.entry(seq) {
+            let accepted = self.oracle.reader.verdict_at(seq, ev).is_some_and(|v| v.is_accepted());
+            match &ev.body {
+                EventBody::Transition { from, to, .. } if accepted => {
+                    let t = AcceptedTransition { object: ev.object.clone(), from: *from, to: *to, at: self.now };
+                    self.notify.transitions.insert(seq, t);
+                }
+                _ if !accepted => {
+                    self.notify.fenced.insert(seq);
+                }
+                _ => {}
+            }
+        }
+        for s in 0..self.notify.slots.len() {
+            if self.notify.slots[s].follows() {
+                let lag = self.notify.slots[s].rng.random_range(0..=self.params.log_lag_max_ms) + self.ndelay(s);
+                let at = self.notify.slots[s].log.schedule(self.now + Duration::from_millis(lag));
+                let inc = self.notify.slots[s].inc;
+                self.push(at, Ev::Notify(NEv::LogDeliver { slot: s, inc, upto: seq }));
+            }
+        }
+    }
+
+    fn ndeliver_log(&mut self, s: usize, upto: u64) {
+        let upto = upto.min(self.log.len());
+        while self.notify.slots[s].log.cursor < upto && self.violation.is_none() && self.notify.slots[s].is_running() {
+            let seq = self.notify.slots[s].log.cursor + 1;
+            self.notify.slots[s].log.cursor = seq;
+            let entry = self.log.entry(seq).clone();
+            self.nstep(s, Some(Input::Log { seq, entry }), None);
+        }
+        let cur = self.notify.slots[s].log.cursor;
+        if cur > 0 && self.notify.slots[s].is_running() && self.nduplicate(s) {
+            let entry = self.log.entry(cur).clone();
+            self.nstep(s, Some(Input::Log { seq: cur, entry }), None);
+        }
+    }
+
+    /// Reading resumes after a cut: the watcher and the log follower catch up.
+    fn ncatch_up(&mut self, s: usize) {
+        if !self.notify.slots[s].follows() {
+            return;
+        }
+        let d = self.ndelay(s);
+        let at = self.notify.slots[s].log.schedule(self.now + Duration::from_millis(d));
+        self.notify.slots[s].members.schedule(at);
+        let inc = self.notify.slots[s].inc;
+        let (log, rev) = (self.log.len(), self.store.rev());
+        self.push(at, Ev::Notify(NEv::MemberDeliver { slot: s, inc, upto: rev }));
+        self.push(at, Ev::Notify(NEv::LogDeliver { slot: s, inc, upto: log }));
+    }
+
+    // ---- stepping ----
+
+    /// One step of notifier `s`: an input (or its timer), its self-check, every output carried out, the timer
+    /// re-armed. `attempt` is the send a `Sent` answers.
+    fn nstep(&mut self, s: usize, input: Option<Input>, attempt: Option<u64>) {
+        if self.violation.is_some() {
+            return;
+        }
+        let now = self.notify.slots[s].local(self.now);
+        self.stats.notify.steps += 1;
+        if self.trace.is_some() {
+            let line = match &input {
+                Some(i) => format!("n{} <- {}", s + 1, brief_input(i)),
+                None => match self.notify.slots[s].notifier().and_then(|n| n.poll_timeout()) {
+                    Some((_, timer)) => format!("n{} <- timer {timer:?}", s + 1),
+                    None => format!("n{} <- timer", s + 1),
+                },
+            };
+            self.tr(|| line);
+        }
+        if let (Some(Input::Sent { result, .. }), Some(a)) = (&input, attempt) {
+            self.answer_seen(s, a, result);
+        }
+        let role = self.notify.slots[s].role.as_mut().expect("step of a running notifier");
+        let failed = role.n.counters.failed;
+        match input {
+            Some(i) => role.n.handle(now, i),
+            None => role.n.handle_timeout(now),
+        }
+        let outputs: Vec<Output> = std::iter::from_fn(|| role.n.poll_output()).collect();
+        let gave_up = role.n.counters.failed > failed;
+        if let Err(e) = role.n.check_invariants() {
+            self.fail(Category::Safety, "notifier self-check", format!("n{}: {e}", s + 1));
+            return;
+        }
+        if let Some(a) = attempt.filter(|_| gave_up) {
+            let at = &self.notify.attempts[a as usize];
+            self.notify.gave_up.insert((at.endpoint, at.seq));
+        }
+        self.h(0x4e00 ^ (s as u64) << 4 ^ (outputs.len() as u64) << 12);
+        for out in outputs {
+            self.ncarry_out(s, out);
+        }
+        self.nrearm(s);
+        if let Some((slot, hook)) = self.notify.pending_hook.take() {
+            self.tr(|| format!("scenario: n{} after its send: {hook:?}", slot + 1));
+            match hook {
+                OnSend::Crash => self.crash_notifier(slot),
+                OnSend::Pause(ms) => self.pause_notifier(slot, ms),
+                OnSend::CutStore(ms) => self.cut_notifier(slot, true, true, Some(ms)),
+                OnSend::CutEndpoints(ms) => self.cut_notifier_from_endpoints(slot, Some(ms)),
+                OnSend::Leave => self.leave_notifier(slot),
+            }
+        }
+    }
+
+    /// What an answer to send `a` tells the checker, before the notifier handles it.
+    fn answer_seen(&mut self, s: usize, a: u64, result: &SendResult) {
+        let retry_max = self.params.notify.retry_max_ms;
+        let now = self.now;
+        let at = &mut self.notify.attempts[a as usize];
+        let (ep, seq) = (at.endpoint, at.seq);
+        let role = self.notify.slots[s].role.as_mut().expect("running");
+        role.inflight.remove(&a);
+        match result {
+            SendResult::Delivered => at.answered = true,
+            SendResult::Gone => {
+                if !role.gone[ep] {
+                    role.gone[ep] = true;
+                    self.stats.notify.disabled += 1;
+                }
+            }
+            SendResult::Retry { after: Some(after), .. } => {
+                let wait = (*after).min(Duration::from_millis(retry_max));
+                role.not_before.insert((ep, seq), now + wait);
+            }
+            SendResult::Retry { .. } => {}
+        }
+    }
+
+    fn nrearm(&mut self, s: usize) {
+        let p = &mut self.notify.slots[s];
+        let Some(n) = p.notifier() else { return };
+        let t = n.poll_timeout().map(|(t, _)| t);
+        if t != p.armed {
+            p.armed = t;
+            if let Some(t) = t {
+                let inc = p.inc;
+                let at = p.global(t);
+                self.push(at, Ev::Notify(NEv::Timer { slot: s, inc, deadline: t }));
+            }
+        }
+    }
+
+    fn ncarry_out(&mut self, s: usize, out: Output) {
+        if self.trace.is_some() {
+            let line = format!("n{} -> {}", s + 1, brief_output(&out));
+            self.tr(|| line);
+        }
+        match out {
+            Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => self.nheartbeat(s, member, ttl),
+            Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
+                let now = self.now;
+                self.notify.slots[s].role.as_mut().expect("running").deleting = Some(now);
+                if self.notify.slots[s].can_send() {
+                    let d = self.ndelay(s);
+                    let inc = self.notify.slots[s].inc;
+                    self.after(d, Ev::Notify(NEv::DeleteLand { slot: s, inc, member, sent: now }));
+                }
+            }
+            Output::ReadStarts { endpoints, propose } => self.nstore(s, StoreOp::Starts { endpoints, propose }),
+            Output::ReadProgress { token, objects } => self.nstore(s, StoreOp::Progress { token, objects }),
+            Output::Replay { token, from, to } => self.nstore(s, StoreOp::Replay { token, from, to }),
+            Output::WriteProgress { op, object, endpoint, record, expect } => {
+                if let Some(c) = &record.claim {
+                    // The lease: a notifier claims only while its key is surely alive (so a claim that lands
+                    // after its key went away was on its way at the fault).
+                    if self.store.live_incarnation(Bucket::Notifier, &c.by.id) != Some(c.by.incarnation) {
+                        let msg = format!("{} claims seq {} of {object} while its key is gone", c.by, c.seq);
+                        self.fail(Category::Safety, "9 notifications", msg);
+                        return;
+                    }
+                }
+                self.nstore(s, StoreOp::Write { op, object, endpoint, record, expect })
+            }
+            Output::Send(d) => self.nsend(s, d),
+        }
+    }
+
+    /// A heartbeat: the key lands unless the notifier's writes are cut or the heartbeat is lost; its answer
+    /// (`ok` once the ack is back within the store timeout) is handed after the ones before it.
+    fn nheartbeat(&mut self, s: usize, member: MemberRef, ttl: Duration) {
+        let timeout = self.params.notify.store_timeout_ms;
+        let p = &self.notify.slots[s];
+        let lost = !p.can_send() || (p.hb_loss > 0 && self.notify.net.random_bool(self.params.heartbeat_loss));
+        let mut answer = (timeout, false);
+        if !lost {
+            let d = self.ndelay(s);
+            self.after(d, Ev::HeartbeatLand { bucket: Bucket::Notifier, member, ttl_ms: ttl.as_millis() as u64 });
+            if self.notify.slots[s].can_recv() {
+                let back = d + self.ndelay(s);
+                if back <= timeout {
+                    answer = (back, true);
+                }
+            }
+        }
+        let (after, ok) = answer;
+        let p = &mut self.notify.slots[s];
+        let at = p.role.as_mut().expect("running").hb.schedule(self.now + Duration::from_millis(after));
+        let inc = p.inc;
+        let input = Box::new(Input::HeartbeatWritten { ok });
+        self.push(at, Ev::Notify(NEv::Answer { slot: s, inc, input, attempt: None }));
+    }
+
+    /// A store request: lost if the notifier's writes are cut (a timeout), else it lands after a hop and is
+    /// answered if the answer makes it back before the timeout.
+    fn nstore(&mut self, s: usize, op: StoreOp) {
+        let timeout = self.params.notify.store_timeout_ms;
+        let inc = self.notify.slots[s].inc;
+        if !self.notify.slots[s].can_send() {
+            let input = Box::new(op.failed());
+            self.after(timeout, Ev::Notify(NEv::Answer { slot: s, inc, input, attempt: None }));
+            return;
+        }
+        let d = self.ndelay(s);
+        let by = self.now + Duration::from_millis(timeout);
+        let answer_by = if d < timeout {
+            Some(by)
+        } else {
+            let input = Box::new(op.failed());
+            self.push(by, Ev::Notify(NEv::Answer { slot: s, inc, input, attempt: None }));
+            if self.unambiguous(&op) {
+                return;
+            }
+            None
+        };
+        self.after(d, Ev::Notify(NEv::StoreLand { slot: s, inc, op: Box::new(op), answer_by }));
+    }
+
+    /// Whether a progress write that will not be answered in time is lost rather than landing
+    /// (`NotifyParams::ambiguous_writes` off).
+    fn unambiguous(&self, op: &StoreOp) -> bool {
+        matches!(op, StoreOp::Write { .. }) && !self.params.notify.ambiguous_writes
+    }
+
+    fn store_land(&mut self, s: usize, inc: u64, op: StoreOp, answer_by: Option<Time>) {
+        let failed = op.failed();
+        let alive = self.notify.slots[s].is_current(inc);
+        // When its answer gets back (`None`: it does not, in time).
+        let back = match answer_by {
+            Some(by) if alive && self.notify.slots[s].can_recv() => {
+                Some(self.now + Duration::from_millis(self.ndelay(s))).filter(|t| *t <= by)
+            }
+            _ => None,
+        };
+        if alive && back.is_none() && self.unambiguous(&op) {
+            if let Some(by) = answer_by {
+                self.push(by, Ev::Notify(NEv::Answer { slot: s, inc, input: Box::new(failed), attempt: None }));
+            }
+            return;
+        }
+        let input = self.apply_store(op);
+        let Some(by) = answer_by else { return };
+        if !alive {
+            return;
+        }
+        let (answer, at) = match back {
+            Some(t) => (input, t),
+            None => (failed, by),
+        };
+        self.push(at, Ev::Notify(NEv::Answer { slot: s, inc, input: Box::new(answer), attempt: None }));
+    }
+
+    /// What the store does with a request: reads, create-if-absent, compare-and-set, a log read.
+    fn apply_store(&mut self, op: StoreOp) -> Input {
+        match op {
+            StoreOp::Starts { endpoints, propose } => {
+                let first = self.notify.first_start.unwrap_or(0);
+                if propose < first && endpoints.iter().any(|ep| self.store.get(&start_key(*ep)).is_none()) {
+                    let msg = format!(
+                        "a start record at {propose}, below where the log stood when the first notifier started ({first}): older transitions would be sent"
+                    );
+                    self.fail(Category::Safety, "9 notifications", msg);
+                }
+                let result = endpoints
+                    .iter()
+                    .map(|ep| {
+                        let v = self.store.create(&start_key(*ep), propose.to_string());
+                        (*ep, v.parse().expect("a start record is a position"))
+                    })
+                    .collect();
+                Input::Starts { result: Ok(result) }
+            }
+            StoreOp::Progress { token, objects } => {
+                let mut out = Vec::new();
+                for id in &objects {
+                    for e in &self.notify.endpoints {
+                        if let Some((v, rev)) = self.store.get(&progress_key(e.endpoint.id, id)) {
+                            out.push((id.clone(), e.endpoint.id, Stored { record: decode(v), rev }));
+                        }
+                    }
+                }
+                Input::Progress { token, result: Ok(out) }
+            }
+            StoreOp::Replay { token, from, to } => {
+                let len = self.log.len();
+                let entries = (from.max(1)..=to.min(len)).map(|seq| (seq, self.log.entry(seq).clone())).collect();
+                Input::Replayed { token, result: Ok((to.min(len), entries)) }
+            }
+            StoreOp::Write { op, object, endpoint, record, expect } => {
+                let value = serde_json::to_string(&record).expect("a record serializes");
+                let rev = self.store.update(&progress_key(endpoint, &object), value, expect);
+                if let Some(rev) = rev {
+                    self.h(rev << 20);
+                    self.stats.notify.progress_writes += 1;
+                    if let Some(c) = &record.claim {
+                        if self.store.live_incarnation(Bucket::Notifier, &c.by.id) != Some(c.by.incarnation) {
+                            // Claimed by a member whose key is gone (a write that was on its way): the others
+                            // will send it again.
+                            self.notify.orphaned.insert((c.by.clone(), endpoint, object.clone(), c.seq));
+                        }
+                    }
+                }
+                self.tr(|| format!("store: {object} at {endpoint}: {record:?} expecting {expect:?}: {rev:?}"));
+                Input::Written { op, result: Ok(rev) }
+            }
+        }
+    }
+
+    fn nsend(&mut self, s: usize, d: jaque_core::notifier::Delivery) {
+        let Some(ep) = self.notify.endpoint_index(d.endpoint) else {
+            let msg = format!("n{} sends to an endpoint nobody configured: {}", s + 1, d.endpoint);
+            self.fail(Category::Safety, "9 notifications", msg);
+            return;
+        };
+        let role = self.notify.slots[s].role.as_mut().expect("running");
+        if role.gone[ep] {
+            let msg = format!("n{} sends seq {} to hook{} after hook{} answered it 410", s + 1, d.seq, ep + 1, ep + 1);
+            self.fail(Category::Safety, "9 notifications", msg);
+            return;
+        }
+        if let Some(t) = role.not_before.get(&(ep, d.seq)).copied().filter(|t| d.attempt > 1 && self.now < *t) {
+            let msg = format!(
+                "n{} retries seq {} at hook{} at {}, before the Retry-After it was given (not before {t})",
+                s + 1,
+                d.seq,
+                ep + 1,
+                self.now
+            );
+            self.fail(Category::Safety, "9 notifications", msg);
+            return;
+        }
+        let a = self.notify.attempts.len() as u64;
+        role.inflight.insert(a);
+        self.notify.attempts.push(Attempt { endpoint: ep, seq: d.seq, answered: false });
+        self.stats.notify.sends += 1;
+        self.http_send(s, a, ep, d);
+        if self.notify.on_send.is_some_and(|(slot, _)| slot == s) {
+            self.notify.pending_hook = self.notify.on_send.take();
+        }
+    }
+
+    // ---- the checker ----
+
+    /// Claims of `member` standing in the store.
+    fn claims_by(&self, member: &MemberRef) -> usize {
+        self.store.scan(PROGRESS).filter(|(_, v, _)| decode(v).claim.is_some_and(|c| c.by == *member)).count()
+    }
+
+    /// A notifier's key went away: every claim of it standing in the store may be sent again by another.
+    pub(super) fn notifier_key_gone(&mut self, member: &MemberRef) {
+        let mut claims = Vec::new();
+        for (key, v, _) in self.store.scan(PROGRESS) {
+            if let Some(c) = decode(v).claim.filter(|c| c.by == *member) {
+                let (ep, object) = parse_progress_key(key).expect("the simulator's own keys");
+                claims.push((member.clone(), ep, object, c.seq));
+            }
+        }
+        self.notify.key_losses.push((member.clone(), self.now, claims.len()));
+        self.notify.orphaned.extend(claims);
+    }
+
+    /// Every request reaching an endpoint: its id, its body, an accepted transition after the start, and first
+    /// deliveries in log order.
+    pub(super) fn check_reception(&mut self, ep: usize, rec: &super::endpoint::Reception, body: &str) {
+        self.stats.notify.received += 1;
+        let id = self.notify.endpoints[ep].endpoint.id;
+        let what = format!("hook{} got seq {} ({}) from {}", ep + 1, rec.seq, rec.object, rec.by);
+        let want = format!("jaque-{}-{id}", rec.seq);
+        let err = if rec.webhook_id != want {
+            Some(format!("{what} with webhook-id {}, not {want}", rec.webhook_id))
+        } else if let Some(t) = self.notify.transitions.get(&rec.seq) {
+            let start = self.store.get(&start_key(id)).map(|(v, _)| v.parse::<u64>().expect("a position"));
+            match serde_json::from_str::<Notification>(body) {
+                _ if t.object != rec.object => Some(format!("{what}: the log has {} there", t.object)),
+                _ if start.is_none() => Some(format!("{what} before any notifier recorded where notifications begin")),
+                _ if start.is_some_and(|s| rec.seq <= s) => {
+                    Some(format!("{what}: a transition from before the fleet started at {}", start.unwrap_or(0)))
+                }
+                Err(e) => Some(format!("{what} with a body that is no notification ({e}): {body}")),
+                Ok(n) if (&n.object, n.seq, n.from, n.to) != (&t.object, rec.seq, t.from, t.to) => {
+                    Some(format!("{what} with a body that does not match the log: {body}"))
+                }
+                Ok(_) => None,
+            }
+        } else if self.notify.fenced.contains(&rec.seq) {
+            Some(format!("{what}: a fenced event was notified"))
+        } else {
+            Some(format!("{what}: no accepted transition is at that position"))
+        };
+        if let Some(msg) = err {
+            self.fail(Category::Safety, "9 notifications", msg);
+            return;
+        }
+        if rec.delivered() {
+            self.stats.notify.delivered += 1;
+            let n = self.notify.delivered.entry((ep, rec.seq)).or_default();
+            *n += 1;
+            if *n == 1 {
+                let last = self.notify.first.entry((ep, rec.object.clone())).or_default();
+                if rec.seq <= *last {
+                    let msg = format!("{what}: its first delivery came after that of seq {} of the same object", *last);
+                    self.fail(Category::Safety, "9 notifications", msg);
+                    return;
+                }
+                *last = rec.seq;
+            }
+        }
+    }
+
+    /// The start record of endpoint `i`: where its notifications begin.
+    pub fn start_record(&self, i: usize) -> Option<u64> {
+        let id = self.notify.endpoints[i].endpoint.id;
+        self.store.get(&start_key(id)).map(|(v, _)| v.parse().expect("a position"))
+    }
+
+    /// The deliveries invariant 9 requires up to log position `cutoff` that have not arrived: how many, and
+    /// the first few.
+    fn missing(&self, cutoff: u64) -> (usize, Vec<String>) {
+        let mut n = 0;
+        let mut first = Vec::new();
+        for (i, e) in self.notify.endpoints.iter().enumerate() {
+            if e.answered_gone {
+                continue;
+            }
+            let Some(start) = self.start_record(i) else {
+                n += 1;
+                first.push(format!("hook{} has no start record", i + 1));
+                continue;
+            };
+            for (seq, t) in self.notify.transitions.range(start + 1..).take_while(|(seq, _)| **seq <= cutoff) {
+                let key = (i, *seq);
+                if !self.notify.delivered.contains_key(&key) && !self.notify.gave_up.contains(&key) {
+                    n += 1;
+                    if first.len() < 5 {
+                        first.push(format!("hook{} never got seq {seq} ({}, landed at {})", i + 1, t.object, t.at));
+                    }
+                }
+            }
+        }
+        (n, first)
+    }
+
+    /// Invariant 9 over everything the endpoints received so far: repeats only as permitted by faults, no gap
+    /// per object, nothing given up when nothing may be; with `upto`, every required delivery up to there.
+    pub fn check_notifications(&self, upto: Option<u64>) -> Result<(), String> {
+        if let Some(cutoff) = upto {
+            let (n, first) = self.missing(cutoff);
+            if n > 0 {
+                return Err(format!("{n} deliveries missing: {}", first.join("; ")));
+            }
+        }
+        for (i, e) in self.notify.endpoints.iter().enumerate() {
+            let id = e.endpoint.id;
+            // Per seq: deliveries, and those whose send was in flight at a fault (each permits one repeat).
+            let mut by_seq: BTreeMap<u64, (u64, u64, Vec<String>)> = BTreeMap::new();
+            for r in e.received.iter().filter(|r| r.delivered()) {
+                let answered = self.notify.attempts[r.attempt as usize].answered;
+                let orphaned = self.notify.orphaned.contains(&(r.by.clone(), id, r.object.clone(), r.seq));
+                let v = by_seq.entry(r.seq).or_default();
+                v.0 += 1;
+                v.1 += u64::from(!answered || orphaned);
+                v.2.push(format!("{} at {} (answered={answered} orphaned={orphaned})", r.by, r.at));
+            }
+            for (seq, (count, faulty, who)) in &by_seq {
+                if *count > 1 + faulty {
+                    return Err(format!(
+                        "hook{} got seq {seq} {count} times, {faulty} of its sends in flight at a fault: {}",
+                        i + 1,
+                        who.join(", ")
+                    ));
+                }
+            }
+            // Per object, the deliveries are a prefix of its transitions after the start (give-ups skipped).
+            let Some(start) = self.start_record(i) else { continue };
+            let mut gap: BTreeMap<&ObjectId, u64> = BTreeMap::new();
+            for (seq, t) in self.notify.transitions.range(start + 1..) {
+                let key = (i, *seq);
+                if self.notify.delivered.contains_key(&key) {
+                    if let Some(g) = gap.get(&t.object) {
+                        return Err(format!("hook{} got seq {seq} of {} but never seq {g} before it", i + 1, t.object));
+                    }
+                } else if !self.notify.gave_up.contains(&key) {
+                    gap.entry(&t.object).or_insert(*seq);
+                }
+            }
+        }
+        if self.params.notify.gives_up_never() {
+            let running: u64 = self.notify.slots.iter().filter_map(|p| p.notifier()).map(|n| n.counters.failed).sum();
+            let failed = running + self.notify.retired_failed;
+            if failed > 0 || !self.notify.gave_up.is_empty() {
+                return Err(format!(
+                    "{failed} deliveries given up ({:?}) with give_up at a day",
+                    self.notify.gave_up.iter().take(5).collect::<Vec<_>>()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// How long the notifiers may go without a new required delivery at the end of the liveness phase: their
+    /// takeover (twice: a notifier that comes back after the heal and one whose key must expire), a leave's
+    /// drain, the longest backoffs of a delivery, of a store write and of a resume (core's config by name), a
+    /// claim recheck, two send and store timeouts, a boot, four hops and the clock skew.
+    pub(super) fn notify_budget_ms(&self) -> u64 {
+        let p = &self.params;
+        let np = &p.notify;
+        let anyone = MemberRef { id: MemberId::new("n1").expect("valid member id"), incarnation: 0 };
+        let cfg = config(p, anyone, Vec::new());
+        2 * p.takeover_window_ms()
+            + ms(cfg.leave_timeout)
+            + ms(cfg.retry_max)
+            + ms(cfg.store_retry_max).max(ms(cfg.role.retry_max))
+            + ms(cfg.claim_recheck)
+            + 2 * np.send_timeout_ms
+            + 2 * np.store_timeout_ms
+            + p.boot_delay_max_ms
+            + 4 * p.max_hop_ms()
+            + 2 * p.clock_skew_max_ms
+            + 5_000
+    }
+
+    /// Called once the engines' liveness phase is done: whether the notifiers are done too. They must deliver
+    /// every transition up to where the log stands now, making progress within their budget; then invariant 9
+    /// is checked over everything received.
+    pub(super) fn notifiers_done(&mut self) -> bool {
+        if self.notify.slots.is_empty() {
+            return true;
+        }
+        let budget = Duration::from_millis(self.notify_budget_ms());
+        let (now, cutoff) = (self.now, self.log.len());
+        let d =
+            self.notify.end.get_or_insert(Drain { cutoff, since: now, deadline: now + budget, missing: usize::MAX });
+        let (cutoff, since) = (d.cutoff, d.since);
+        let (missing, first) = self.missing(cutoff);
+        if missing == 0 {
+            self.stats.notify.drain_ms = now.0 - since.0;
+            self.stats.notify.drain_budget_ms = ms(budget);
+            self.stats.notify.required = self.required(cutoff);
+            self.notify_stats_final();
+            if let Err(e) = self.check_notifications(Some(cutoff)) {
+                self.fail(Category::Safety, "9 notifications", e);
+            }
+            return true;
+        }
+        let d = self.notify.end.as_mut().expect("set above");
+        if missing < d.missing {
+            d.missing = missing;
+            d.deadline = d.deadline.max(now + budget);
+        }
+        if now > d.deadline {
+            let msg = format!(
+                "{missing} deliveries missing {}ms after the engines were done (no progress for {}ms): {}",
+                now.0 - since.0,
+                ms(budget),
+                first.join("; ")
+            );
+            self.fail(Category::Liveness, "9 notifications", msg);
+            return true;
+        }
+        false
+    }
+
+    fn required(&self, cutoff: u64) -> u64 {
+        (0..self.notify.endpoints.len())
+            .filter(|i| !self.notify.endpoints[*i].answered_gone)
+            .filter_map(|i| self.start_record(i))
+            .map(|start| {
+                self.notify.transitions.range(start + 1..).take_while(|(seq, _)| **seq <= cutoff).count() as u64
+            })
+            .sum()
+    }
+
+    fn notify_stats_final(&mut self) {
+        let mut repeats = 0;
+        let mut faulty = 0;
+        for (i, e) in self.notify.endpoints.iter().enumerate() {
+            let id = e.endpoint.id;
+            let mut seen = BTreeSet::new();
+            for r in e.received.iter().filter(|r| r.delivered()) {
+                if !seen.insert(r.seq) {
+                    repeats += 1;
+                }
+                let answered = self.notify.attempts[r.attempt as usize].answered;
+                if !answered || self.notify.orphaned.contains(&(r.by.clone(), id, r.object.clone(), r.seq)) {
+                    faulty += 1;
+                }
+            }
+            let _ = i;
+        }
+        let st = &mut self.stats.notify;
+        st.repeats = repeats;
+        st.faulty_sends = faulty;
+        st.orphaned_claims = self.notify.orphaned.len() as u64;
+        st.give_ups = self.notify.gave_up.len() as u64;
+    }
+
+    // ---- scenarios ----
+
+    /// The running notifier of slot `s`.
+    pub fn notifier(&self, s: usize) -> Option<&Notifier> {
+        self.notify.slots[s].notifier()
+    }
+
+    pub fn notifier_slot(&self, s: usize) -> &NotifierSlot {
+        &self.notify.slots[s]
+    }
+
+    /// Do `what` to notifier `s` right after it next sends.
+    pub fn notify_at_next_send(&mut self, s: usize, what: OnSend) {
+        self.notify.on_send = Some((s, what));
+    }
+
+    /// Accepted transitions as the oracle judged them, by log position.
+    pub fn accepted_transitions(&self) -> &BTreeMap<u64, AcceptedTransition> {
+        &self.notify.transitions
+    }
+
+    /// Claims of notifier slot `s`'s running incarnation standing in the store.
+    pub fn claims_of(&self, s: usize) -> usize {
+        self.claims_by(&self.notify.slots[s].member())
+    }
+
+    /// Each notifier key that went away: member, time, and its claims standing in the store then.
+    pub fn notifier_key_losses(&self) -> &[(MemberRef, Time, usize)] {
+        &self.notify.key_losses
+    }
+
+    /// Sends of notifier `s`'s running incarnation whose answer it has not handled.
+    pub fn sends_in_flight(&self, s: usize) -> usize {
+        self.notify.slots[s].role.as_ref().map_or(0, |r| r.inflight.len())
+    }
+
+    /// The statistics of the notifiers so far (repeats and faulty sends are computed on the way).
+    pub fn notify_stats(&mut self) -> NotifyStats {
+        self.notify_stats_final();
+        self.stats.notify.clone()
+    }
+}
+
+fn brief_input(i: &Input) -> String {
+    match i {
+        Input::Log { seq, entry } => format!("log {seq} {}", brief_entry(entry)),
+        Input::Member(o) => format!("member rev {} {:?}", o.rev, o.change),
+        Input::Replayed { token, result: Ok((upto, entries)) } => {
+            format!("replayed #{token} up to {upto}: {} entries", entries.len())
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+fn brief_output(o: &Output) -> String {
+    match o {
+        Output::Send(d) => format!("send {} attempt {} ({})", d.webhook_id, d.attempt, d.object),
+        other => format!("{other:?}"),
+    }
+}
