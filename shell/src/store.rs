@@ -25,8 +25,9 @@ pub const DEFAULT_STORE: &str = "sqlite://jaque-sink.db";
 /// Key of the advisory lock that serializes schema creation among sinks starting together (PostgreSQL).
 const SCHEMA_LOCK: i64 = 0x6a61_7175_655f_7331; // "jaque_s1"
 
-/// Rows per multi-row INSERT: 12 parameters an event row, well under SQLite's 32766 and PostgreSQL's 65535.
-const EVENTS_PER_STATEMENT: usize = 500;
+/// Rows per multi-row INSERT (the core batches at most 1000 rows, so one statement a batch): 12 parameters an
+/// event row, 12,000 in all, under SQLite's 32766 and PostgreSQL's 65535.
+const EVENTS_PER_STATEMENT: usize = 1000;
 const OBJECTS_PER_STATEMENT: usize = 1000;
 /// Objects per progress query (an `IN` list).
 const OBJECTS_PER_QUERY: usize = 1000;
