@@ -334,7 +334,7 @@ fn p9() {
     );
     n.wait_ready();
     let key = base64_key(P9_SECRET);
-    let (lat, floor, floor_claim, rate, raw_rate, m) = rt().block_on(async {
+    let (lat, floor, floor_claim, rate, raw_rate, m, (records, gets, scan)) = rt().block_on(async {
         let client = async_nats::connect(&nats.url).await.unwrap();
         let js = async_nats::jetstream::new(client.clone());
         let record = EpochRecord { epoch: 1, members: vec![loader()], members_rev: 0 };
@@ -481,7 +481,54 @@ fn p9() {
             t.await.unwrap();
         }
         let raw_rate = M as f64 / s.elapsed().as_secs_f64();
-        (lat, floor, floor_claim, rate, raw_rate, M)
+        // How a notifier that gains objects reads their records: one KV get per record, 64 at once (what
+        // shell/src/progress.rs does), beside one ordered consumer over the endpoint's records (last per key).
+        let kv = js.get_key_value("jaque_membership").await.unwrap();
+        let ep = jaque_core::notifier::EndpointId::of(&hook);
+        let keys: Vec<String> = (0..400)
+            .map(|i| format!("p9-rate-{i}"))
+            .chain((0..OBJECTS).map(|i| format!("p9-{i}")))
+            .map(|o| {
+                use base64::Engine as _;
+                format!("notify.{ep}.{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(o))
+            })
+            .collect();
+        let s = Instant::now();
+        let found = futures_util::stream::iter(keys.iter().cloned())
+            .map(|k| {
+                let kv = kv.clone();
+                async move { kv.entry(k).await.unwrap().is_some() }
+            })
+            .buffer_unordered(64)
+            .filter(|f| std::future::ready(*f))
+            .count()
+            .await;
+        let gets = s.elapsed();
+        assert_eq!(found, keys.len(), "every object has its record");
+        let s = Instant::now();
+        let stream = js.get_stream("KV_jaque_membership").await.unwrap();
+        let mut scan = stream
+            .create_consumer(async_nats::jetstream::consumer::push::OrderedConfig {
+                deliver_subject: client.new_inbox(),
+                filter_subject: format!("$KV.jaque_membership.notify.{ep}.>"),
+                deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::LastPerSubject,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .messages()
+            .await
+            .unwrap();
+        let mut scanned = 0;
+        while let Some(m) = scan.next().await {
+            scanned += 1;
+            if m.unwrap().info().unwrap().pending == 0 {
+                break;
+            }
+        }
+        let scan_time = s.elapsed();
+        assert_eq!(scanned, keys.len());
+        (lat, floor, floor_claim, rate, raw_rate, M, (keys.len(), gets, scan_time))
     });
     let (mut lat, mut floor, mut floor_claim) = (lat, floor, floor_claim);
     let (l50, l99, f50, f99) = (pct(&mut lat, 0.5), pct(&mut lat, 0.99), pct(&mut floor, 0.5), pct(&mut floor, 0.99));
@@ -507,6 +554,10 @@ fn p9() {
     println!(
         "| P9 | deliveries/s one notifier sustains to one endpoint ({m} transitions over 400 objects) | {rate:.0}/s | {raw_rate:.0}/s bare POSTs, 16 in flight | {:.2}x | |",
         rate / raw_rate
+    );
+    println!(
+        "| P9 | reading the records of {records} gained objects: one KV get each, 64 at once (what a notifier does) | {:.1} ms ({:.0} µs/record) | {:.1} ms: one ordered consumer over the endpoint's records | {:.2}x | |",
+        ms(gets), gets.as_secs_f64() * 1e6 / records as f64, ms(scan), ms(gets) / ms(scan)
     );
     let _ = n;
 }
