@@ -263,7 +263,11 @@ pub struct Sink {
 }
 
 impl Sink {
-    pub fn new(cfg: SinkConfig) -> Sink {
+    pub fn new(mut cfg: SinkConfig) -> Sink {
+        // A resume reads on while fewer than `max_batch` rows are held, each read bringing up to `replay_chunk`
+        // events, and hands over up to `max_held` at its end: a bound below that would drop a resume's work
+        // every time it finishes, again and again. Raised to what a resume can hold, with room for live events.
+        cfg.max_pending = cfg.max_pending.max(Sink::resume_room(&cfg));
         let salt = hrw::key(cfg.role.me.id.as_str()) ^ cfg.role.me.incarnation.rotate_left(17);
         Sink {
             role: LogRole::new(cfg.role.clone()),
@@ -283,6 +287,12 @@ impl Sink {
             outputs: VecDeque::new(),
             counters: SinkCounters::default(),
         }
+    }
+
+    /// The fewest rows a sink must be able to hold for a resume to finish (see `new`).
+    pub fn resume_room(cfg: &SinkConfig) -> usize {
+        let chunk = usize::try_from(cfg.role.replay_chunk).unwrap_or(usize::MAX);
+        cfg.max_batch.saturating_add(chunk).saturating_add(cfg.role.max_held).saturating_add(cfg.max_batch.max(50))
     }
 
     // ---- getters ----
@@ -573,7 +583,13 @@ impl Sink {
                         self.pending.push_front(item);
                     }
                 } else if let Some(item) = items.into_iter().next() {
-                    if item.degraded() {
+                    if let Item::Event { row, object: Some(object), degraded: false } = item {
+                        // An event row and its object's row: which one was refused? Each alone, whole, next.
+                        self.pending_events += 1;
+                        self.pending.push_front(Item::Object { row: object, degraded: false });
+                        self.pending.push_front(Item::Event { row, object: None, degraded: false });
+                        self.isolate = self.isolate.max(2);
+                    } else if item.degraded() {
                         self.counters.rows_skipped += 1;
                         match item {
                             // The event row goes; its object's row still says where the object is now.

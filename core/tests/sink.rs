@@ -496,7 +496,6 @@ fn a_leaving_sink_writes_what_it_holds_deletes_its_key_and_is_done() {
 /// checked, or a resume's reads are bounded by `max_pending` rather than `max_batch`. Fails today: the world
 /// never settles (a livelock at one instant).
 #[test]
-#[ignore = "core bug: a max_pending below max_batch + replay_chunk (+ max_held) livelocks a resume"]
 fn a_small_max_pending_does_not_livelock_a_resume() {
     let mut w = World::new();
     w.tune = Some(|cfg| {
@@ -522,7 +521,6 @@ fn a_small_max_pending_does_not_livelock_a_resume() {
 /// (counted in `rows_skipped`, so invariant 10 with counted skips holds). Trying the two rows apart before
 /// skipping either would keep it.
 #[test]
-#[ignore = "core weakness: a refused objects row makes its object's event rows skipped"]
 fn a_refused_objects_row_does_not_skip_the_event_rows_the_store_takes() {
     let mut w = World::new();
     w.start("s1");
