@@ -75,18 +75,7 @@ fn floors(url: &str, n: usize, replicas: usize) -> (Vec<Duration>, Vec<Duration>
             js.publish("bench.js", payload.clone().into()).await.unwrap().await.unwrap();
             pubs.push(s.elapsed());
         }
-        let stream = js.get_stream("BENCH").await.unwrap();
-        let mut follow = stream
-            .create_consumer(async_nats::jetstream::consumer::push::OrderedConfig {
-                deliver_subject: client.new_inbox(),
-                deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::New,
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .messages()
-            .await
-            .unwrap();
+        let mut follow = follow_new(&js, &client, "BENCH").await;
         let mut readback = Vec::with_capacity(n);
         for _ in 0..n {
             let s = Instant::now();
@@ -96,6 +85,27 @@ fn floors(url: &str, n: usize, replicas: usize) -> (Vec<Duration>, Vec<Duration>
         }
         (rr, pubs, readback)
     })
+}
+
+/// An ordered push consumer of what is published to `stream` from now on.
+async fn follow_new(
+    js: &async_nats::jetstream::Context,
+    client: &async_nats::Client,
+    stream: &str,
+) -> async_nats::jetstream::consumer::push::Ordered {
+    js.get_stream(stream)
+        .await
+        .unwrap()
+        .create_consumer(async_nats::jetstream::consumer::push::OrderedConfig {
+            deliver_subject: client.new_inbox(),
+            deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::New,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .messages()
+        .await
+        .unwrap()
 }
 
 /// Answers every request on `subject` with its own payload, as fast as a responder can.
@@ -374,20 +384,7 @@ fn p12() {
         })
         .await
         .unwrap();
-        let mut follow = js
-            .get_stream("BENCH_NOTIFY")
-            .await
-            .unwrap()
-            .create_consumer(async_nats::jetstream::consumer::push::OrderedConfig {
-                deliver_subject: client.new_inbox(),
-                deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::New,
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .messages()
-            .await
-            .unwrap();
+        let mut follow = follow_new(&js, &client, "BENCH_NOTIFY").await;
         // A bucket like the membership one, for the floor that includes the claim's compare-and-set.
         let claims = js
             .create_key_value(async_nats::jetstream::kv::Config {
