@@ -1,9 +1,11 @@
 //! The NATS permissions of `deploy/nats/permissions.conf` (documented in docs/nats-permissions.md), one user per
-//! role, on a real nats-server: with exactly them, two engines, a worker and a ui work together and the server
+//! role, on a real nats-server: with exactly them, two engines, a worker, a ui, a sink and a notifier work together
+//! and the server
 //! refuses nothing; a ui user that may not publish on ingress gets its writes answered 503 within the write
 //! timeout, the server's refusal named in the reason; a ui user without the JetStream permissions is refused at
 //! start with a message naming the refused subject and where the permissions are documented.
 
+use jaque_tests::webhook::Receiver;
 use jaque_tests::{jaque_refuses, poll, Jaque, Nats};
 use serde_json::json;
 use std::path::Path;
@@ -58,7 +60,23 @@ fn each_role_works_with_exactly_its_permissions_and_a_missing_one_is_named() {
     let worker =
         Jaque::start("worker", &user(&["-target", "worker", "-queue", url], "jaque-worker", "change-me-worker"));
     let ui = Jaque::start("ui", &user(&["-target", "ui", "-coordination", url], "jaque-ui", "change-me-ui"));
-    for j in [&e1, &e2, &worker, &ui] {
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", store_dir.path().join("sink.db").display());
+    let sink = Jaque::start(
+        "sink",
+        &user(&["-target", "sink", "-coordination", url, "-sink-store", &store], "jaque-sink", "change-me-sink"),
+    );
+    let rx = Receiver::start(None);
+    let hook = rx.url("/hook");
+    let notifier = Jaque::start(
+        "notifier",
+        &user(
+            &["-target", "notifier", "-coordination", url, "-notify-webhook", &hook],
+            "jaque-notifier",
+            "change-me-notifier",
+        ),
+    );
+    for j in [&e1, &e2, &worker, &ui, &sink, &notifier] {
         j.wait_ready();
     }
     poll("an epoch of both engines", || {
@@ -78,6 +96,11 @@ fn each_role_works_with_exactly_its_permissions_and_a_missing_one_is_named() {
         let all = list.as_array()?;
         (all.len() == 8 && all.iter().all(|o| o["state"] == "ok")).then_some(())
     });
+    // The sink stored the events, the notifier sent the transitions (pending -> ok, one per object).
+    poll("the sink wrote every put and transition", || {
+        (sink.metric("jaque_sink_events_written_total")? >= 16.0).then_some(())
+    });
+    poll("the notifier delivered every transition", || (rx.delivery_count("/hook") >= 8).then_some(()));
     assert!(
         !nats.proc.output.text().contains("Violation"),
         "the server refused something:\n{}",
