@@ -187,6 +187,86 @@ mod tests {
         );
     }
 
+    fn delivery(url: String) -> Delivery {
+        Delivery {
+            op: 1,
+            endpoint: jaque_core::notifier::EndpointId::of(&url),
+            url,
+            webhook_id: "jaque-7-0000000000000001".into(),
+            body: "{}".into(),
+            attempt: 1,
+            object: jaque_core::ObjectId::new("web").unwrap(),
+            seq: 7,
+        }
+    }
+
+    /// A server that answers every connection with `answer` (or never, with `None`), and the requests it read.
+    async fn server(answer: Option<&'static str>) -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    let _ = tx.send(String::from_utf8_lossy(&buf[..n]).into_owned());
+                    match answer {
+                        Some(a) => {
+                            let _ = s.write_all(a.as_bytes()).await;
+                        }
+                        None => std::future::pending::<()>().await,
+                    }
+                });
+            }
+        });
+        (url, rx)
+    }
+
+    #[tokio::test]
+    async fn a_post_carries_the_headers_and_its_answer_is_classified() {
+        let secret = Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let sender = Sender::new(Some(secret.clone()), Duration::from_secs(5)).unwrap();
+        let (url, mut requests) = server(Some("HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")).await;
+        assert_eq!(sender.send(&delivery(url)).await, SendResult::Delivered);
+        let req = requests.recv().await.unwrap().to_ascii_lowercase();
+        assert!(req.starts_with("post /hook"), "{req}");
+        assert!(req.contains("webhook-id: jaque-7-0000000000000001"), "{req}");
+        assert!(req.contains("content-type: application/json"), "{req}");
+        let ts: u64 = req.split("webhook-timestamp: ").nth(1).unwrap().lines().next().unwrap().parse().unwrap();
+        let sig = secret.sign("jaque-7-0000000000000001", ts, "{}").to_ascii_lowercase();
+        assert!(req.contains(&format!("webhook-signature: {sig}")), "{req}");
+
+        let (url, mut requests) =
+            server(Some("HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n")).await;
+        let r = sender.send(&delivery(url)).await;
+        assert!(matches!(&r, SendResult::Retry { reason, .. } if reason.contains("302")), "{r:?}");
+        requests.recv().await.unwrap();
+        assert!(requests.try_recv().is_err(), "the redirect was not followed");
+
+        let (url, _) = server(Some("HTTP/1.1 503 Unavailable\r\nRetry-After: 9\r\nContent-Length: 0\r\n\r\n")).await;
+        let r = sender.send(&delivery(url)).await;
+        assert_eq!(r, SendResult::Retry { after: Some(Duration::from_secs(9)), reason: "HTTP 503".into() });
+    }
+
+    #[tokio::test]
+    async fn no_connection_and_no_answer_are_retried_and_an_unsigned_sender_signs_nothing() {
+        let sender = Sender::new(None, Duration::from_millis(300)).unwrap();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let r = sender.send(&delivery(format!("http://{closed}/hook"))).await;
+        assert!(
+            matches!(&r, SendResult::Retry { after: None, reason } if reason.contains("could not connect")),
+            "{r:?}"
+        );
+        let (url, mut requests) = server(None).await;
+        let r = sender.send(&delivery(url)).await;
+        assert!(matches!(&r, SendResult::Retry { after: None, reason } if reason.contains("timed out")), "{r:?}");
+        let req = requests.recv().await.unwrap().to_ascii_lowercase();
+        assert!(req.contains("webhook-id:") && !req.contains("webhook-signature"), "{req}");
+    }
+
     #[test]
     fn retry_after_reads_seconds_and_http_dates() {
         let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480); // Wed, 21 Oct 2015 07:28:00 GMT
