@@ -340,6 +340,10 @@ impl Config {
             return err("-target sink with -coordination memory has no log to read: run it in the engine's process \
                  (-target engine,worker,sink -queue memory), or give it -coordination nats://host:port");
         }
+        if a.sink_store.is_some() && !roles.sink && !roles.ui {
+            return err("-sink-store is for -target sink (where it writes) or -target ui (its history API); \
+                 this process runs neither");
+        }
         let sink_store = match a.sink_store.as_deref() {
             Some(url) => Some(StoreUrl::parse(url).map_err(ConfigError)?),
             None if roles.sink => Some(StoreUrl::parse(DEFAULT_STORE).map_err(ConfigError)?),
@@ -487,6 +491,9 @@ mod tests {
         assert!(parse(&["-target", "ui", "-ui-writes", "direct"]).unwrap_err().contains("ingress or owner"));
         assert!(!parse(&["-target", "ui"]).unwrap().ui_writes_to_owner, "the page's path is the default");
         assert!(parse(&["-target", "ui", "-ui-writes", "owner"]).unwrap().ui_writes_to_owner);
+        let store = ["-sink-store", "sqlite://x.db"];
+        let engine = [&["-target", "engine,worker", "-queue", "memory"][..], &store].concat();
+        assert!(parse(&engine).unwrap_err().contains("-sink-store is for -target sink"));
         assert!(parse(&["-target", "ui", "-idempotency-window", "1d2"]).unwrap_err().contains("-idempotency-window"));
         assert!(parse(&["-target", "ui", "-idempotency-window", "10ms"]).unwrap_err().contains("at least 1s"));
         let c = parse(&["-target", "ui", "-idempotency-window", "2h"]).unwrap();
