@@ -5,7 +5,6 @@
 
 use crate::metrics::{self, Exposition};
 use crate::nats::{self, NatsLink};
-use crate::notifier::NotifierRequest;
 use crate::reading::RoleHandle;
 use crate::store::{parse_rfc3339_ms, HistoryQuery, Store};
 use crate::subjects::{cmd_subject, INGRESS_SUBJECT};
@@ -30,8 +29,6 @@ use tokio::sync::{mpsc, oneshot};
 pub struct Http {
     /// The loop holding the log (an engine's or the ui's reader), if this process has one.
     pub backend: Option<mpsc::Sender<UiRequest>>,
-    /// The notifier loop, if this process is a notifier.
-    pub notifier: Option<mpsc::Sender<NotifierRequest>>,
     pub ui: bool,
     pub route: WriteRoute,
     /// The coordination NATS connection, for writes of a ui without an engine.
@@ -96,17 +93,8 @@ async fn ask<T>(s: &Http, make: impl FnOnce(oneshot::Sender<T>) -> UiRequest) ->
     rx.await.ok()
 }
 
-/// Asks the notifier loop something; `None` when there is none or it is gone.
-async fn ask_notifier<T>(s: &Http, make: impl FnOnce(oneshot::Sender<T>) -> NotifierRequest) -> Option<T> {
-    let notifier = s.notifier.as_ref()?;
-    let (tx, rx) = oneshot::channel();
-    notifier.send(make(tx)).await.ok()?;
-    rx.await.ok()
-}
-
 async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
     let mut text = ask(&s, |reply| UiRequest::Metrics { reply }).await.unwrap_or_default();
-    text.push_str(&ask_notifier(&s, |reply| NotifierRequest::Metrics { reply }).await.unwrap_or_default());
     let mut process = Exposition::default();
     if s.route == WriteRoute::Ingress {
         process.header(
@@ -125,17 +113,12 @@ async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
     ([("content-type", "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
 }
 
-/// Ready when every part of the process is: the loop holding the log (engine or ui), the notifier, and each
-/// role with a loop of its own (a sink). Not ready: 503 with the reasons, a role's prefixed by its name.
+/// Ready when every part of the process is: the loop holding the log (engine or ui), and each role with a loop
+/// of its own (a sink, a notifier). Not ready: 503 with the reasons, a role's prefixed by its name.
 async fn healthz(State(s): State<Arc<Http>>) -> Response {
     let mut parts: Vec<(bool, String)> = Vec::new();
     if s.backend.is_some() {
         parts.push(ask(&s, |reply| UiRequest::Health { reply }).await.unwrap_or((false, "stopping".into())));
-    }
-    if s.notifier.is_some() {
-        let (ready, status) =
-            ask_notifier(&s, |reply| NotifierRequest::Health { reply }).await.unwrap_or((false, "stopping".into()));
-        parts.push((ready, format!("notifier: {status}")));
     }
     for role in &s.roles {
         let (ready, status) = role.health().await;
@@ -144,7 +127,7 @@ async fn healthz(State(s): State<Arc<Http>>) -> Response {
     let waiting: Vec<&str> = parts.iter().filter(|(ready, _)| !ready).map(|(_, st)| st.as_str()).collect();
     if waiting.is_empty() {
         let status = match parts.as_slice() {
-            [(_, only)] if s.roles.is_empty() && s.notifier.is_none() => only.clone(),
+            [(_, only)] if s.roles.is_empty() => only.clone(),
             _ => "ready".to_string(),
         };
         return Json(json!({ "status": status })).into_response();

@@ -180,7 +180,7 @@ async fn run(cfg: Config) -> Result<(), String> {
         backend = Some(ui_tx);
     }
 
-    let mut notifier = None;
+    let mut roles = Vec::new();
     if let Some(notify) = &cfg.notify {
         let ncfg = notifier::NotifierConfigShell {
             me: me.clone(),
@@ -191,20 +191,19 @@ async fn run(cfg: Config) -> Result<(), String> {
             expose_members: backend.is_none(),
         };
         let nloop = notifier::NotifierLoop::new(ncfg, coord.clone())?;
-        let (tx, rx) = mpsc::channel(64);
+        let (handle, queries) = RoleHandle::new("notifier");
+        roles.push(handle);
         let shutdown = shutdown.clone();
-        leavers.spawn(async move { nloop.run(rx, shutdown).await });
-        notifier = Some(tx);
+        leavers.spawn(async move { nloop.run(queries, shutdown).await });
     }
 
     // The sink's store, shared with the ui's history API in this process.
     let store = cfg.sink_store.as_ref().map(|url| Arc::new(Store::open(url)));
-    let mut roles = Vec::new();
     if let (true, Some(store)) = (cfg.roles.sink, &store) {
         let (handle, queries) = RoleHandle::new("sink");
         roles.push(handle);
         // The engine's or ui's loop already exposes the live members of every bucket.
-        let expose_buckets = !(cfg.roles.engine || cfg.roles.ui);
+        let expose_buckets = !(cfg.roles.engine || cfg.roles.ui || cfg.roles.notifier);
         let sink = SinkLoop::new(
             SinkConfig::new(me.clone(), cfg.ttl),
             store.clone(),
@@ -218,7 +217,6 @@ async fn run(cfg: Config) -> Result<(), String> {
 
     let state = Arc::new(http::Http {
         backend,
-        notifier,
         ui: cfg.roles.ui,
         route: write_route(cfg.roles.engine, coord.is_nats()),
         ingress: coord_link.clone(),

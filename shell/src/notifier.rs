@@ -9,19 +9,12 @@ use crate::coord::Coordination;
 use crate::follow::{spawn_heartbeat_writer_acked, Buckets, Followed, Follower, HeartbeatWriter};
 use crate::metrics::Exposition;
 use crate::progress::Progress;
+use crate::reading::RoleQuery;
 use crate::webhook::{self, Secret};
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult};
 use jaque_core::MemberRef;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
-
-/// What the HTTP side asks the notifier loop.
-pub enum NotifierRequest {
-    /// The notifier's part of `/metrics`.
-    Metrics { reply: oneshot::Sender<String> },
-    /// Ready, with a reason when not.
-    Health { reply: oneshot::Sender<(bool, String)> },
-}
+use tokio::sync::{mpsc, watch};
 
 /// How long past the core's own leave deadline the process waits for the last answers before it goes anyway.
 const LEAVE_GRACE: Duration = Duration::from_secs(5);
@@ -78,7 +71,7 @@ impl NotifierLoop {
     /// and says when it is done (bounded by its leave deadline, plus a grace here).
     pub async fn run(
         mut self,
-        mut requests: mpsc::Receiver<NotifierRequest>,
+        mut requests: mpsc::Receiver<RoleQuery>,
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<(), String> {
         let mut done = self.done_rx.take().ok_or("the notifier loop runs once")?;
@@ -133,14 +126,14 @@ impl NotifierLoop {
         Ok(())
     }
 
-    fn answer(&self, req: NotifierRequest, buckets: &Buckets) {
+    fn answer(&self, req: RoleQuery, buckets: &Buckets) {
         match req {
-            NotifierRequest::Metrics { reply } => {
+            RoleQuery::Metrics(reply) => {
                 let _ = reply.send(self.metrics(buckets));
             }
-            NotifierRequest::Health { reply } => {
+            RoleQuery::Health(reply) => {
                 let h = self.n.health();
-                let _ = reply.send((h.ready, format!("notifier: {}", h.reason)));
+                let _ = reply.send((h.ready, h.reason));
             }
         }
     }
