@@ -387,7 +387,8 @@ pub struct Notifier {
     disabled: Vec<bool>,
     /// Lanes per endpoint that are claiming or sending (the concurrency bound).
     sending: Vec<usize>,
-    ready: VecDeque<LaneKey>,
+    /// Per endpoint, the lanes with a transition to claim: an endpoint at its bound is not walked.
+    ready: Vec<VecDeque<LaneKey>>,
     deadlines: BTreeSet<(Time, LaneKey)>,
     ops: BTreeMap<u64, Op>,
     next_op: u64,
@@ -426,7 +427,7 @@ impl Notifier {
             lanes: BTreeMap::new(),
             disabled: vec![false; n],
             sending: vec![0; n],
-            ready: VecDeque::new(),
+            ready: vec![VecDeque::new(); n],
             deadlines: BTreeSet::new(),
             ops: BTreeMap::new(),
             next_op: 0,
@@ -778,7 +779,7 @@ impl Notifier {
             lane.queue.push_back(t.clone());
             self.queued += 1;
             if lane.state == LaneState::Idle && lane.queue.len() == 1 {
-                self.ready.push_back(key);
+                self.ready[key.0].push_back(key);
             }
         }
     }
@@ -798,7 +799,7 @@ impl Notifier {
             }
         }
         self.queued = 0;
-        self.ready.clear();
+        self.ready.iter_mut().for_each(VecDeque::clear);
         self.role.resume_all_owned();
     }
 
@@ -868,7 +869,7 @@ impl Notifier {
                     } else {
                         lane.state = LaneState::Idle;
                         if !lane.queue.is_empty() {
-                            self.ready.push_back(key.clone());
+                            self.ready[key.0].push_back(key.clone());
                         }
                     }
                 }
@@ -946,26 +947,22 @@ impl Notifier {
         if !may_claim {
             return;
         }
-        let mut skipped = VecDeque::new();
-        while let Some(key) = self.ready.pop_front() {
-            let i = key.0;
+        // Each endpoint claims while it is below its bound; the lanes left wait in its queue, not walked again
+        // until one of its sends ends (an answer costs no more with many objects waiting).
+        for i in 0..self.ready.len() {
             if self.disabled[i] {
+                self.ready[i].clear();
                 continue;
             }
-            let Some(lane) = self.lanes.get(&key) else { continue };
-            if lane.state != LaneState::Idle || lane.queue.is_empty() {
-                continue;
+            while self.sending[i] < self.cfg.concurrency {
+                let Some(key) = self.ready[i].pop_front() else { break };
+                let Some(lane) = self.lanes.get(&key) else { continue };
+                if lane.state != LaneState::Idle || lane.queue.is_empty() || !self.role.owns(&key.1) {
+                    continue;
+                }
+                self.claim(key);
             }
-            if !self.role.owns(&key.1) {
-                continue;
-            }
-            if self.sending[i] >= self.cfg.concurrency {
-                skipped.push_back(key);
-                continue;
-            }
-            self.claim(key);
         }
-        self.ready = skipped;
     }
 
     fn claim(&mut self, key: LaneKey) {
@@ -1089,7 +1086,7 @@ impl Notifier {
                     if !keep {
                         self.drop_lane(&key);
                     } else if !lane.queue.is_empty() {
-                        self.ready.push_back(key);
+                        self.ready[key.0].push_back(key);
                     }
                 }
                 Ok(None) => {
