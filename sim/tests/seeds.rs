@@ -7,7 +7,9 @@
 use jaque_sim::{run_seed, Params};
 
 fn assert_seed_passes(seed: u64) {
-    let report = run_seed(Params::draw(seed), 200);
+    // Without sinks a seed draws the world it drew before sinks existed: these seeds keep the worlds that found
+    // their bugs.
+    let report = run_seed(Params { sinks: 0, ..Params::draw(seed) }, 200);
     if let Err(v) = &report.result {
         panic!(
             "seed {seed}: {:?} violation of {}: {}\n{}\nreplay: jaque-sim --seed {seed}",

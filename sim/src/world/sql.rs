@@ -201,17 +201,15 @@ impl Sim {
         let inc = self.sinks.procs[s].inc;
         let cut = self.sinks.sql_cut[s] > 0;
         self.sinks.reqs.insert(id, Pending { s, inc, req, landed: cut, answered: false });
-        let k = self.params.sink.clone();
-        self.after(k.timeout_ms, Ev::Sink(SinkEv::SqlTimeout { s, inc, req: id }));
+        let (timeout, slow, commit_max) =
+            (self.params.sink.timeout_ms, self.params.sink.slow_commit, self.params.sink.commit_ms_max);
+        self.after(timeout, Ev::Sink(SinkEv::SqlTimeout { s, inc, req: id }));
         if cut {
             return;
         }
-        let slow = self.phase == Phase::Safety && k.slow_commit > 0.0 && self.sinks.rng.random_bool(k.slow_commit);
-        let work = if slow {
-            self.sinks.rng.random_range(1_000..=8_000)
-        } else {
-            self.sinks.rng.random_range(0..=k.commit_ms_max)
-        };
+        let slow = self.phase == Phase::Safety && slow > 0.0 && self.sinks.rng.random_bool(slow);
+        let work =
+            if slow { self.sinks.rng.random_range(1_000..=8_000) } else { self.sinks.rng.random_range(0..=commit_max) };
         let d = self.sink_delay(s) + work;
         self.after(d, Ev::Sink(SinkEv::SqlLand { req: id }));
     }
@@ -419,4 +417,64 @@ fn brief_answer(req: &Req, a: &Answer) -> String {
         Answer::Progress(Err(e)) => e.to_string(),
     };
     format!("{what}: {how}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jaque_core::sink::Progress;
+    use jaque_core::{MemberId, State, Time};
+
+    fn event(seq: u64, object: &str, output: &str) -> EventRow {
+        EventRow {
+            seq,
+            object: ObjectId::new(object).unwrap(),
+            epoch: 1,
+            writer: MemberId::new("e1").unwrap(),
+            writer_incarnation: 1,
+            at: Time(seq),
+            kind: "transition",
+            from_state: Some(State::Ok),
+            to_state: Some(State::Critical),
+            output: Some(output.into()),
+            command_id: None,
+            definition: None,
+        }
+    }
+
+    fn object(object: &str, last_seq: u64) -> ObjectRow {
+        sink::object_row(&ObjectId::new(object).unwrap(), None, last_seq)
+    }
+
+    fn batch(id: u64, events: Vec<EventRow>, objects: Vec<ObjectRow>) -> Batch {
+        Batch { id, events, objects, progress: Progress { sink: MemberId::new("s1").unwrap(), position: id } }
+    }
+
+    #[test]
+    fn a_row_at_a_stored_position_is_ignored_and_an_objects_row_never_goes_back() {
+        let mut sql = Sql::new(1, 0.0);
+        sql.commit(&batch(1, vec![event(1, "a", "x"), event(2, "a", "y")], vec![object("a", 2)])).unwrap();
+        sql.commit(&batch(2, vec![event(2, "a", "other"), event(3, "b", "z")], vec![object("a", 1)])).unwrap();
+        assert_eq!(sql.events().len(), 3);
+        assert_eq!((sql.copies(2), sql.counters.conflicts), (1, 1));
+        assert_eq!(sql.events()[1].output.as_deref(), Some("y"), "the first row at a position stays");
+        assert_eq!(sql.objects[&ObjectId::new("a").unwrap()].last_seq, 2, "no upsert over a newer row");
+        let asked = [ObjectId::new("a").unwrap(), ObjectId::new("b").unwrap(), ObjectId::new("c").unwrap()];
+        let last: Vec<u64> = sql.last_seqs(&asked).unwrap().into_iter().map(|(_, s)| s).collect();
+        assert_eq!(last, [2, 3], "an object without rows is absent");
+    }
+
+    #[test]
+    fn a_refused_or_down_transaction_changes_nothing() {
+        let mut sql = Sql::new(1, 1.0);
+        let bad = batch(1, vec![event(1, "a", "x"), event(2, "a", &format!("{MARKER} y"))], vec![object("a", 2)]);
+        assert!(matches!(sql.commit(&bad), Err(StoreError::Refused(_))));
+        assert!(sql.events().is_empty() && sql.objects.is_empty() && sql.progress.is_empty());
+        // Degraded (output emptied) at a position refused even so (all are, at refuse_degraded 1.0).
+        assert!(sql.refuses_event(&degraded_event(event(2, "a", "y"))));
+        sql.down = true;
+        assert!(matches!(sql.commit(&batch(2, vec![event(1, "a", "x")], vec![])), Err(StoreError::Unavailable(_))));
+        assert!(sql.last_seqs(&[]).is_err());
+        assert!(sql.events().is_empty());
+    }
 }
