@@ -264,6 +264,8 @@ pub(super) struct Request {
     pub delivery: Delivery,
     /// The client gives up at this time.
     pub timeout_at: Time,
+    /// Its answer is lost (scenarios).
+    pub lose: bool,
 }
 
 impl Sim {
@@ -274,7 +276,8 @@ impl Sim {
 
     /// Notifier `s` POSTs `delivery`: it reaches its endpoint unless the notifier is cut from the endpoints (a
     /// refused connection at once).
-    pub(super) fn http_send(&mut self, s: usize, attempt: u64, endpoint: usize, delivery: Delivery) {
+    /// `lose`: the request arrives but its answer is lost (scenarios).
+    pub(super) fn http_send(&mut self, s: usize, attempt: u64, endpoint: usize, delivery: Delivery, lose: bool) {
         let inc = self.notify.slots[s].inc;
         let timeout_at = self.now + Duration::from_millis(self.params.notify.send_timeout_ms);
         if self.notify.http_cut[s] > 0 {
@@ -283,7 +286,7 @@ impl Sim {
             return;
         }
         let d = self.http_delay();
-        let req = Request { slot: s, inc, attempt, endpoint, delivery, timeout_at };
+        let req = Request { slot: s, inc, attempt, endpoint, delivery, timeout_at, lose };
         self.after(d, Ev::Notify(NEv::HttpArrive(Box::new(req))));
     }
 
@@ -293,7 +296,7 @@ impl Sim {
         let timeout = self.params.notify.send_timeout_ms;
         let (reply, processing) = self.notify.endpoints[req.endpoint].decide(self.now, healed, timeout);
         let by = MemberRef { id: self.notify.slots[req.slot].id.clone(), incarnation: req.inc };
-        let Request { slot, inc, attempt, endpoint, delivery, timeout_at } = req;
+        let Request { slot, inc, attempt, endpoint, delivery, timeout_at, lose } = req;
         let op = delivery.op;
         match reply {
             Reply::Refused => {
@@ -323,7 +326,7 @@ impl Sim {
         }
         let back = self.http_delay();
         let answer_at = self.now + Duration::from_millis(processing + back);
-        if answer_at <= timeout_at {
+        if answer_at <= timeout_at && !lose {
             self.push(
                 answer_at,
                 Ev::Notify(NEv::HttpAnswer { slot, inc, attempt, op, result: result_of(reply), timeout_at }),

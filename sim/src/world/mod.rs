@@ -38,7 +38,8 @@ mod workload;
 pub use endpoint::{EndpointParams, Kind as EndpointKind, Mode as EndpointMode, Reception};
 pub use engine::{EngineRole, Node};
 pub use notifier::{
-    AcceptedTransition, NotifierFault, NotifierRole, NotifierSlot, NotifyParams, NotifyStats, OnSend, GIVE_UP_NEVER_MS,
+    AcceptedTransition, At as NotifyAt, NotifierFault, NotifierRole, NotifierSlot, NotifyParams, NotifyStats,
+    Then as NotifyThen, GIVE_UP_NEVER_MS,
 };
 pub use process::Process;
 pub use sink::{SinkProc, SinkRole, SinkStats, SinkWorldCounters};

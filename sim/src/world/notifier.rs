@@ -256,9 +256,17 @@ pub struct NotifyStats {
     pub drain_budget_ms: u64,
 }
 
-/// Scenarios: what happens to a notifier right after it next sends (its request is on the wire).
+/// Scenarios: when a hook set with [`Sim::notify_at_next`] fires: right after the notifier's next send (its
+/// request is on the wire), or its next claim (the compare-and-set write is on its way to the store).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnSend {
+pub enum At {
+    Send,
+    Claim,
+}
+
+/// Scenarios: what happens to the notifier then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Then {
     Crash,
     Pause(u64),
     /// Cut from the store both ways for this long.
@@ -266,6 +274,9 @@ pub enum OnSend {
     /// Cut from the endpoints for this long (the answer of that send is lost).
     CutEndpoints(u64),
     Leave,
+    /// That request lands (the endpoint takes the send, the store applies the claim) but its answer is lost:
+    /// the notifier's client times out.
+    LoseAnswer,
 }
 
 /// What the simulator keeps for one running notifier incarnation.
@@ -490,8 +501,8 @@ pub(super) struct Notify {
     pub key_losses: Vec<(MemberRef, Time, usize)>,
     /// Where the log stood when the first notifier started: no start record may be below it.
     first_start: Option<u64>,
-    on_send: Option<(usize, OnSend)>,
-    pending_hook: Option<(usize, OnSend)>,
+    hook: Option<(usize, At, Then)>,
+    pending_hook: Option<(usize, Then)>,
     end: Option<Drain>,
 }
 
@@ -549,7 +560,7 @@ impl Notify {
             retired_failed: 0,
             key_losses: Vec::new(),
             first_start: None,
-            on_send: None,
+            hook: None,
             pending_hook: None,
             end: None,
         }
@@ -1077,11 +1088,12 @@ impl Sim {
         if let Some((slot, hook)) = self.notify.pending_hook.take() {
             self.tr(|| format!("scenario: n{} after its send: {hook:?}", slot + 1));
             match hook {
-                OnSend::Crash => self.crash_notifier(slot),
-                OnSend::Pause(ms) => self.pause_notifier(slot, ms),
-                OnSend::CutStore(ms) => self.cut_notifier(slot, true, true, Some(ms)),
-                OnSend::CutEndpoints(ms) => self.cut_notifier_from_endpoints(slot, Some(ms)),
-                OnSend::Leave => self.leave_notifier(slot),
+                Then::Crash => self.crash_notifier(slot),
+                Then::Pause(ms) => self.pause_notifier(slot, ms),
+                Then::CutStore(ms) => self.cut_notifier(slot, true, true, Some(ms)),
+                Then::CutEndpoints(ms) => self.cut_notifier_from_endpoints(slot, Some(ms)),
+                Then::Leave => self.leave_notifier(slot),
+                Then::LoseAnswer => {}
             }
         }
     }
@@ -1153,7 +1165,18 @@ impl Sim {
                         return;
                     }
                 }
-                self.nstore(s, StoreOp::Write { op, object, endpoint, record, expect })
+                let claim = record.claim.is_some();
+                let op = StoreOp::Write { op, object, endpoint, record, expect };
+                if claim && self.hook_fires(s, At::Claim) == Some(Then::LoseAnswer) {
+                    // The write lands; its answer never comes.
+                    let d = self.ndelay(s);
+                    let (inc, timeout) = (self.notify.slots[s].inc, self.params.notify.store_timeout_ms);
+                    let input = Box::new(op.failed());
+                    self.after(timeout, Ev::Notify(NEv::Answer { slot: s, inc, input, attempt: None }));
+                    self.after(d, Ev::Notify(NEv::StoreLand { slot: s, inc, op: Box::new(op), answer_by: None }));
+                    return;
+                }
+                self.nstore(s, op)
             }
             Output::Send(d) => self.nsend(s, d),
         }
@@ -1225,7 +1248,9 @@ impl Sim {
             }
             _ => None,
         };
-        if alive && back.is_none() && self.unambiguous(&op) {
+        // (A write whose client timed out before it could land never gets here in that mode: `nstore` drops it.
+        // Without an answer due, this is a scenario's lost answer: it lands.)
+        if alive && answer_by.is_some() && back.is_none() && self.unambiguous(&op) {
             if let Some(by) = answer_by {
                 self.push(by, Ev::Notify(NEv::Answer { slot: s, inc, input: Box::new(failed), attempt: None }));
             }
@@ -1326,10 +1351,22 @@ impl Sim {
         role.inflight.insert(a);
         self.notify.attempts.push(Attempt { endpoint: ep, seq: d.seq, answered: false });
         self.stats.notify.sends += 1;
-        self.http_send(s, a, ep, d);
-        if self.notify.on_send.is_some_and(|(slot, _)| slot == s) {
-            self.notify.pending_hook = self.notify.on_send.take();
+        let lose = self.hook_fires(s, At::Send) == Some(Then::LoseAnswer);
+        self.http_send(s, a, ep, d, lose);
+    }
+
+    /// Scenarios: whether the hook set for notifier `s` fires now; it runs at the end of the step, except
+    /// `LoseAnswer`, which the caller applies to the request at hand.
+    fn hook_fires(&mut self, s: usize, at: At) -> Option<Then> {
+        let (slot, when, then) = self.notify.hook?;
+        if slot != s || when != at {
+            return None;
         }
+        self.notify.hook = None;
+        if then != Then::LoseAnswer {
+            self.notify.pending_hook = Some((s, then));
+        }
+        Some(then)
     }
 
     // ---- the checker ----
@@ -1598,9 +1635,9 @@ impl Sim {
         &self.notify.slots[s]
     }
 
-    /// Do `what` to notifier `s` right after it next sends.
-    pub fn notify_at_next_send(&mut self, s: usize, what: OnSend) {
-        self.notify.on_send = Some((s, what));
+    /// Do `then` to notifier `s` at its next send or claim.
+    pub fn notify_at_next(&mut self, s: usize, at: At, then: Then) {
+        self.notify.hook = Some((s, at, then));
     }
 
     /// Accepted transitions as the oracle judged them, by log position.
@@ -1621,6 +1658,16 @@ impl Sim {
     /// Sends of notifier `s`'s running incarnation whose answer it has not handled.
     pub fn sends_in_flight(&self, s: usize) -> usize {
         self.notify.slots[s].role.as_ref().map_or(0, |r| r.inflight.len())
+    }
+
+    /// Scenarios, to show the checker is not vacuous: endpoint `i` receives its last delivery again, as from a
+    /// send no fault touched.
+    pub fn forge_repeat(&mut self, i: usize) {
+        let e = &mut self.notify.endpoints[i];
+        let mut r = e.received.iter().rev().find(|r| r.delivered()).cloned().expect("a delivery to repeat");
+        r.attempt = self.notify.attempts.len() as u64;
+        self.notify.attempts.push(Attempt { endpoint: i, seq: r.seq, answered: true });
+        e.received.push(r);
     }
 
     /// The statistics of the notifiers so far (repeats and faulty sends are computed on the way).
