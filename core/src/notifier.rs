@@ -335,6 +335,9 @@ struct Lane {
     /// Sent again after a fault: counted once it is sent.
     resend: bool,
     store_attempts: u32,
+    /// A claim write here got no answer (it may have landed): until the record is read again, this lane may hold
+    /// a claim in the store, which must be given back before the lane can go.
+    unsure: bool,
 }
 
 impl Lane {
@@ -347,18 +350,20 @@ impl Lane {
             state: LaneState::Unread,
             resend: false,
             store_attempts: 0,
+            unsure: false,
         }
     }
 
     /// Holding a claim or about to: it must be finished or released before the lane can go.
     fn busy(&self) -> bool {
-        matches!(
-            self.state,
-            LaneState::Claiming { .. }
-                | LaneState::Sending { .. }
-                | LaneState::Backoff { .. }
-                | LaneState::Recording { .. }
-        )
+        self.unsure
+            || matches!(
+                self.state,
+                LaneState::Claiming { .. }
+                    | LaneState::Sending { .. }
+                    | LaneState::Backoff { .. }
+                    | LaneState::Recording { .. }
+            )
     }
 
     fn deadline(&self) -> Option<Time> {
@@ -417,7 +422,12 @@ pub struct Notifier {
 const RECHECK: u64 = 1 << 62;
 
 impl Notifier {
-    pub fn new(cfg: NotifierConfig) -> Notifier {
+    pub fn new(mut cfg: NotifierConfig) -> Notifier {
+        // A resume reads on while the queue is below half of `max_pending`, a read bringing up to
+        // `replay_chunk` transitions per endpoint, and hands over up to `max_held` per endpoint at its end: a
+        // bound below that overflows in the step a read lands, and the resume that follows reads the same again,
+        // forever. Raised to what a resume can bring.
+        cfg.max_pending = cfg.max_pending.max(Notifier::resume_room(&cfg));
         let n = cfg.endpoints.len();
         let salt = hrw::key(cfg.role.me.id.as_str()) ^ cfg.role.me.incarnation.rotate_left(29);
         Notifier {
@@ -450,6 +460,17 @@ impl Notifier {
     }
 
     // ---- getters ----
+
+    /// The fewest transitions a notifier must be able to queue for a resume to finish (see `new`).
+    pub fn resume_room(cfg: &NotifierConfig) -> usize {
+        let endpoints = cfg.endpoints.len().max(1);
+        let chunk = usize::try_from(cfg.role.replay_chunk).unwrap_or(usize::MAX);
+        chunk
+            .saturating_mul(2)
+            .saturating_add(cfg.role.max_held)
+            .saturating_mul(endpoints)
+            .saturating_add(cfg.concurrency.saturating_mul(endpoints))
+    }
 
     pub fn me(&self) -> &MemberRef {
         self.role.me()
@@ -839,13 +860,35 @@ impl Notifier {
             for i in 0..self.cfg.endpoints.len() {
                 let key = (i, id.clone());
                 let stored = by_key.get(&key);
+                let not_ours = !self.role.owns(&id) || self.leaving();
                 let Some(lane) = self.lanes.get_mut(&key) else { continue };
                 let applies = match &lane.state {
                     LaneState::Unread => !recheck,
                     LaneState::Reading { token: t } => *t == token,
                     _ => false,
                 };
+                if applies && lane.unsure && not_ours {
+                    // Kept only to settle a claim write that got no answer: give the claim back if it landed.
+                    lane.unsure = false;
+                    lane.state = LaneState::Idle;
+                    let ours = stored.and_then(|s| s.record.claim.as_ref()).is_some_and(|c| c.by == me);
+                    if let Some(s) = stored {
+                        lane.done = lane.done.max(s.record.done);
+                        lane.rev = Some(s.rev);
+                    }
+                    if ours {
+                        self.release(key, None);
+                    } else {
+                        self.drop_lane(&key);
+                    }
+                    continue;
+                }
                 if applies {
+                    // The record may hold this notifier's own claim (a write that got no answer but landed):
+                    // it stays to give back if the lane goes before claiming again.
+                    lane.unsure = stored
+                        .and_then(|s| s.record.claim.as_ref())
+                        .is_some_and(|c| c.by == me && c.seq > lane.done.max(s_done(stored)));
                     lane.done = lane.done.max(starts.get(i).copied().unwrap_or(0));
                     let mut claimed_by_live = false;
                     if let Some(s) = stored {
@@ -1045,6 +1088,7 @@ impl Notifier {
                     Ok(Some(rev)) => {
                         lane.rev = Some(rev);
                         lane.store_attempts = 0;
+                        lane.unsure = false;
                         if !self.role.owns(&key.1) || leaving || self.disabled[key.0] {
                             // Lost it while claiming: give the claim back unsent.
                             lane.queue.push_front(t);
@@ -1066,6 +1110,8 @@ impl Notifier {
                         self.counters.store_errors += 1;
                         lane.queue.push_front(t);
                         self.queued += 1;
+                        // It may have landed: what the record says is learnt by reading it (the wait ends in one).
+                        lane.unsure = true;
                         let delay = self.store_backoff.delay(lane.store_attempts);
                         lane.store_attempts += 1;
                         self.wait(key, now + delay, None);
@@ -1128,8 +1174,9 @@ impl Notifier {
             }
             SendResult::Gone => {
                 self.counters.disabled += 1;
+                // The endpoint is gone for this process: the transition is not sent (counted above), only the
+                // claim given back.
                 self.disable(key.0);
-                lane_requeue(self.lanes.get_mut(&key), t, &mut self.queued);
                 self.release(key, None);
             }
             SendResult::Retry { after, .. } => {
@@ -1223,11 +1270,16 @@ impl Notifier {
 
     /// After a membership change (or a leave): lanes of objects no longer owned are dropped, and claims held
     /// on them given back once what is in flight is finished.
-    fn ownership_changed(&mut self, _now: Time) {
+    fn ownership_changed(&mut self, now: Time) {
         let lost: Vec<LaneKey> = self.lanes.keys().filter(|(_, id)| !self.role.owns(id)).cloned().collect();
         for key in lost {
             let lane = self.lanes.get_mut(&key).expect("listed");
             match &lane.state {
+                // A claim write that got no answer may have landed: read the record (at once) to give it back.
+                LaneState::Unread | LaneState::Idle | LaneState::Waiting { .. } if lane.unsure => {
+                    self.wait(key, now, None);
+                }
+                LaneState::Reading { .. } if lane.unsure => {}
                 LaneState::Unread | LaneState::Idle | LaneState::Waiting { .. } | LaneState::Reading { .. } => {
                     self.drop_lane(&key);
                 }
@@ -1257,6 +1309,10 @@ fn claim_is_gone(claim: &Claim, rev: u64, me: &MemberRef, view: &LiveSet) -> boo
     }
     let live = view.incarnation(&claim.by.id) == Some(claim.by.incarnation);
     !live && view.rev() > rev
+}
+
+fn s_done(stored: Option<&Stored>) -> u64 {
+    stored.map_or(0, |s| s.record.done)
 }
 
 fn lane_requeue(lane: Option<&mut Lane>, t: Transition, queued: &mut usize) {

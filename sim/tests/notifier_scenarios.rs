@@ -381,49 +381,47 @@ fn a_repeat_without_a_fault_is_a_violation() {
     assert!(err.contains("2 times, 0 of its sends in flight at a fault"), "{err}");
 }
 
-// ---- core bugs found by the swarm, pinned (the swarm steers clear of them; see `NotifyParams::draw`) ----
+// ---- core bugs the swarm found, fixed in core; their worlds kept ----
 
-/// CORE BUG (core/src/notifier.rs, `Notifier::step` / `overflow` with `LogRole::drive`): the role asks for the
-/// next replay chunk when the queue is below half of `max_pending`, but one chunk of `replay_chunk` log
-/// entries can queue up to `replay_chunk` × endpoints transitions. When that is more than half the queue, the
-/// replay overflows the queue in the very step it lands (`queued > max_pending` → `overflow` →
-/// `resume_all_owned`), the resume replays the same entries again, and so on: no lane is ever claimed, nothing
-/// is delivered again. Here: `max_pending` 40, one endpoint failing while 75 transitions of 25 objects arrive
-/// (an overflow), then recovering; every resume's replay brings ~50 transitions at once, forever. Found by swarm seeds 52, 266,
-/// 363, 423 (with `max_pending` 40 and `replay_chunk` 1000). With `replay_chunk` 5 the same world delivers
-/// everything (see the next test).
+/// Found by the swarm (seeds 52, 266, 363, 423 with `max_pending` 40 and `replay_chunk` 1000), fixed in core: the
+/// role asks for the next replay chunk while the queue is below half of `max_pending`, and one chunk can queue up
+/// to `replay_chunk` × endpoints transitions; with more than half the queue in one chunk, the replay overflowed the
+/// queue in the step it landed, the resume read the same entries again, and so on forever. `Notifier::new` now
+/// raises `max_pending` to what a resume can bring (`Notifier::resume_room`): the same world does not overflow
+/// and delivers everything.
 #[test]
-#[ignore = "core bug: a replay chunk larger than half the queue overflows it forever (core/src/notifier.rs)"]
 fn a_replay_larger_than_the_queue_does_not_overflow_forever() {
-    overflowing_world(1_000);
+    overflowing_world(1_000, false);
 }
 
-/// The same world as above, with a replay chunk that fits the room the role asks for: delivered.
+/// A queue that does overflow (live transitions past `max_pending` while the endpoint fails, with a replay that
+/// fits): every transition is still delivered once the endpoint recovers, from the records and the log.
 #[test]
 fn a_replay_that_fits_the_queue_after_an_overflow_delivers_everything() {
-    overflowing_world(5);
+    overflowing_world(5, true);
 }
 
-fn overflowing_world(replay_chunk: u64) {
+fn overflowing_world(replay_chunk: u64, overflows: bool) {
     let mut s = world(33, 1, 1, 25, |n| {
         n.max_pending = 40;
         n.replay_chunk = replay_chunk;
+        n.max_held = 15;
     });
     start(&mut s, N1);
     s.sim.set_endpoint(HOOK1, EndpointMode::Fail5xx);
     let ids = s.sim.object_ids();
-    // Every lane holds one transition in backoff and queues the rest: 25 × 2 > 40.
+    // Every lane holds one transition in backoff and queues the rest: 25 × 2 > 41, the least the queue can be.
     for to in [State::Critical, State::Ok, State::Warning] {
         flip(&mut s, &ids, to);
     }
     s.run_for(2_000);
     let n = s.sim.notifier(N1).expect("running");
-    assert!(n.counters.overflows >= 1, "the queue overflowed: {:?} lag {}", n.counters, n.lag());
+    assert_eq!(n.counters.overflows >= 1, overflows, "overflows: {:?} lag {}", n.counters, n.lag());
     s.sim.set_endpoint(HOOK1, EndpointMode::Ok);
     settle(&mut s, 60_000);
 }
 
-/// CORE BUG (core/src/notifier.rs, `handle_written` (a claim answered `Err`) with `ownership_changed` and
+/// Found by the swarm, fixed in core (core/src/notifier.rs, `handle_written` (a claim answered `Err`) with `ownership_changed` and
 /// `pump`): a claim whose compare-and-set write timed out but landed (NATS: "a timed-out put may still land")
 /// stays in the store. Its notifier only requeues the transition; when the object then moves to another
 /// notifier, the old one drops or idles its lane without giving the claim back, and the new owner sees a
@@ -431,7 +429,6 @@ fn overflowing_world(replay_chunk: u64) {
 /// delivered. Found by swarm seed 203 (a clogged notifier whose claim landed after its store timeout). The
 /// swarm keeps such writes from landing (`NotifyParams::ambiguous_writes` off) until this is fixed.
 #[test]
-#[ignore = "core bug: a claim whose write timed out but landed is never released when its object moves (core/src/notifier.rs)"]
 fn a_claim_whose_write_timed_out_but_landed_is_released_when_its_object_moves() {
     let mut s = world(34, 4, 1, 10, |_| {});
     start(&mut s, N1);
@@ -452,12 +449,11 @@ fn a_claim_whose_write_timed_out_but_landed_is_released_when_its_object_moves() 
     settle(&mut s, 30_000);
 }
 
-/// CORE BUG (minor; core/src/notifier.rs, `handle_sent`, `SendResult::Gone`): the answer disables the endpoint
+/// Found by the swarm, fixed in core (minor; core/src/notifier.rs, `handle_sent`, `SendResult::Gone`): the answer disables the endpoint
 /// (`disable` clears its lanes' queues) and then puts the transition it answered back in its lane's queue
 /// (`lane_requeue`), where it stays for good: `lag()` (`jaque_notifier_lag_events`) never returns to 0 after a
 /// 410 and the queue's count keeps up to `concurrency` transitions that will never be sent.
 #[test]
-#[ignore = "core bug: after a 410 the transitions in flight stay queued for good, lag never returns to 0 (core/src/notifier.rs)"]
 fn after_a_410_the_notifier_is_caught_up_again() {
     let mut s = world(35, 1, 2, 5, |_| {});
     start(&mut s, N1);
