@@ -55,13 +55,24 @@ impl Coordination {
         }
     }
 
+    /// Deletes this member's key, only while it is this incarnation's: a late delete of an earlier incarnation
+    /// never takes the key of the process that replaced it (a compare-and-set on the key's revision).
     pub async fn delete_heartbeat(&self, bucket: Bucket, member: &MemberRef) -> Result<(), String> {
+        let k = key(bucket, &member.id);
+        let ours = |value: &[u8]| {
+            wire::decode_heartbeat(member.id.as_str(), value).is_ok_and(|m| m.incarnation == member.incarnation)
+        };
         match self {
             Coordination::Memory(m) => {
-                m.delete(&key(bucket, &member.id));
+                m.delete_if(&k, ours);
                 Ok(())
             }
-            Coordination::Nats(n) => n.kv.delete(key(bucket, &member.id)).await.map_err(|e| e.to_string()),
+            Coordination::Nats(n) => match n.kv.entry(k.as_str()).await.map_err(|e| e.to_string())? {
+                Some(e) if e.operation == jetstream::kv::Operation::Put && ours(&e.value) => {
+                    n.kv.delete_expect_revision(k.as_str(), Some(e.revision)).await.map_err(|e| e.to_string())
+                }
+                _ => Ok(()),
+            },
         }
     }
 
@@ -221,9 +232,10 @@ impl MemStore {
         inner.keys.insert(key, (value, Instant::now() + ttl, rev));
     }
 
-    fn delete(&self, key: &str) {
+    fn delete_if(&self, key: &str, ours: impl Fn(&[u8]) -> bool) {
         let mut inner = self.lock();
-        if inner.keys.remove(key).is_some() {
+        if inner.keys.get(key).is_some_and(|(value, _, _)| ours(value)) {
+            inner.keys.remove(key);
             inner.change(key, None);
         }
     }

@@ -545,7 +545,7 @@ impl Sim {
             Ev::LogDeliver { node, inc, upto } => self.log_deliver(node, inc, upto),
             Ev::MemberDeliver { node, inc, upto } => self.member_deliver(node, inc, upto),
             Ev::HeartbeatLand { bucket, member, ttl_ms } => self.kv_put(bucket, member, ttl_ms),
-            Ev::HeartbeatDelete { bucket, member } => self.kv_delete(bucket, &member.id),
+            Ev::HeartbeatDelete { bucket, member } => self.kv_delete_own(bucket, &member),
             Ev::Expire { bucket, id, gen } => self.kv_expire(bucket, id, gen),
             Ev::AppendLand { event } => self.append(LogEntry::Event(event)),
             Ev::ProposeLand { node, inc, record, after_seq } => self.propose_land(node, inc, record, after_seq),

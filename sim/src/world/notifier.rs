@@ -669,7 +669,7 @@ impl Sim {
                     // The process exited before it reached the store: lost with its connection.
                     return;
                 }
-                self.kv_delete(Bucket::Notifier, &member.id);
+                self.kv_delete_own(Bucket::Notifier, &member);
             }
             NEv::FaultTick => self.nfault_tick(),
             NEv::FaultEnd { gen, slot, undo } => {

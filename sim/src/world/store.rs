@@ -181,6 +181,17 @@ impl Sim {
         self.notify_watchers(rev);
     }
 
+    /// A member's leave: it deletes its key only while the key is its own incarnation's (the shell deletes by
+    /// compare-and-set on the revision of its own heartbeat), so a late delete of an earlier incarnation never
+    /// takes the key of the process that replaced it.
+    pub(super) fn kv_delete_own(&mut self, bucket: Bucket, member: &MemberRef) {
+        if self.store.live_incarnation(bucket, &member.id) == Some(member.incarnation) {
+            self.kv_delete(bucket, &member.id);
+        } else {
+            self.tr(|| format!("store: a stale delete of {}{member} is refused", bucket.prefix()));
+        }
+    }
+
     pub(super) fn kv_delete(&mut self, bucket: Bucket, id: &MemberId) {
         let inc = self.store.live_incarnation(bucket, id);
         let Some(rev) = self.store.delete(bucket, id) else { return };
