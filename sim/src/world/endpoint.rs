@@ -1,6 +1,6 @@
 //! The simulated webhook endpoints the notifiers send to (1–3 per seed), and the HTTP between them. Each
-//! endpoint draws a behaviour: answering 2xx, failing for a while then recovering (5xx or a refused
-//! connection), answering slowly (in the safety phase sometimes past the notifiers' send timeout), answering 429
+//! endpoint draws a behaviour: answering 2xx, failing for a while then recovering (5xx, a 3xx or 4xx, or a
+//! refused connection), answering slowly (in the safety phase sometimes past the notifiers' send timeout), answering 429
 //! with a `Retry-After` for a while, or answering 410 Gone from some moment on. The bad periods end at the heal;
 //! 410 stays. Every request that reaches an endpoint is recorded (webhook-id, seq, object, notifier, time, the
 //! answer); a 2xx is a delivery. The notifier's HTTP client gets exactly one answer per send: the endpoint's, a
@@ -21,7 +21,7 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Ok,
-    /// Bad periods of 5xx, or of refused connections (`connect`).
+    /// Bad periods of 5xx (and some 302 or 400), or of refused connections (`connect`).
     Failing {
         connect: bool,
     },
@@ -32,7 +32,7 @@ pub enum Kind {
     Gone,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct EndpointParams {
     pub kind: Kind,
     /// Failing and rate-limited endpoints: mean length of a healthy period, and the longest bad one.
@@ -206,7 +206,7 @@ impl SimEndpoint {
                 Mode::Gone => (Reply::Status { code: 410, retry_after_s: None }, quick),
             };
         }
-        let p = self.params.clone();
+        let p = self.params;
         match p.kind {
             Kind::Ok => (ok, quick),
             Kind::Gone if now.0 >= p.gone_at_ms => (Reply::Status { code: 410, retry_after_s: None }, quick),
@@ -222,7 +222,8 @@ impl SimEndpoint {
                 } else if connect {
                     (Reply::Refused, 0)
                 } else {
-                    let code = [500, 502, 503, 504][self.rng.random_range(0..4)];
+                    // Only 2xx is a delivery: a redirect or a client error is retried like a 5xx.
+                    let code = [500, 502, 503, 504, 302, 400][self.rng.random_range(0..6)];
                     (Reply::Status { code, retry_after_s: None }, quick)
                 }
             }

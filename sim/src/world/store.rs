@@ -282,6 +282,30 @@ mod tests {
     }
 
     #[test]
+    fn other_keys_share_the_revisions_and_compare_and_set() {
+        let mut s = Store::new();
+        assert_eq!(s.put(Bucket::Notifier, m("n1", 1)).0, 1);
+        assert_eq!(s.update("notifier/progress/a/o1", "x".into(), Some(7)), None, "no such key at revision 7");
+        assert_eq!(s.update("notifier/progress/a/o1", "x".into(), None), Some(2), "created: the next revision");
+        assert_eq!(s.update("notifier/progress/a/o1", "y".into(), None), None, "exists: create fails");
+        assert_eq!(s.update("notifier/progress/a/o1", "y".into(), Some(1)), None, "not at revision 1");
+        assert_eq!(s.put(Bucket::Notifier, m("n2", 1)).0, 3, "a membership key after it: one sequence");
+        assert_eq!(s.update("notifier/progress/a/o1", "y".into(), Some(2)), Some(4));
+        assert_eq!(s.get("notifier/progress/a/o1"), Some(("y", 4)));
+        assert_eq!(s.create("notifier/start/a", "5".into()), "5");
+        assert_eq!(s.create("notifier/start/a", "9".into()), "5", "create if absent keeps the first");
+        assert_eq!(s.rev(), 5);
+        let scanned: Vec<&str> = s.scan("notifier/progress/").map(|(k, _, _)| k).collect();
+        assert_eq!(scanned, ["notifier/progress/a/o1"]);
+        // Watchers see only the membership keys; the live sets are those of revisions 1 and 3.
+        assert!(s.observation(2).is_none() && s.observation(4).is_none());
+        let snapshot: Vec<u64> = s.snapshot().iter().map(|o| o.rev).collect();
+        assert_eq!(snapshot, [1, 3]);
+        assert_eq!(s.live_hash(Bucket::Notifier, 5), s.live_hash(Bucket::Notifier, 3));
+        assert_eq!(s.live_incarnation(Bucket::Notifier, &m("n2", 1).id), Some(1));
+    }
+
+    #[test]
     fn a_refresh_voids_the_expiry_of_the_write_before_it() {
         let mut s = Store::new();
         let (_, gen) = s.put(Bucket::Notifier, m("n1", 1));

@@ -253,6 +253,15 @@ impl Sim {
         self.work.pause_on_dispatch = Some((n, object.clone(), ms));
     }
 
+    /// Every object's simulated truth stays what it is now (no new transitions once checks see it).
+    pub(super) fn freeze_truth(&mut self) {
+        for i in 0..self.work.objects.len() {
+            let id = self.work.objects[i].0.clone();
+            let state = self.truth(&id, self.now);
+            self.work.truth_override.insert(id, state);
+        }
+    }
+
     /// The simulated truth of an object: piecewise constant, a new state every period or so.
     fn truth(&self, id: &ObjectId, t: Time) -> State {
         if let Some(s) = self.work.truth_override.get(id) {
