@@ -52,9 +52,12 @@ impl Setup {
         }
         let spare = nats.url(SPARE).to_string();
         let worker = Jaque::start("worker", &["-target", "worker", "-queue", &spare]);
-        // The first ui knows every server (a comma-separated list), the second only the spare node.
+        // The first ui knows two servers (a comma-separated list: it picks one), the second only the spare node.
+        // Neither is on e2's node, which one test stops: a client on a stopped (not dead) server notices only
+        // after its pings time out, minutes later, and would watch a frozen cluster meanwhile.
+        let two = format!("{},{}", nats.url(0), nats.url(SPARE));
         let uis = vec![
-            Jaque::start("ui1", &["-target", "ui", "-coordination", &nats.urls(), "-heartbeat-ttl", ttl]),
+            Jaque::start("ui1", &["-target", "ui", "-coordination", &two, "-heartbeat-ttl", ttl]),
             Jaque::start("ui2", &["-target", "ui", "-coordination", &spare, "-heartbeat-ttl", ttl]),
         ];
         for j in engines.values().map(|(j, _)| j).chain([&worker]).chain(&uis) {
