@@ -389,9 +389,10 @@ fn a_repeat_without_a_fault_is_a_violation() {
 /// replay overflows the queue in the very step it lands (`queued > max_pending` → `overflow` →
 /// `resume_all_owned`), the resume replays the same entries again, and so on: no lane is ever claimed, nothing
 /// is delivered again. Here: `max_pending` 40, one endpoint failing while 75 transitions of 25 objects arrive
-/// (an overflow), then recovering; every resume's replay brings ~50 transitions at once, forever. Found by swarm seeds 52, 266,
-/// 363, 423 (with `max_pending` 40 and `replay_chunk` 1000). With `replay_chunk` 5 the same world delivers
-/// everything (see the next test).
+/// (an overflow), then recovering; every resume's replay brings ~50 transitions at once, forever. Found by nine
+/// of the first 600 swarm seeds (52, 266, 363, 423, 475, 528, 535, 569, 570) when the swarm drew `max_pending`
+/// 40 with `replay_chunk` 1000 (it now pairs 40 with 5). With `replay_chunk` 5 the same world delivers everything (see
+/// the next test). Fixed when this passes: then the swarm may draw any pair again (`NotifyParams::draw`).
 #[test]
 #[ignore = "core bug: a replay chunk larger than half the queue overflows it forever (core/src/notifier.rs)"]
 fn a_replay_larger_than_the_queue_does_not_overflow_forever() {
@@ -428,8 +429,9 @@ fn overflowing_world(replay_chunk: u64) {
 /// stays in the store. Its notifier only requeues the transition; when the object then moves to another
 /// notifier, the old one drops or idles its lane without giving the claim back, and the new owner sees a
 /// claim by a member that is still live, so it waits for it (`claim_recheck`) forever: the transition is never
-/// delivered. Found by swarm seed 203 (a clogged notifier whose claim landed after its store timeout). The
-/// swarm keeps such writes from landing (`NotifyParams::ambiguous_writes` off) until this is fixed.
+/// delivered. Found by swarm seed 203 of the first 600 (a clogged notifier whose claim landed after its store
+/// timeout) while such writes could land in the swarm. The swarm keeps them from landing
+/// (`NotifyParams::ambiguous_writes` off) until this passes.
 #[test]
 #[ignore = "core bug: a claim whose write timed out but landed is never released when its object moves (core/src/notifier.rs)"]
 fn a_claim_whose_write_timed_out_but_landed_is_released_when_its_object_moves() {
