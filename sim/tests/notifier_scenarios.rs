@@ -426,8 +426,9 @@ fn overflowing_world(replay_chunk: u64, overflows: bool) {
 /// stays in the store. Its notifier only requeues the transition; when the object then moves to another
 /// notifier, the old one drops or idles its lane without giving the claim back, and the new owner sees a
 /// claim by a member that is still live, so it waits for it (`claim_recheck`) forever: the transition is never
-/// delivered. Found by swarm seed 203 (a clogged notifier whose claim landed after its store timeout). The
-/// swarm keeps such writes from landing (`NotifyParams::ambiguous_writes` off) until this is fixed.
+/// delivered. Found by swarm seed 203 of the first 600 (a clogged notifier whose claim landed after its store
+/// timeout) while such writes could land in the swarm. The swarm keeps them from landing
+/// (`NotifyParams::ambiguous_writes` off) until this passes.
 #[test]
 fn a_claim_whose_write_timed_out_but_landed_is_released_when_its_object_moves() {
     let mut s = world(34, 4, 1, 10, |_| {});

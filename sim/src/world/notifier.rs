@@ -8,8 +8,10 @@
 //! answer: a `PutHeartbeat` a `HeartbeatWritten` (handed in order: `ok` once the key landed and the ack came
 //! back within the store timeout), a store request (`ReadStarts` create-if-absent, `ReadProgress`,
 //! `WriteProgress` compare-and-set, `Replay` of the log) its answer or a timeout (a request that timed out may
-//! still land), a `Send` the endpoint's answer, a refused connection or a timeout. `check_invariants()` runs
-//! after every step.
+//! still land, but for progress writes while `NotifyParams::ambiguous_writes` is off), a `Send` the endpoint's
+//! answer, a refused connection or a timeout. `check_invariants()` runs after every step. A leaving notifier
+//! exits once its key's delete landed (or the shell's flush bound passed); a crashed one's heartbeat still on
+//! its way is lost once its slot restarted.
 //!
 //! **Where progress lives.** The progress and start records are keys of the simulated KV store that holds the
 //! membership keys (`notifier/progress/<endpoint>/<object>`, `notifier/start/<endpoint>`), so they share its one
@@ -25,8 +27,9 @@
 //! notifier's key was gone (a crash, a pause past the ttl, a cut, lost heartbeats, clogging, a leave that timed
 //! out: the member that claimed it is then gone for the others, who send it again), or a send whose 2xx never
 //! reached its notifier (the notifier crashed or was cut from the endpoints first, or the endpoint answered
-//! after the send timeout). A notifier that got a 410 from an endpoint never sends to it again, and none retries
-//! before a 429's `Retry-After`.
+//! after the send timeout). A notifier claims only while its key is live in the store (the lease); no start
+//! record lies below where the log stood when the first notifier started; a notifier that got a 410 from an
+//! endpoint never sends to it again; none retries a delivery before the `Retry-After` its last answer gave.
 
 use super::endpoint::{EndpointParams, Request, SimEndpoint};
 use super::log::brief_entry;
