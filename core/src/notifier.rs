@@ -884,18 +884,17 @@ impl Notifier {
                     continue;
                 }
                 if applies {
-                    // The record may hold this notifier's own claim (a write that got no answer but landed):
-                    // it stays to give back if the lane goes before claiming again.
-                    lane.unsure = stored
-                        .and_then(|s| s.record.claim.as_ref())
-                        .is_some_and(|c| c.by == me && c.seq > lane.done.max(s_done(stored)));
                     lane.done = lane.done.max(starts.get(i).copied().unwrap_or(0));
+                    lane.unsure = false;
                     let mut claimed_by_live = false;
                     if let Some(s) = stored {
                         lane.done = lane.done.max(s.record.done);
                         lane.rev = Some(s.rev);
                         if let Some(c) = &s.record.claim {
                             if c.seq > lane.done {
+                                // The record may hold this notifier's own claim (a write that got no answer but
+                                // landed): it stays to give back if the lane goes before claiming again.
+                                lane.unsure = c.by == me;
                                 let gone = claim_is_gone(c, s.rev, &me, &view);
                                 claimed_by_live = !gone;
                                 lane.resend = gone;
@@ -1309,10 +1308,6 @@ fn claim_is_gone(claim: &Claim, rev: u64, me: &MemberRef, view: &LiveSet) -> boo
     }
     let live = view.incarnation(&claim.by.id) == Some(claim.by.incarnation);
     !live && view.rev() > rev
-}
-
-fn s_done(stored: Option<&Stored>) -> u64 {
-    stored.map_or(0, |s| s.record.done)
 }
 
 fn lane_requeue(lane: Option<&mut Lane>, t: Transition, queued: &mut usize) {
