@@ -38,7 +38,7 @@ impl Follower {
     pub async fn start(coord: &Coordination) -> Result<Follower, String> {
         Ok(Follower {
             members: coord.watch_members().await?,
-            log: coord.follow_log().await?,
+            log: coord.follow_log(1).await?,
             buckets: Buckets::default(),
             snapshot_done: false,
             log_caught_up: false,

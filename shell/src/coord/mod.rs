@@ -1,0 +1,212 @@
+//! The `-coordination` store: membership keys with a per-key TTL and a watch, and the log (epoch records and
+//! events in one ordered stream, epoch records appended by compare-and-set). Two implementations with the same
+//! semantics — an in-process one for `-coordination memory` and JetStream for `nats://` — so the engine and the
+//! ui run the same code path over either.
+
+mod memory;
+mod nats;
+
+pub use memory::MemStore;
+pub use nats::{NatsCoord, EVENT_SUBJECT};
+
+use crate::metrics;
+use async_nats::jetstream::{self, message::PublishMessage};
+use jaque_core::wire;
+use jaque_core::{Bucket, EpochRecord, Event, LogEntry, MemberChange, MemberId, MemberObservation, MemberRef};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// What a membership watcher reports: every change in revision order, and once, the end of the snapshot of
+/// keys that existed when the watch began.
+#[derive(Debug)]
+pub enum MemberEvent {
+    Observed(MemberObservation),
+    SnapshotDone,
+}
+
+/// What a log follower reports: every entry in log order, and once, the end of the backlog present at start.
+#[derive(Debug)]
+pub enum LogEvent {
+    Entry { seq: u64, entry: LogEntry },
+    CaughtUp,
+}
+
+#[derive(Clone)]
+pub enum Coordination {
+    Memory(Arc<MemStore>),
+    Nats(Box<NatsCoord>),
+}
+
+impl Coordination {
+    pub fn memory() -> Coordination {
+        Coordination::Memory(MemStore::start())
+    }
+
+    pub fn is_nats(&self) -> bool {
+        matches!(self, Coordination::Nats(_))
+    }
+
+    pub async fn put_heartbeat(&self, bucket: Bucket, member: &MemberRef, ttl: Duration) -> Result<(), String> {
+        match self {
+            Coordination::Memory(m) => {
+                m.put(bucket, member, ttl);
+                Ok(())
+            }
+            Coordination::Nats(n) => n.put_heartbeat(bucket, member, ttl).await,
+        }
+    }
+
+    /// Deletes this member's key, only while it is this incarnation's: a late delete of an earlier incarnation
+    /// never takes the key of the process that replaced it (a compare-and-set on the key's revision).
+    pub async fn delete_heartbeat(&self, bucket: Bucket, member: &MemberRef) -> Result<(), String> {
+        let k = key(bucket, &member.id);
+        let ours = |value: &[u8]| {
+            wire::decode_heartbeat(member.id.as_str(), value).is_ok_and(|m| m.incarnation == member.incarnation)
+        };
+        match self {
+            Coordination::Memory(m) => {
+                m.delete_if(&k, ours);
+                Ok(())
+            }
+            Coordination::Nats(n) => match n.kv().entry(k.as_str()).await.map_err(|e| e.to_string())? {
+                Some(e) if e.operation == jetstream::kv::Operation::Put && ours(&e.value) => {
+                    n.kv().delete_expect_revision(k.as_str(), Some(e.revision)).await.map_err(|e| e.to_string())
+                }
+                _ => Ok(()),
+            },
+        }
+    }
+
+    pub async fn watch_members(&self) -> Result<UnboundedReceiver<MemberEvent>, String> {
+        match self {
+            Coordination::Memory(m) => Ok(m.watch_members()),
+            Coordination::Nats(n) => n.watch_members().await,
+        }
+    }
+
+    /// Follows the log from position `from` (1: the whole log that is left): every entry at or after it in
+    /// order, `CaughtUp` once the entries present at the call have been delivered, then new ones as they land.
+    /// Positions are the log's own: a jump between two delivered positions is a purged range.
+    pub async fn follow_log(&self, from: u64) -> Result<UnboundedReceiver<LogEvent>, String> {
+        match self {
+            Coordination::Memory(m) => Ok(m.follow_log(from)),
+            Coordination::Nats(n) => n.follow_log(from).await,
+        }
+    }
+
+    /// Stores an encoded reader snapshot taken at log position `position`. Snapshots are kept by position:
+    /// a late write of an older one never hides a newer one.
+    pub async fn save_snapshot(&self, position: u64, bytes: Vec<u8>) -> Result<(), String> {
+        match self {
+            Coordination::Memory(m) => {
+                m.save_snapshot(position, bytes);
+                Ok(())
+            }
+            Coordination::Nats(n) => n.save_snapshot(position, bytes).await,
+        }
+    }
+
+    /// The newest stored snapshot, encoded, with its position.
+    pub async fn latest_snapshot(&self) -> Result<Option<(u64, Vec<u8>)>, String> {
+        match self {
+            Coordination::Memory(m) => Ok(m.latest_snapshot()),
+            Coordination::Nats(n) => n.latest_snapshot().await,
+        }
+    }
+
+    /// Removes the events at log positions below `below`. Epoch records stay: they are few, and the
+    /// compare-and-set of the next proposal is made against the last one.
+    pub async fn purge_events_below(&self, below: u64) -> Result<(), String> {
+        match self {
+            Coordination::Memory(m) => {
+                m.purge_events_below(below);
+                Ok(())
+            }
+            Coordination::Nats(n) => n.purge_events_below(below).await,
+        }
+    }
+
+    /// The log's entries at positions `from..=to` that exist, and the last position the read covered (a
+    /// notifier or sink reading a range again after gaining objects).
+    pub async fn replay(&self, from: u64, to: u64) -> Result<(u64, Vec<(u64, LogEntry)>), String> {
+        match self {
+            Coordination::Memory(m) => Ok(m.replay(from, to)),
+            Coordination::Nats(n) => n.replay(from, to).await,
+        }
+    }
+
+    /// Appends `record` only if the log's last epoch record is still at `after_seq`. `Ok(false)`: another
+    /// proposal won. `Err`: the outcome is unknown (it may still land).
+    pub async fn propose(&self, record: &EpochRecord, after_seq: Option<u64>) -> Result<bool, String> {
+        match self {
+            Coordination::Memory(m) => Ok(m.propose(record, after_seq)),
+            Coordination::Nats(n) => n.propose(record, after_seq).await,
+        }
+    }
+
+    /// Sends an event to the log. The returned ack resolves when the store has it; appends sent one after the
+    /// other land in that order.
+    pub async fn append(&self, event: Event) -> Result<AppendAck, String> {
+        match self {
+            Coordination::Memory(m) => {
+                m.append(LogEntry::Event(event));
+                Ok(AppendAck::Done)
+            }
+            Coordination::Nats(n) => {
+                let payload = wire::encode(&LogEntry::Event(event));
+                let ack = n
+                    .js()
+                    .send_publish(EVENT_SUBJECT, PublishMessage::build().payload(payload.into()))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(AppendAck::Nats(ack))
+            }
+        }
+    }
+}
+
+pub enum AppendAck {
+    Done,
+    Nats(jetstream::context::PublishAckFuture),
+}
+
+impl AppendAck {
+    pub async fn wait(self) -> Result<(), String> {
+        match self {
+            AppendAck::Done => Ok(()),
+            AppendAck::Nats(f) => f.await.map(|_| ()).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// The page's key name: `membership/<id>`, `sink/membership/<id>`, `notifier/membership/<id>`.
+pub fn key(bucket: Bucket, id: &MemberId) -> String {
+    format!("{}{}", bucket.prefix(), id)
+}
+
+/// A key's change as an observation, or `None` for a key that is not a member key (counted).
+pub(crate) fn observe(rev: u64, key: &str, up: Option<&[u8]>) -> Option<MemberObservation> {
+    let Some((bucket, id)) = Bucket::split_key(key) else {
+        metrics::wire_error("membership key");
+        return None;
+    };
+    let change = match up {
+        Some(bytes) => match wire::decode_heartbeat(id, bytes) {
+            Ok(m) => MemberChange::Up(m),
+            Err(e) => {
+                tracing::warn!(key, error = %e, "skipping a malformed heartbeat");
+                metrics::wire_error("heartbeat");
+                return None;
+            }
+        },
+        None => match MemberId::new(id) {
+            Ok(id) => MemberChange::Down(id),
+            Err(_) => {
+                metrics::wire_error("membership key");
+                return None;
+            }
+        },
+    };
+    Some(MemberObservation { bucket, rev, change })
+}
