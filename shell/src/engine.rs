@@ -86,7 +86,7 @@ impl EngineLoop {
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<(), String> {
         let mut done = self.done_rx.take().ok_or("the engine loop runs once")?;
-        let mut follow = Follower::start(&self.coord).await?;
+        let mut follow = Follower::start(&self.coord, 1).await?;
         self.subscribe().await?;
 
         let mut leave_by: Option<tokio::time::Instant> = None;

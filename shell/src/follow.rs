@@ -34,11 +34,12 @@ pub struct Follower {
 }
 
 impl Follower {
-    /// Starts watching membership and following the log from its first entry.
-    pub async fn start(coord: &Coordination) -> Result<Follower, String> {
+    /// Starts watching membership and following the log from position `from` (1, or the position after the
+    /// snapshot the role's reader started from).
+    pub async fn start(coord: &Coordination, from: u64) -> Result<Follower, String> {
         Ok(Follower {
             members: coord.watch_members().await?,
-            log: coord.follow_log(1).await?,
+            log: coord.follow_log(from).await?,
             buckets: Buckets::default(),
             snapshot_done: false,
             log_caught_up: false,
@@ -73,6 +74,13 @@ impl Follower {
 
     pub fn is_caught_up(&self) -> bool {
         self.caught_up
+    }
+
+    /// Follows the log again from position `from` (after the role's reader jumped to a snapshot): the entries
+    /// the old follower still had queued are dropped, the new one delivers from `from` on.
+    pub async fn refollow_log(&mut self, coord: &Coordination, from: u64) -> Result<(), String> {
+        self.log = coord.follow_log(from).await?;
+        Ok(())
     }
 
     /// The live members of every bucket, as the watch reported them so far.

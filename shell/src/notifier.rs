@@ -75,7 +75,7 @@ impl NotifierLoop {
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<(), String> {
         let mut done = self.done_rx.take().ok_or("the notifier loop runs once")?;
-        let mut follow = Follower::start(&self.coord).await?;
+        let mut follow = Follower::start(&self.coord, 1).await?;
         for (ep, url) in self.endpoints.iter().zip(self.n.config().endpoints.iter().map(|e| &e.url)) {
             tracing::info!(endpoint = %ep, url, "notifying");
         }

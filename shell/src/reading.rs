@@ -111,7 +111,7 @@ impl<T: Send + 'static> Reading<T> {
 
     /// Starts watching membership and following the log from its first entry.
     pub async fn follow(&mut self) -> Result<(), String> {
-        self.follow = Some(Follower::start(&self.coord).await?);
+        self.follow = Some(Follower::start(&self.coord, 1).await?);
         Ok(())
     }
 

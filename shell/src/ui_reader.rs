@@ -22,7 +22,7 @@ pub async fn run_reader(
     mut ui: mpsc::Receiver<UiRequest>,
     owners: watch::Sender<Option<Arc<Ownership>>>,
 ) -> Result<(), String> {
-    let mut follow = Follower::start(&coord).await?;
+    let mut follow = Follower::start(&coord, 1).await?;
     let mut reader = LogReader::new();
     let publish = |reader: &LogReader| {
         owners.send_replace(reader.fence().current_ownership().cloned().map(Arc::new));
