@@ -154,6 +154,24 @@ impl Proc {
         s
     }
 
+    /// Like `wait_for_line`, but `None` when the process exits first (the caller reads `output` to see why).
+    pub fn wait_for_line_or_exit(&mut self, needle: &str) -> Option<String> {
+        let name = self.name.clone();
+        let output = self.output.clone();
+        poll(&format!("{name} to print {needle:?}"), || {
+            let found = output.text().lines().find_map(|l| l.split_once(needle).map(|(_, rest)| rest.to_string()));
+            match found {
+                Some(rest) => Some(Some(rest)),
+                None if matches!(self.child.try_wait(), Ok(Some(_))) => {
+                    // Exited: let the readers take in its last lines before the caller reads them.
+                    self.wait_exit();
+                    Some(None)
+                }
+                None => None,
+            }
+        })
+    }
+
     /// Waits for a line of output containing `needle` and returns the rest of that line after it.
     pub fn wait_for_line(&mut self, needle: &str) -> String {
         let name = self.name.clone();

@@ -23,16 +23,54 @@ pub struct NatsCluster {
     _dir: tempfile::TempDir,
 }
 
-/// A port that was free a moment ago (the server binds it right after; loopback only).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free loopback port").port()
+/// `n` distinct ports that were free a moment ago (the servers bind them right after; loopback only). Every
+/// listener is held until all are chosen: released one by one, the kernel may hand the same port out twice.
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> =
+        (0..n).map(|_| TcpListener::bind("127.0.0.1:0").expect("a free loopback port")).collect();
+    held.iter().map(|l| l.local_addr().expect("a bound listener has an address").port()).collect()
 }
 
+/// How many times `start` picks new ports when a node lost one of its ports to another process.
+const START_ATTEMPTS: usize = 5;
+
 impl NatsCluster {
-    /// Starts `n` nodes and waits until JetStream has a meta leader (streams can be created).
+    /// Starts `n` nodes and waits until JetStream has a meta leader (streams can be created). A port taken by
+    /// another process between its choice and its bind (other tests start servers at the same time) makes that
+    /// node exit at once: then the whole cluster starts again on new ports.
     pub fn start(n: usize) -> NatsCluster {
+        for attempt in 1..=START_ATTEMPTS {
+            let mut c = NatsCluster::configure(n);
+            for i in 0..n {
+                c.spawn(i);
+            }
+            // The route port is bound last, after "Server is ready": its line shows that both ports were had.
+            let lost_port = (0..n).find(|&i| {
+                let proc = c.nodes[i].proc.as_mut().expect("started");
+                proc.wait_for_line_or_exit("Listening for route connections on").is_none()
+                    && proc.output.text().contains("address already in use")
+            });
+            if let Some(i) = lost_port {
+                eprintln!(
+                    "nats cluster: {} lost a port to another process (attempt {attempt}); new ports",
+                    c.nodes[i].name
+                );
+                continue;
+            }
+            for i in 0..n {
+                c.wait_ready(i);
+            }
+            c.wait_meta_leader();
+            return c;
+        }
+        panic!("a {n}-node nats cluster could not bind its ports in {START_ATTEMPTS} attempts");
+    }
+
+    /// The nodes' configurations on fresh ports, nothing started.
+    fn configure(n: usize) -> NatsCluster {
         let dir = tempfile::tempdir().expect("temp dir");
-        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let picked = free_ports(2 * n);
+        let ports: Vec<(u16, u16)> = picked.chunks(2).map(|p| (p[0], p[1])).collect();
         let mut nodes = Vec::new();
         for (i, (client, route)) in ports.iter().enumerate() {
             let name = format!("n{}", i + 1);
@@ -58,15 +96,7 @@ impl NatsCluster {
             let url = format!("nats://127.0.0.1:{client}");
             nodes.push(Node { name, url, conf, earlier: String::new(), proc: None });
         }
-        let mut c = NatsCluster { nodes, _dir: dir };
-        for i in 0..n {
-            c.spawn(i);
-        }
-        for i in 0..n {
-            c.wait_ready(i);
-        }
-        c.wait_meta_leader();
-        c
+        NatsCluster { nodes, _dir: dir }
     }
 
     fn spawn(&mut self, i: usize) {
