@@ -12,10 +12,11 @@
 //! each once (repeats are skipped); `CaughtUp` is sent once the log backlog and the membership snapshot that
 //! existed at start have been delivered.
 
+use crate::compact::{SnapshotConfig, Snapshotter};
 use crate::follow::Follower;
 use crate::forward::{route, Route};
 use crate::hrw;
-use crate::log::{Effect, LogReader, Read, Verdict};
+use crate::log::{Effect, LogReader, Read, ReaderSnapshot, Verdict};
 use crate::membership::{MemberObservation, Membership, MembershipOutput};
 use crate::model::{
     Bucket, Command, CommandId, CommandKind, EpochRecord, Event, EventBody, LogEntry, MemberRef, ObjectDef, ObjectId,
@@ -43,6 +44,8 @@ pub struct EngineConfig {
     pub propose_timeout: Duration,
     /// `-idempotency-window`: written into the epoch records this engine proposes (see `log`).
     pub idempotency_window: Duration,
+    /// `-snapshot-every`, `-snapshot-interval`, `-log-retention` (see `compact`).
+    pub snapshots: SnapshotConfig,
 }
 
 impl EngineConfig {
@@ -56,6 +59,7 @@ impl EngineConfig {
             check_grace: Duration::from_secs(2),
             propose_timeout: Duration::from_secs(2),
             idempotency_window: Duration::from_secs(24 * 3600),
+            snapshots: SnapshotConfig::default(),
         }
     }
 
@@ -135,6 +139,18 @@ pub enum Input {
         result: Result<Outcome, String>,
     },
     CheckResult(CheckResult),
+    /// The store's answer to `WriteSnapshot` for the snapshot at `position`.
+    SnapshotWritten {
+        position: u64,
+        result: Result<(), String>,
+    },
+    /// The entry at this log position could not be decoded: passed over by every reader alike.
+    LogUnreadable {
+        seq: u64,
+    },
+    /// A reader restored from the latest stored snapshot, after `NeedSnapshot`. Taken if it is ahead of this
+    /// engine's; the driver then follows the log again from the position after it.
+    Restore(Box<LogReader>),
     /// Leave the bucket cleanly (SIGTERM): delete the key, stop scheduling, answer what is in flight.
     Leave,
 }
@@ -160,6 +176,17 @@ pub enum Output {
         outcome: Outcome,
     },
     Dispatch(CheckWork),
+    /// Store this snapshot (taken at its `position`); answer with `SnapshotWritten`.
+    WriteSnapshot(Box<ReaderSnapshot>),
+    /// Remove the log's events below position `below` (a snapshot past them is durable).
+    Purge {
+        below: u64,
+    },
+    /// The log has a hole this engine cannot read past: load the latest snapshot (it should be at `covering`
+    /// or later) and hand it in as `Restore`. Asked again at every heartbeat while the hole is there.
+    NeedSnapshot {
+        covering: u64,
+    },
 }
 
 /// Which sub-machine set the deadline `poll_timeout` returns.
@@ -170,6 +197,7 @@ pub enum Timer {
     CheckLost,
     ReplyDeadline,
     ProposeRetry,
+    Snapshot,
 }
 
 /// Engine counters (the page's metrics and the ones an operator needs next to them).
@@ -191,6 +219,12 @@ pub struct EngineCounters {
     pub check_results_dropped: u64,
     pub transitions_written: u64,
     pub appends_failed: u64,
+    pub snapshots_written: u64,
+    pub snapshots_failed: u64,
+    pub purges: u64,
+    pub restores: u64,
+    /// Holes found in the log (purged events this engine had not read): each asks for a snapshot.
+    pub log_gaps: u64,
 }
 
 /// A command waiting for the verdict on its event.
@@ -232,13 +266,22 @@ pub struct Engine {
     next_check: u64,
 
     proposing: Option<(u64, Time)>,
+    snapshots: Snapshotter,
     pub counters: EngineCounters,
 }
 
 impl Engine {
     pub fn new(cfg: EngineConfig) -> Engine {
-        let follow = Follower::new(Bucket::Engine, cfg.me.clone(), cfg.ttl);
+        Engine::with_reader(cfg, LogReader::new())
+    }
+
+    /// An engine whose reader starts from a snapshot (`LogReader::from_snapshot`): the driver follows the log
+    /// from the position after `reader.position()`.
+    pub fn with_reader(cfg: EngineConfig, reader: LogReader) -> Engine {
+        let snapshots = Snapshotter::new(cfg.snapshots.clone(), reader.position());
+        let follow = Follower::with_reader(Bucket::Engine, cfg.me.clone(), cfg.ttl, reader);
         Engine {
+            snapshots,
             cfg,
             follow,
             outputs: VecDeque::new(),
@@ -280,7 +323,13 @@ impl Engine {
 
     /// Ready to take commands: caught up with the log and an epoch record is in force.
     pub fn is_ready(&self) -> bool {
-        self.follow.is_caught_up() && self.follow.reader().epoch() > 0
+        self.follow.is_caught_up() && self.follow.reader().epoch() > 0 && self.follow.hole().is_none()
+    }
+
+    /// The position a snapshot has to reach for this engine to read past a hole in the log, if it waits for
+    /// one.
+    pub fn needs_snapshot(&self) -> Option<u64> {
+        self.follow.hole()
     }
 
     pub fn is_leaving(&self) -> bool {
@@ -328,6 +377,11 @@ impl Engine {
                 self.maybe_propose(now);
             }
             Input::Log { seq, entry } => self.handle_log(now, seq, entry),
+            Input::LogUnreadable { seq } => {
+                let had_hole = self.follow.hole().is_some();
+                self.follow.skip(seq);
+                self.note_hole(had_hole);
+            }
             Input::ProposeResult { epoch, won } => {
                 if self.proposing.is_some_and(|(e, _)| e == epoch) {
                     self.proposing = None;
@@ -354,6 +408,18 @@ impl Engine {
                 self.reply(reply, outcome);
             }
             Input::CheckResult(result) => self.handle_check_result(now, result),
+            Input::SnapshotWritten { position, result } => {
+                if result.is_ok() {
+                    self.counters.snapshots_written += 1;
+                } else {
+                    self.counters.snapshots_failed += 1;
+                }
+                if let Some(below) = self.snapshots.written(position, result.is_ok()) {
+                    self.counters.purges += 1;
+                    self.outputs.push_back(Output::Purge { below });
+                }
+            }
+            Input::Restore(reader) => self.restore(now, *reader),
             Input::Leave => {
                 self.follow.leave();
                 // Stop checking: our objects are about to move to the others, whose first checks would race ours.
@@ -361,6 +427,7 @@ impl Engine {
                 self.due.clear();
             }
         }
+        self.maybe_snapshot(now);
         self.drain_membership();
     }
 
@@ -369,6 +436,9 @@ impl Engine {
         if heartbeat_due {
             // Also the periodic chance to retry a proposal whose trigger was missed.
             self.maybe_propose(now);
+            if let Some(covering) = self.follow.hole() {
+                self.outputs.push_back(Output::NeedSnapshot { covering });
+            }
         }
         if self.proposing.is_some_and(|(_, deadline)| deadline <= now) {
             self.proposing = None;
@@ -406,6 +476,7 @@ impl Engine {
             self.due.pop_first();
             self.run_due(now, object);
         }
+        self.maybe_snapshot(now);
         self.drain_membership();
     }
 
@@ -422,8 +493,61 @@ impl Engine {
             (self.check_deadlines.first().map(|(t, _)| *t), Timer::CheckLost),
             (self.reply_deadlines.first().map(|(t, _)| *t), Timer::ReplyDeadline),
             (self.proposing.map(|(_, t)| t), Timer::ProposeRetry),
+            (self.snapshot_deadline(), Timer::Snapshot),
         ];
         candidates.into_iter().filter_map(|(t, timer)| t.map(|t| (t, timer))).min()
+    }
+
+    // ---- snapshots ----
+
+    fn is_snapshot_writer(&self) -> bool {
+        self.is_ready() && !self.follow.is_leaving() && Snapshotter::is_writer(self.follow.reader(), &self.cfg.me)
+    }
+
+    fn snapshot_deadline(&self) -> Option<Time> {
+        self.is_snapshot_writer().then(|| self.snapshots.deadline(self.follow.reader())).flatten()
+    }
+
+    fn maybe_snapshot(&mut self, now: Time) {
+        if !self.is_snapshot_writer() {
+            return;
+        }
+        if let Some(snapshot) = self.snapshots.poll(now, self.follow.reader()) {
+            self.outputs.push_back(Output::WriteSnapshot(Box::new(snapshot)));
+        }
+    }
+
+    /// Jumps to a reader restored from a snapshot ahead of ours: what the hole held is in it. Every owned
+    /// object is taken up again from the restored state (the hole may have paused, changed or deleted any), and
+    /// a command waiting for a verdict that the hole held is answered from the restored record of applied ids.
+    fn restore(&mut self, now: Time, reader: LogReader) {
+        let position = reader.position();
+        if !self.follow.restore(reader) {
+            return;
+        }
+        self.counters.restores += 1;
+        self.snapshots.restored(position);
+        if self.proposing.is_some_and(|(e, _)| e <= self.follow.reader().epoch()) {
+            self.proposing = None;
+        }
+        let answered: Vec<(CommandId, Outcome)> = self
+            .waiting
+            .keys()
+            .filter_map(|id| self.follow.reader().applied(id).map(|o| (id.clone(), o.clone())))
+            .collect();
+        for (id, outcome) in answered {
+            if let Some(w) = self.take_awaiting(&id) {
+                for (reply, _) in w.waiters {
+                    self.reply(reply, outcome.clone());
+                }
+            }
+        }
+        let held: Vec<ObjectId> = self.owned.keys().cloned().collect();
+        for id in held {
+            self.lose(id);
+        }
+        self.recompute_ownership(now);
+        self.maybe_propose(now);
     }
 
     // ---- membership and epochs ----
@@ -524,9 +648,20 @@ impl Engine {
 
     // ---- the log ----
 
+    /// A hole just found in the log: ask for a snapshot past it at once (and at every heartbeat after).
+    fn note_hole(&mut self, had_hole: bool) {
+        if let (false, Some(covering)) = (had_hole, self.follow.hole()) {
+            self.counters.log_gaps += 1;
+            self.outputs.push_back(Output::NeedSnapshot { covering });
+        }
+    }
+
     fn handle_log(&mut self, now: Time, seq: u64, entry: LogEntry) {
-        match self.follow.read(seq, &entry) {
-            Read::Duplicate | Read::EpochRejected(_) => {}
+        let had_hole = self.follow.hole().is_some();
+        let read = self.follow.read(seq, &entry);
+        self.note_hole(had_hole);
+        match read {
+            Read::Duplicate | Read::EpochRejected(_) | Read::Gap { .. } | Read::Unreadable => {}
             Read::EpochInstalled => {
                 if self.proposing.is_some_and(|(e, _)| e <= self.follow.reader().epoch()) {
                     self.proposing = None;

@@ -10,19 +10,82 @@ use crate::model::{Bucket, LogEntry, MemberRef};
 use crate::time::Time;
 use std::time::Duration;
 
+/// The log as one reader follows it: its `LogReader`, and the hole it waits to jump past when the log has
+/// purged events it had not read. Every reader keeps one (the ui's reader on its own, members in `Follower`).
+#[derive(Clone, Debug, Default)]
+pub struct Tail {
+    reader: LogReader,
+    hole: Option<u64>,
+}
+
+impl Tail {
+    pub fn new(reader: LogReader) -> Tail {
+        Tail { reader, hole: None }
+    }
+
+    pub fn reader(&self) -> &LogReader {
+        &self.reader
+    }
+
+    /// Reads the entry at log position `seq`. An entry past a hole is not read: the reader waits for a
+    /// snapshot that reaches past the hole (`hole`, `restore`).
+    pub fn read(&mut self, seq: u64, entry: &LogEntry) -> Read {
+        let read = self.reader.read(seq, entry);
+        self.note(&read);
+        read
+    }
+
+    /// Passes over the entry at `seq`, which could not be decoded (`LogReader::skip`).
+    pub fn skip(&mut self, seq: u64) -> Read {
+        let read = self.reader.skip(seq);
+        self.note(&read);
+        read
+    }
+
+    fn note(&mut self, read: &Read) {
+        if let Read::Gap { got, .. } = read {
+            self.hole.get_or_insert(got - 1);
+        }
+    }
+
+    /// The position a snapshot has to reach for this reader to read past a hole in the log, while it waits
+    /// for one.
+    pub fn hole(&self) -> Option<u64> {
+        self.hole
+    }
+
+    /// Takes a reader restored from a snapshot, if it is ahead of this one; returns whether it did. The hole is
+    /// left behind once the snapshot reaches past it; the driver then follows the log from after its position.
+    pub fn restore(&mut self, reader: LogReader) -> bool {
+        if reader.position() <= self.reader.position() {
+            return false;
+        }
+        self.reader = reader;
+        if self.hole.is_some_and(|h| self.reader.position() >= h) {
+            self.hole = None;
+        }
+        true
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Follower {
     membership: Membership,
-    reader: LogReader,
+    tail: Tail,
     started: bool,
     caught_up: bool,
 }
 
 impl Follower {
     pub fn new(bucket: Bucket, me: MemberRef, ttl: Duration) -> Follower {
+        Follower::with_reader(bucket, me, ttl, LogReader::new())
+    }
+
+    /// A follower whose reader starts from a snapshot.
+    pub fn with_reader(bucket: Bucket, me: MemberRef, ttl: Duration, reader: LogReader) -> Follower {
         Follower {
             membership: Membership::new(bucket, me, ttl),
-            reader: LogReader::new(),
+            tail: Tail::new(reader),
             started: false,
             caught_up: false,
         }
@@ -39,7 +102,7 @@ impl Follower {
     }
 
     pub fn reader(&self) -> &LogReader {
-        &self.reader
+        self.tail.reader()
     }
 
     pub fn is_started(&self) -> bool {
@@ -77,9 +140,24 @@ impl Follower {
         self.membership.handle_observation(now, obs)
     }
 
-    /// Reads the entry at log position `seq`.
+    /// Reads the entry at log position `seq` (see `Tail::read`).
     pub fn read(&mut self, seq: u64, entry: &LogEntry) -> Read {
-        self.reader.read(seq, entry)
+        self.tail.read(seq, entry)
+    }
+
+    /// Passes over the entry at `seq`, which could not be decoded.
+    pub fn skip(&mut self, seq: u64) -> Read {
+        self.tail.skip(seq)
+    }
+
+    /// See `Tail::hole`.
+    pub fn hole(&self) -> Option<u64> {
+        self.tail.hole()
+    }
+
+    /// See `Tail::restore`.
+    pub fn restore(&mut self, reader: LogReader) -> bool {
+        self.tail.restore(reader)
     }
 
     /// Leaves the bucket: the key is deleted at once and no longer refreshed.

@@ -14,6 +14,7 @@
 //! - [`wire`]: encoding and decoding of every message the shell sends and receives.
 
 pub mod backoff;
+pub mod compact;
 pub mod engine;
 pub mod follow;
 pub mod forward;
@@ -29,10 +30,11 @@ pub mod time;
 pub mod ui;
 pub mod wire;
 
+pub use compact::SnapshotConfig;
 pub use engine::{
     CheckResult, CheckWork, Engine, EngineConfig, EngineCounters, ForwardId, Input, Output, ReplyTo, Timer,
 };
-pub use log::{Effect, Fence, LogReader, Read, StaleReason, Verdict};
+pub use log::{Effect, Fence, LogReader, Read, ReaderSnapshot, StaleReason, Verdict};
 pub use membership::{LiveSet, MemberChange, MemberObservation, Membership, MembershipOutput};
 pub use model::*;
 pub use time::Time;

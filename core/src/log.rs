@@ -208,6 +208,15 @@ pub struct ObjectView {
 pub enum Read {
     /// A position at or below one already read: delivered twice, skipped.
     Duplicate,
+    /// The entry stands past a hole: positions `expected..got` are gone (purged below a snapshot). It was not
+    /// read and the reader is unchanged; folding on would give verdicts and state no other reader has, so the
+    /// reader has to jump to a snapshot at or past `got - 1` and follow on from there.
+    Gap {
+        expected: u64,
+        got: u64,
+    },
+    /// The entry at this position could not be decoded (`LogReader::skip`): passed over, no effect.
+    Unreadable,
     EpochInstalled,
     EpochRejected(EpochRejection),
     Event {
@@ -244,6 +253,41 @@ pub struct ReaderCounters {
     /// Command ids forgotten as the log clock moved past their idempotency window.
     #[serde(default)]
     pub commands_forgotten_total: u64,
+    /// Entries that could not be decoded, passed over (`LogReader::skip`).
+    #[serde(default)]
+    pub unreadable_total: u64,
+}
+
+/// Where the log clock crossed into a new step of `STEP`: `(p, t)` says every entry below position `p` has a
+/// log time of at most `t`, so compaction can keep entries by age without reading them again. Bounded: past
+/// `MAX` marks every second one is dropped (coarser, never wrong), so years of log keep a few kilobytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct TimeMarks(VecDeque<(u64, Time)>);
+
+impl TimeMarks {
+    const STEP: u64 = 60_000;
+    const MAX: usize = 4096;
+
+    fn advance(&mut self, seq: u64, before: Time, after: Time) {
+        if after.as_millis() / Self::STEP == before.as_millis() / Self::STEP && !self.0.is_empty() {
+            return;
+        }
+        self.0.push_back((seq, before));
+        if self.0.len() > Self::MAX {
+            let kept: VecDeque<_> = self.0.iter().copied().skip(1).step_by(2).collect();
+            self.0 = kept;
+        }
+    }
+
+    /// The highest mark position whose entries below are all at or before `cut` (1: none is).
+    fn keep_from(&self, cut: Time) -> u64 {
+        let i = self.0.partition_point(|(_, t)| *t <= cut);
+        if i == 0 {
+            1
+        } else {
+            self.0[i - 1].0
+        }
+    }
 }
 
 /// Follows the log: fence, fold, and the record of applied command ids.
@@ -259,6 +303,8 @@ pub struct LogReader {
     applied_order: VecDeque<(Time, CommandId)>,
     /// The log clock: the largest `at` of the accepted events read.
     log_time: Time,
+    /// Where the log clock crossed into a new step (see `TimeMarks`): what compaction keeps by time.
+    marks: TimeMarks,
     /// Log position of the epoch record in force (the compare-and-set precondition for the next proposal).
     epoch_seq: Option<u64>,
     epoch_positions: EpochPositions,
@@ -310,6 +356,16 @@ impl LogReader {
         self.log_time
     }
 
+    /// The lowest position to keep so that every event within `retention` of the log clock stays (the
+    /// position after this reader's when `retention` is zero). Everything below it is older than
+    /// `log_time() - retention` by the log's own clock, so every reader computes the same point.
+    pub fn keep_from(&self, retention: Duration) -> u64 {
+        if retention.is_zero() {
+            return self.position + 1;
+        }
+        self.marks.keep_from(self.log_time - retention).min(self.position + 1)
+    }
+
     /// The idempotency window of the epoch record in force (`None`: unbounded).
     pub fn idempotency_window(&self) -> Option<Duration> {
         self.fence.current()?.idempotency_window_ms.map(Duration::from_millis)
@@ -346,6 +402,7 @@ impl LogReader {
             objects: self.objects.iter().map(|(id, v)| (id.clone(), v.clone())).collect(),
             applied: self.applied_order.iter().map(|(at, id)| (id.clone(), self.applied[id].clone(), *at)).collect(),
             log_time: self.log_time,
+            marks: self.marks.0.iter().copied().collect(),
             counters: self.counters.clone(),
         }
     }
@@ -391,15 +448,26 @@ impl LogReader {
             reader.applied_order.push_back((at, id));
         }
         reader.log_time = s.log_time;
+        for (seq, before) in s.marks {
+            if seq > s.position
+                || before > s.log_time
+                || reader.marks.0.back().is_some_and(|(p, t)| *p >= seq || *t > before)
+            {
+                return Err(SnapshotError::Invalid(format!("time mark at position {seq} out of order")));
+            }
+            reader.marks.0.push_back((seq, before));
+        }
+        if reader.marks.0.len() > TimeMarks::MAX {
+            return Err(SnapshotError::Invalid("more time marks than a reader keeps".into()));
+        }
         reader.counters = s.counters;
         Ok(reader)
     }
 
     /// Reads the entry at log position `seq`. Positions must grow; a repeated or older one is skipped.
     pub fn read(&mut self, seq: u64, entry: &LogEntry) -> Read {
-        if self.started && seq <= self.position {
-            self.counters.duplicate_positions_total += 1;
-            return Read::Duplicate;
+        if let Some(not_next) = self.not_next(seq) {
+            return not_next;
         }
         self.started = true;
         self.position = seq;
@@ -429,8 +497,35 @@ impl LogReader {
         }
     }
 
+    /// Passes over the entry at `seq`, which could not be decoded (a foreign writer, a newer version's entry):
+    /// every reader gets the same bytes and passes over it alike. Without this, the next position read would
+    /// look like a hole.
+    pub fn skip(&mut self, seq: u64) -> Read {
+        if let Some(not_next) = self.not_next(seq) {
+            return not_next;
+        }
+        self.started = true;
+        self.position = seq;
+        self.counters.unreadable_total += 1;
+        Read::Unreadable
+    }
+
+    /// `Duplicate` or `Gap` when `seq` is not the next position to read.
+    fn not_next(&mut self, seq: u64) -> Option<Read> {
+        if self.started && seq <= self.position {
+            self.counters.duplicate_positions_total += 1;
+            return Some(Read::Duplicate);
+        }
+        // Positions start at 0 or 1 and never skip: a jump is a purged range.
+        let expected = if self.started { self.position + 1 } else { 1 };
+        (seq > expected).then_some(Read::Gap { expected, got: seq })
+    }
+
     /// Moves the log clock to an accepted event's time and forgets the command ids that fell out of the window.
-    fn advance_log_time(&mut self, at: Time) {
+    fn advance_log_time(&mut self, seq: u64, at: Time) {
+        if at > self.log_time {
+            self.marks.advance(seq, self.log_time, at);
+        }
         self.log_time = self.log_time.max(at);
         let Some(window) = self.idempotency_window() else { return };
         while let Some((applied_at, _)) = self.applied_order.front() {
@@ -444,7 +539,7 @@ impl LogReader {
     }
 
     fn fold(&mut self, seq: u64, key: u64, event: &Event) -> Effect {
-        self.advance_log_time(event.at);
+        self.advance_log_time(seq, event.at);
         if let Some(id) = &event.command_id {
             if let Some(first) = self.applied.get(id) {
                 self.counters.duplicate_commands_total += 1;
@@ -556,6 +651,9 @@ pub struct ReaderSnapshot {
     pub applied: Vec<(CommandId, Outcome, Time)>,
     /// The log clock (see the module documentation).
     pub log_time: Time,
+    /// Where the log clock crossed a step, oldest first (compaction by age).
+    #[serde(default)]
+    pub marks: Vec<(u64, Time)>,
     pub counters: ReaderCounters,
 }
 
@@ -577,3 +675,5 @@ impl PartialEq for LogReader {
         self.snapshot() == other.snapshot()
     }
 }
+
+impl Eq for LogReader {}

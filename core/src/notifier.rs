@@ -37,6 +37,7 @@
 
 use crate::backoff::Backoff;
 use crate::hrw;
+use crate::log::LogReader;
 use crate::membership::{LiveSet, MemberObservation, MembershipOutput};
 use crate::model::{Bucket, EventBody, LogEntry, MemberId, MemberRef, ObjectId, State};
 use crate::role::{LogRole, RoleConfig, RoleOutput, RoleTimer, Work};
@@ -190,6 +191,13 @@ pub enum Input {
         seq: u64,
         entry: LogEntry,
     },
+    /// The entry at this log position could not be decoded: passed over by every reader alike.
+    LogUnreadable {
+        seq: u64,
+    },
+    /// The latest snapshot, loaded after `NeedSnapshot`: taken if it is ahead of this member's reader (the
+    /// driver then follows the log from after its position).
+    Restore(Box<LogReader>),
     CaughtUp,
     /// The oldest `PutHeartbeat` not yet answered reached the store (`ok`) or failed.
     HeartbeatWritten {
@@ -247,6 +255,11 @@ pub enum Output {
         expect: Option<u64>,
     },
     Send(Delivery),
+    /// The log has a hole this notifier cannot read past: load the latest snapshot (at `covering` or later)
+    /// and hand it in as `Restore`.
+    NeedSnapshot {
+        covering: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -512,6 +525,8 @@ impl Notifier {
             (false, "starting".to_string())
         } else if self.leaving() {
             (false, "leaving".to_string())
+        } else if let Some(covering) = self.role.needs_snapshot() {
+            (false, crate::compact::hole_reason(covering))
         } else if !self.role.is_caught_up() {
             (false, "reading the log".to_string())
         } else if self.starts.is_none() {
@@ -614,6 +629,14 @@ impl Notifier {
             }
             Input::Log { seq, entry } => {
                 self.role.handle_log(seq, &entry);
+            }
+            Input::LogUnreadable { seq } => self.role.handle_unreadable(seq),
+            Input::Restore(reader) => {
+                // The hole's transitions were never queued; what is queued is read again after the jump.
+                if reader.position() > self.role.reader().position() {
+                    self.drop_queued();
+                    self.role.handle_restore(*reader);
+                }
             }
             Input::CaughtUp => self.role.handle_caught_up(),
             Input::HeartbeatWritten { ok } => {
@@ -749,6 +772,7 @@ impl Notifier {
                     RoleOutput::Replay { token, from, to } => {
                         self.outputs.push_back(Output::Replay { token, from, to })
                     }
+                    RoleOutput::NeedSnapshot { covering } => self.outputs.push_back(Output::NeedSnapshot { covering }),
                 }
             }
             if self.role.has_work() {
@@ -809,6 +833,13 @@ impl Notifier {
     /// the records, reading the log again.
     fn overflow(&mut self) {
         self.counters.overflows += 1;
+        self.drop_queued();
+        self.role.resume_all_owned();
+    }
+
+    /// Drops every queued transition; each lane is read again from what it handed out (the resume that
+    /// follows brings them back from the log).
+    fn drop_queued(&mut self) {
         for lane in self.lanes.values_mut() {
             lane.queue.clear();
             lane.handed = match &lane.state {
@@ -821,7 +852,6 @@ impl Notifier {
         }
         self.queued = 0;
         self.ready.iter_mut().for_each(VecDeque::clear);
-        self.role.resume_all_owned();
     }
 
     // ---- progress records ----

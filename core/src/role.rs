@@ -71,6 +71,12 @@ pub enum RoleOutput {
         from: u64,
         to: u64,
     },
+    /// The log has a hole this member cannot read past (purged events it had not read): load the latest
+    /// snapshot (at `covering` or later) and hand it in with `handle_restore`. Asked again at every heartbeat
+    /// while the hole is there.
+    NeedSnapshot {
+        covering: u64,
+    },
 }
 
 /// An accepted event of an object this member owns.
@@ -102,6 +108,11 @@ pub enum Work {
     Resumed {
         at: u64,
         objects: Vec<(ObjectId, Option<ObjectView>, u64)>,
+        /// Objects the store was behind on whose events may have been purged from the log before this member
+        /// could hand them out (it, or the object's previous owner, lagged past `-log-retention`): `(object,
+        /// stored, last)`, some events after `stored` up to `last` are gone. Their current state is still in
+        /// `objects`.
+        lost: Vec<(ObjectId, u64, u64)>,
     },
 }
 
@@ -122,6 +133,12 @@ pub struct RoleCounters {
     pub resume_retries: u64,
     /// Times held events were dropped to be read again (the store was away for long).
     pub held_dropped: u64,
+    /// Holes found in the log while following it live (each asks for a snapshot).
+    pub log_gaps: u64,
+    /// Jumps to a snapshot past a hole.
+    pub restores: u64,
+    /// Objects a resume found with accepted events already purged from the log (see `Work::Resumed::lost`).
+    pub objects_lost_history: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -135,6 +152,10 @@ enum Stage {
         need: BTreeMap<ObjectId, u64>,
         next: u64,
         asked: bool,
+        /// The highest position the replay found missing from the log (0: none). Positions never skip in a
+        /// log nobody purged, so an object the store is behind on whose range reaches past a missing position
+        /// may have lost events to a purge.
+        missing_upto: u64,
     },
 }
 
@@ -168,13 +189,21 @@ pub struct LogRole {
 
 impl LogRole {
     pub fn new(cfg: RoleConfig) -> LogRole {
+        LogRole::with_reader(cfg, LogReader::new())
+    }
+
+    /// A member whose reader starts from a snapshot: the driver follows the log from after its position. The
+    /// objects it knows are the snapshot's (an object deleted before it is not known, so a store that never
+    /// got that delete keeps the object's last row).
+    pub fn with_reader(cfg: RoleConfig, reader: LogReader) -> LogRole {
         let salt = hrw::key(cfg.me.id.as_str()) ^ cfg.me.incarnation;
+        let known = reader.objects().iter().map(|(id, v)| (id.clone(), v.last_seq)).collect();
         LogRole {
-            follow: Follower::new(cfg.bucket, cfg.me.clone(), cfg.ttl),
+            follow: Follower::with_reader(cfg.bucket, cfg.me.clone(), cfg.ttl, reader),
             backoff: Backoff::new(cfg.retry_base, cfg.retry_max, salt),
             cfg,
             owners: Ownership::default(),
-            known: BTreeMap::new(),
+            known,
             resumes: VecDeque::new(),
             next_token: 0,
             work: VecDeque::new(),
@@ -269,9 +298,17 @@ impl LogRole {
         self.drain_membership();
     }
 
+    /// The position a snapshot has to reach for this member to read past a hole in the log, while it waits
+    /// for one (it hands out nothing meanwhile).
+    pub fn needs_snapshot(&self) -> Option<u64> {
+        self.follow.hole()
+    }
+
     /// A live log entry. Returns what reading it did (roles count stale events from it).
     pub fn handle_log(&mut self, seq: u64, entry: &LogEntry) -> Read {
+        let had_hole = self.follow.hole().is_some();
         let read = self.follow.read(seq, entry);
+        self.note_hole(had_hole);
         if let (Read::Event { verdict, .. }, LogEntry::Event(event)) = (&read, entry) {
             if verdict.is_accepted() {
                 self.known.insert(event.object.clone(), seq);
@@ -282,6 +319,36 @@ impl LogRole {
             }
         }
         read
+    }
+
+    /// The entry at `seq` could not be decoded: passed over, as every reader does.
+    pub fn handle_unreadable(&mut self, seq: u64) {
+        let had_hole = self.follow.hole().is_some();
+        self.follow.skip(seq);
+        self.note_hole(had_hole);
+    }
+
+    /// A reader restored from the latest snapshot, after `NeedSnapshot`: taken if it is ahead of this one.
+    /// What the hole held is in its state but was never handed out, so every owned object is resumed from the
+    /// store: objects whose unstored events were purged come out in `Work::Resumed::lost`. Returns whether the
+    /// reader was taken (the driver then follows the log from after its position).
+    pub fn handle_restore(&mut self, reader: LogReader) -> bool {
+        if !self.follow.restore(reader) {
+            return false;
+        }
+        self.counters.restores += 1;
+        for (id, view) in self.follow.reader().objects() {
+            self.known.insert(id.clone(), view.last_seq);
+        }
+        self.resume_all_owned();
+        true
+    }
+
+    fn note_hole(&mut self, had_hole: bool) {
+        if let (false, Some(covering)) = (had_hole, self.follow.hole()) {
+            self.counters.log_gaps += 1;
+            self.outputs.push_back(RoleOutput::NeedSnapshot { covering });
+        }
     }
 
     /// The store's answer to `QueryProgress`: each object's last stored position (absent: 0), or why not.
@@ -309,7 +376,7 @@ impl LogRole {
         match need.values().min().copied() {
             None => self.finish_resume(),
             Some(from) => {
-                r.stage = Stage::Replaying { next: from + 1, need, asked: false };
+                r.stage = Stage::Replaying { next: from + 1, need, asked: false, missing_upto: 0 };
                 self.backoff.reset();
             }
         }
@@ -321,7 +388,7 @@ impl LogRole {
         let reader_position = self.reader().position();
         let Some(r) = self.resumes.front_mut().filter(|r| r.token == token) else { return };
         let at = r.at;
-        let Stage::Replaying { need, next, asked } = &mut r.stage else { return };
+        let Stage::Replaying { need, next, asked, missing_upto } = &mut r.stage else { return };
         *asked = false;
         let (upto, entries) = match result {
             Ok(v) => v,
@@ -331,10 +398,17 @@ impl LogRole {
             }
         };
         let mut out = Vec::new();
+        // Every position of `next..=upto` should be there; the ones that are not were purged (or could not be
+        // decoded, which is counted the same: a false alarm only on a log already damaged).
+        let mut expect = *next;
         for (seq, entry) in entries {
             if seq < *next || seq > at {
                 continue;
             }
+            if seq > expect {
+                *missing_upto = (*missing_upto).max(seq - 1);
+            }
+            expect = expect.max(seq + 1);
             let LogEntry::Event(event) = entry else { continue };
             let Some(stored) = need.get(&event.object) else { continue };
             if seq <= *stored {
@@ -344,6 +418,9 @@ impl LogRole {
             if self.follow.reader().verdict_at(seq, &event).is_some_and(|v| v.is_accepted()) {
                 out.push(Owned { seq, event, after: After::Replayed });
             }
+        }
+        if upto.min(at) >= expect {
+            *missing_upto = (*missing_upto).max(upto.min(at));
         }
         *next = (*next).max(upto.saturating_add(1));
         let done = *next > at;
@@ -377,7 +454,11 @@ impl LogRole {
     }
 
     pub fn handle_timeout(&mut self, now: Time) {
-        self.follow.handle_timeout(now);
+        if self.follow.handle_timeout(now) {
+            if let Some(covering) = self.follow.hole() {
+                self.outputs.push_back(RoleOutput::NeedSnapshot { covering });
+            }
+        }
         if self.retry_at.is_some_and(|t| t <= now) {
             self.retry_at = None;
         }
@@ -506,7 +587,20 @@ impl LogRole {
             .filter(|(id, _)| !held.contains(id))
             .map(|(id, last)| (id.clone(), reader.object(id).cloned(), *last))
             .collect();
-        self.work.push_back(Work::Resumed { at: r.at, objects });
+        // An object the store was behind on, with a position missing from the log after what the store has:
+        // events of it may be gone, purged before this member could hand them out.
+        let lost: Vec<(ObjectId, u64, u64)> = match &r.stage {
+            Stage::Replaying { need, missing_upto, .. } => need
+                .iter()
+                .filter_map(|(id, stored)| {
+                    let last = r.objects.get(id).copied()?;
+                    (last > *stored && *missing_upto > *stored).then(|| (id.clone(), *stored, last))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        self.counters.objects_lost_history += lost.len() as u64;
+        self.work.push_back(Work::Resumed { at: r.at, objects, lost });
         self.work.extend(r.held.into_iter().map(Work::Event));
     }
 

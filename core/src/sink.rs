@@ -20,7 +20,7 @@
 
 use crate::backoff::Backoff;
 use crate::hrw;
-use crate::log::ObjectView;
+use crate::log::{LogReader, ObjectView};
 use crate::membership::{MemberObservation, MembershipOutput};
 use crate::model::{Bucket, CommandId, EventBody, LogEntry, MemberId, MemberRef, ObjectDef, ObjectId, Probe, State};
 use crate::role::{After, LogRole, Owned, RoleConfig, RoleOutput, RoleTimer, Work};
@@ -134,6 +134,13 @@ pub enum Input {
         seq: u64,
         entry: LogEntry,
     },
+    /// The entry at this log position could not be decoded: passed over by every reader alike.
+    LogUnreadable {
+        seq: u64,
+    },
+    /// The latest snapshot, loaded after `NeedSnapshot`: taken if it is ahead of this member's reader (the
+    /// driver then follows the log from after its position).
+    Restore(Box<LogReader>),
     /// The log backlog and the membership snapshot present at start have been delivered.
     CaughtUp,
     /// The answer to `QueryProgress`: each asked object's last stored position (absent: none).
@@ -157,9 +164,21 @@ pub enum Input {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     Membership(MembershipOutput),
-    QueryProgress { token: u64, objects: Vec<ObjectId> },
-    Replay { token: u64, from: u64, to: u64 },
+    QueryProgress {
+        token: u64,
+        objects: Vec<ObjectId>,
+    },
+    Replay {
+        token: u64,
+        from: u64,
+        to: u64,
+    },
     Write(Batch),
+    /// The log has a hole this sink cannot read past: load the latest snapshot (at `covering` or later) and
+    /// hand it in as `Restore`.
+    NeedSnapshot {
+        covering: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -344,6 +363,8 @@ impl Sink {
             (false, "starting".to_string())
         } else if self.role.is_leaving() {
             (false, "leaving".to_string())
+        } else if let Some(covering) = self.role.needs_snapshot() {
+            (false, crate::compact::hole_reason(covering))
         } else if !self.role.is_caught_up() {
             (false, "reading the log".to_string())
         } else if let Some(e) = &self.last_error {
@@ -384,6 +405,10 @@ impl Sink {
             Input::Member(obs) => self.role.handle_member(now, &obs),
             Input::Log { seq, entry } => {
                 self.role.handle_log(seq, &entry);
+            }
+            Input::LogUnreadable { seq } => self.role.handle_unreadable(seq),
+            Input::Restore(reader) => {
+                self.role.handle_restore(*reader);
             }
             Input::CaughtUp => self.role.handle_caught_up(),
             Input::Progress { token, result } => {
@@ -469,6 +494,7 @@ impl Sink {
                     RoleOutput::Membership(m) => Output::Membership(m),
                     RoleOutput::QueryProgress { token, objects } => Output::QueryProgress { token, objects },
                     RoleOutput::Replay { token, from, to } => Output::Replay { token, from, to },
+                    RoleOutput::NeedSnapshot { covering } => Output::NeedSnapshot { covering },
                 });
             }
             // Driving a resume may finish one at once (nothing to replay), which brings more work.

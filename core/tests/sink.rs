@@ -109,6 +109,7 @@ struct World {
     max_pending_seen: usize,
     /// Changes to every sink's config (tests of configurations).
     tune: Option<fn(&mut SinkConfig)>,
+    snapshots_asked: u64,
 }
 
 impl World {
@@ -182,6 +183,12 @@ impl World {
                     let result = self.store.write(&batch);
                     self.queue.push_back((id.to_string(), inc, Input::Written { batch: batch.id, result }));
                 }
+                Output::NeedSnapshot { covering } => {
+                    self.snapshots_asked += 1;
+                    let snapshot = self.log.snapshot();
+                    assert!(snapshot.position() >= covering, "the test's snapshot is the whole log");
+                    self.queue.push_back((id.to_string(), inc, Input::Restore(Box::new(snapshot))));
+                }
             }
         }
     }
@@ -200,8 +207,10 @@ impl World {
                 p.members_rev = self.kv.rev;
                 while p.cursor < self.log.len() {
                     p.cursor += 1;
-                    let entry = self.log.entries[p.cursor - 1].clone();
-                    inputs.push(Input::Log { seq: p.cursor as u64, entry });
+                    // A purged event is not delivered: the next entry stands past a hole.
+                    if let Some(entry) = self.log.get(p.cursor as u64) {
+                        inputs.push(Input::Log { seq: p.cursor as u64, entry: entry.clone() });
+                    }
                 }
                 if !p.caught_up {
                     p.caught_up = true;
@@ -373,6 +382,45 @@ fn a_gained_object_resumes_after_the_last_event_the_store_has() {
     w.assert_store_complete();
     let s1 = &w.sinks["s1"].sink;
     assert!(s1.role().counters.replayed_events > 0, "the gained objects' events came from a replay");
+}
+
+#[test]
+fn a_sink_that_lags_past_a_purge_jumps_to_a_snapshot_and_counts_the_history_it_lost() {
+    let mut w = World::new();
+    w.start("s1");
+    let own = w.epoch(&["e1"]);
+    for i in 0..10 {
+        w.event(&own, i, EventBody::Put { def: def() }, None);
+    }
+    w.run(100);
+    w.assert_store_complete();
+    // s1 stops reading; every object changes, and those events are purged before it reads them.
+    w.paused.insert("s1".into());
+    for i in 0..10 {
+        w.event(&own, i, transition(State::Warning), None);
+    }
+    w.log.purged_below = w.log.len() as u64 + 1;
+    for i in 0..4 {
+        w.event(&own, i, transition(State::Critical), None);
+    }
+    w.paused.clear();
+    w.run(100);
+    let s1 = &w.sinks["s1"].sink;
+    assert_eq!(w.snapshots_asked, 1, "the hole asked for one snapshot");
+    assert_eq!(s1.role().counters.restores, 1);
+    assert!(s1.role().needs_snapshot().is_none() && s1.health().ready, "{:?}", s1.health());
+    // Every object's purged Warning is gone from the store, and said so: all ten lost history.
+    assert_eq!(s1.role().counters.objects_lost_history, 10);
+    let accepted = w.accepted();
+    let missing: Vec<u64> = accepted.keys().filter(|s| !w.store.events.contains_key(s)).copied().collect();
+    assert_eq!(missing.len(), 10, "exactly the purged events are missing: {missing:?}");
+    assert!(missing.iter().all(|s| *s < w.log.purged_below));
+    // The events after the hole are stored, and every objects row is the object's current state.
+    let snapshot = w.log.snapshot();
+    for (id, view) in snapshot.objects() {
+        let row = &w.store.objects[id];
+        assert_eq!(row.last_seq, view.last_seq, "objects row of {id}");
+    }
 }
 
 #[test]

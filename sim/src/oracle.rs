@@ -106,6 +106,10 @@ impl Oracle {
         let mut accepted = false;
         match (&read, entry) {
             (Read::Duplicate, _) => return v("log", format!("position {seq} read twice by the oracle")),
+            (Read::Gap { expected, .. }, _) => {
+                return v("log", format!("the oracle found a hole in the log: {expected} missing before {seq}"))
+            }
+            (Read::Unreadable, _) => unreachable!("the oracle reads entries, never skips one"),
             (Read::EpochRejected(e), _) => {
                 return v("5 epochs only grow", format!("epoch record at {seq} rejected: {e:?}"));
             }

@@ -51,6 +51,14 @@ pub struct World {
     /// Appends to lose silently (neither landing nor failing), as a broken store would.
     pub lose_appends: usize,
     pub forwarded: Vec<(String, String)>,
+    /// Snapshots stored, by position (the store's answer to `WriteSnapshot` is always a success).
+    pub snapshots: BTreeMap<u64, ReaderSnapshot>,
+    /// Events below this position are purged: a reader below it jumps over them (sees a hole).
+    pub purged_below: u64,
+    /// Every purge asked for, in order.
+    pub purges: Vec<u64>,
+    /// Engine config used by `add_engine` (snapshot settings, say).
+    pub config: Option<fn(&mut EngineConfig)>,
 }
 
 impl World {
@@ -59,10 +67,30 @@ impl World {
     }
 
     pub fn add_engine(&mut self, id: &str, inc: u64) {
-        let mut e = Engine::new(EngineConfig::new(member(id, inc), TTL));
+        self.add_engine_from(id, inc, LogReader::new());
+    }
+
+    /// Adds an engine whose reader starts from the newest stored snapshot, as the shell starts one.
+    pub fn add_engine_from_snapshot(&mut self, id: &str, inc: u64) {
+        let reader = self
+            .snapshots
+            .values()
+            .next_back()
+            .map(|s| LogReader::from_snapshot(s.clone()).expect("a stored snapshot restores"))
+            .unwrap_or_default();
+        self.add_engine_from(id, inc, reader);
+    }
+
+    fn add_engine_from(&mut self, id: &str, inc: u64, reader: LogReader) {
+        let mut cfg = EngineConfig::new(member(id, inc), TTL);
+        if let Some(f) = self.config {
+            f(&mut cfg);
+        }
+        let start = reader.position() as usize;
+        let mut e = Engine::with_reader(cfg, reader);
         e.handle(self.now, Input::Start);
         self.engines.insert(id.to_string(), e);
-        self.cursor.insert(id.to_string(), 0);
+        self.cursor.insert(id.to_string(), start);
         // A new watcher gets a snapshot of the live keys.
         let snapshot: VecDeque<MemberObservation> = self
             .kv
@@ -149,8 +177,12 @@ impl World {
                 progress = true;
                 self.engines.get_mut(&id).unwrap().handle(self.now, Input::Member(obs));
             }
-            // Then the log.
-            let c = self.cursor[&id];
+            // Then the log; purged events are not there (epoch records always are).
+            let mut c = self.cursor[&id];
+            while c < self.log.len() && (c as u64 + 1) < self.purged_below && matches!(self.log[c], LogEntry::Event(_))
+            {
+                c += 1;
+            }
             if c < self.log.len() {
                 progress = true;
                 let entry = self.log[c].clone();
@@ -210,6 +242,27 @@ impl World {
                     }
                 } else {
                     self.replies.entry(to.0).or_default().push(outcome);
+                }
+            }
+            Output::WriteSnapshot(snapshot) => {
+                let position = snapshot.position;
+                self.snapshots.insert(position, *snapshot);
+                self.engines.get_mut(from).unwrap().handle(now, Input::SnapshotWritten { position, result: Ok(()) });
+            }
+            Output::Purge { below } => {
+                self.purges.push(below);
+                self.purged_below = self.purged_below.max(below);
+            }
+            Output::NeedSnapshot { covering } => {
+                if let Some(s) = self.snapshots.values().next_back().filter(|s| s.position >= covering) {
+                    let reader = LogReader::from_snapshot(s.clone()).expect("a stored snapshot restores");
+                    let position = reader.position() as usize;
+                    let e = self.engines.get_mut(from).unwrap();
+                    e.handle(now, Input::Restore(Box::new(reader)));
+                    // The driver follows the log again from after the position the engine jumped to.
+                    if e.reader().position() as usize == position {
+                        self.cursor.insert(from.to_string(), position);
+                    }
                 }
             }
             Output::Dispatch(work) => {

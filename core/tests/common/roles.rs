@@ -84,6 +84,8 @@ impl Kv {
 #[derive(Default)]
 pub struct TestLog {
     pub entries: Vec<LogEntry>,
+    /// Events below this position are purged (epoch records stay), as a compaction leaves the log.
+    pub purged_below: u64,
 }
 
 impl TestLog {
@@ -91,8 +93,19 @@ impl TestLog {
         self.entries.len()
     }
 
+    /// The entry at `seq`, unless it was purged.
     pub fn get(&self, seq: u64) -> Option<&LogEntry> {
-        self.entries.get(usize::try_from(seq).ok()?.checked_sub(1)?)
+        let e = self.entries.get(usize::try_from(seq).ok()?.checked_sub(1)?)?;
+        (seq >= self.purged_below || matches!(e, LogEntry::Epoch(_))).then_some(e)
+    }
+
+    /// A snapshot of the whole log as it stands, as the snapshot writer would store one (read before any purge).
+    pub fn snapshot(&self) -> LogReader {
+        let mut reader = LogReader::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            reader.read(i as u64 + 1, e);
+        }
+        reader
     }
 
     /// The entries at `from..=to` that exist, and how far that reached.

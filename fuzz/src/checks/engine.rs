@@ -72,6 +72,9 @@ struct World {
     next_reply: u64,
     /// Replies per caller.
     replies: BTreeMap<u64, Vec<Outcome>>,
+    /// Positions of snapshots written and not yet answered.
+    snapshots: Vec<u64>,
+    purged_below: u64,
 }
 
 impl World {
@@ -120,6 +123,20 @@ impl World {
                     self.replies.entry(to.0).or_default().push(outcome);
                 }
                 Output::Dispatch(work) => self.checks.push(work),
+                Output::WriteSnapshot(snapshot) => {
+                    assert_eq!(snapshot.position, self.engine.reader().position(), "a snapshot of another position");
+                    let restored = LogReader::from_snapshot(*snapshot).expect("a written snapshot restores");
+                    assert!(&restored == self.engine.reader(), "a snapshot that is not the engine's reader");
+                    self.snapshots.push(restored.position());
+                }
+                Output::Purge { below } => {
+                    assert!(below <= self.engine.reader().position() + 1, "a purge past what was read");
+                    assert!(below > self.purged_below, "a purge that removes nothing new");
+                    self.purged_below = below;
+                }
+                Output::NeedSnapshot { covering } => {
+                    panic!("a snapshot asked for at {covering} in a log without holes")
+                }
             }
         }
         if let Err(e) = self.engine.check_invariants() {
@@ -244,6 +261,11 @@ fn wire_round_trip(out: &Output) {
         Output::Dispatch(work) => {
             assert_eq!(&wire::decode_check_work(&wire::encode(work)).expect("check work decodes"), work);
         }
+        Output::WriteSnapshot(snapshot) => {
+            let reader = wire::decode_snapshot(&wire::encode_snapshot(snapshot)).expect("a snapshot decodes");
+            assert_eq!(&reader.snapshot(), &**snapshot, "a snapshot changed on the wire");
+        }
+        Output::Purge { .. } | Output::NeedSnapshot { .. } => {}
     }
 }
 
@@ -253,6 +275,9 @@ pub fn check(data: &[u8]) {
     let me = member(0, 1 + u64::from(cfg_byte & 1));
     let mut cfg = EngineConfig::new(me.clone(), Duration::from_millis(3000));
     cfg.forwarding = cfg_byte & 2 == 0;
+    // Snapshots every few entries, so their writes, answers and purges happen within a short input.
+    cfg.snapshots.every = 1 + u64::from(cfg_byte >> 2 & 7);
+    cfg.snapshots.retention = Duration::from_millis(u64::from(cfg_byte >> 5) * 20_000);
     let reply_timeout = cfg.reply_timeout;
     let mut w = World {
         trace: std::env::var_os("JAQUE_FUZZ_TRACE").is_some(),
@@ -271,6 +296,8 @@ pub fn check(data: &[u8]) {
         checks: Vec::new(),
         next_reply: 0,
         replies: BTreeMap::new(),
+        snapshots: Vec::new(),
+        purged_below: 0,
     };
     // The driver's first input, as in the shell and the simulator.
     w.handle(Input::Start);
@@ -387,8 +414,14 @@ pub fn check(data: &[u8]) {
                 w.advance(d);
             }
             _ => {
-                if b.u8() & 0x1f == 0 {
+                let c = b.u8();
+                if c & 0x1f == 0 {
                     w.handle(Input::Leave);
+                } else if !w.snapshots.is_empty() {
+                    // The store answers a snapshot write (maybe one the engine no longer waits for).
+                    let position = w.snapshots.remove(usize::from(c >> 5) % w.snapshots.len());
+                    let result = if c & 1 == 0 { Ok(()) } else { Err("store away".to_string()) };
+                    w.handle(Input::SnapshotWritten { position, result });
                 }
             }
         }

@@ -5,6 +5,9 @@
 //! from small pools, so owners, duplicates and re-used command ids are common; most epoch records carry the
 //! next epoch and most events name a recent epoch and, often, its owner, so both verdicts are frequent.
 //!
+//! Positions the input skips stand for entries that do not decode: both readers pass over them
+//! (`LogReader::skip`), as the shell does with a malformed entry, so positions never skip for a reader.
+//!
 //! Reader `a` reads the log one entry at a time. Reader `b` reads the same log in chunks of varying size and,
 //! after a chunk, may have already-read positions delivered again (a consumer that restarted from an older
 //! sequence); at every chunk boundary it also restarts from a snapshot of itself, carried as bytes, so every
@@ -12,6 +15,7 @@
 //! - every verdict of `a` is the rule's: accepted iff the writer (id and incarnation) owned the object under
 //!   every epoch record from its epoch to the one in force, computed here from the records with the
 //!   published HRW formula and with `hrw::Ownership`;
+//! - an entry delivered past a hole (positions missing before it) is not read: `Read::Gap`, reader unchanged;
 //! - `b` gives every position the same verdict and effect as `a`, skips every re-delivery as a duplicate, and
 //!   at every chunk boundary holds the same state as `a` at that position (objects, fence, epoch position,
 //!   applied command ids, counters but for duplicate positions);
@@ -180,11 +184,23 @@ pub fn check(data: &[u8]) {
     let mut next = 0;
     for (chunk, again) in schedule {
         for (seq, entry) in &log[next..next + chunk] {
+            model.pass_over(&mut a, *seq);
             let read = a.read(*seq, entry);
             model.expect(*seq, entry, &read, &a);
             a_reads.push(read);
         }
+        // An entry two positions ahead is a hole to reader b: not read, nothing changes.
+        if let Some((seq, entry)) = log.get(next) {
+            let before = b.snapshot();
+            let ahead = b.position().max(*seq) + 2;
+            let read = b.read(ahead, entry);
+            assert!(matches!(read, Read::Gap { got, .. } if got == ahead), "an entry past a hole read as {read:?}");
+            assert!(b.snapshot() == before, "a reader changed by an entry past a hole");
+        }
         for (i, (seq, entry)) in log[next..next + chunk].iter().enumerate() {
+            while b.position() + 1 < *seq {
+                assert_eq!(b.skip(b.position() + 1), Read::Unreadable);
+            }
             let read = b.read(*seq, entry);
             assert_eq!(read, a_reads[next + i], "reader b disagrees at position {seq} on {entry:?}");
         }
@@ -237,6 +253,7 @@ struct Model {
     stale: u64,
     rejected: u64,
     duplicate_commands: u64,
+    unreadable: u64,
 }
 
 impl Model {
@@ -255,6 +272,16 @@ impl Model {
             }
         }
         Verdict::Accepted
+    }
+
+    /// Passes `reader` over the positions before `seq` that the input skipped (entries that do not decode).
+    fn pass_over(&mut self, reader: &mut LogReader, seq: u64) {
+        let mut p = reader.position() + 1;
+        while p < seq {
+            assert_eq!(reader.skip(p), Read::Unreadable, "an undecodable entry at {p}");
+            self.unreadable += 1;
+            p += 1;
+        }
     }
 
     fn expect(&mut self, seq: u64, entry: &LogEntry, read: &Read, reader: &LogReader) {
@@ -387,5 +414,6 @@ impl Model {
         assert_eq!(c.stale_epoch_total, self.stale);
         assert_eq!(c.epochs_rejected_total, self.rejected);
         assert_eq!(c.duplicate_commands_total, self.duplicate_commands);
+        assert_eq!(c.unreadable_total, self.unreadable);
     }
 }

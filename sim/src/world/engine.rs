@@ -268,6 +268,9 @@ impl Sim {
             Output::Forward { id, to, cmd } => self.forward(n, id, to, cmd),
             Output::Reply { to: ReplyTo(to), outcome } => self.reply(n, to, outcome),
             Output::Dispatch(work) => self.dispatch_check(n, work),
+            // The simulated store keeps no snapshots yet and never purges, so the log has no holes: a written
+            // snapshot is never answered (the engine writes no other) and nothing is ever restored.
+            Output::WriteSnapshot(_) | Output::Purge { .. } | Output::NeedSnapshot { .. } => {}
         }
     }
 }
@@ -288,6 +291,7 @@ fn brief_output(o: &Output) -> String {
         Output::Append(ev) => format!("append {}", super::log::brief_event(ev)),
         Output::Forward { id, to, cmd } => format!("forward #{} {} to {to}", id.0, cmd.id),
         Output::Dispatch(w) => format!("dispatch check {} of {}", w.check_id, w.object),
+        Output::WriteSnapshot(s) => format!("write snapshot at {}", s.position),
         other => format!("{other:?}"),
     }
 }

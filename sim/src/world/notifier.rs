@@ -1166,6 +1166,8 @@ impl Sim {
             self.tr(|| line);
         }
         match out {
+            // The simulated log has no holes yet (nothing purges it): no snapshot is ever asked for.
+            Output::NeedSnapshot { covering } => unreachable!("a hole at {covering} in a log that is never purged"),
             Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => self.nheartbeat(s, member, ttl),
             Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
                 let now = self.now;

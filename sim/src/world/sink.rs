@@ -919,6 +919,8 @@ impl Sim {
             self.tr(|| line);
         }
         match out {
+            // The simulated log has no holes yet (nothing purges it): no snapshot is ever asked for.
+            Output::NeedSnapshot { covering } => unreachable!("a hole at {covering} in a log that is never purged"),
             Output::Membership(MembershipOutput::PutHeartbeat { bucket, member, ttl }) => {
                 let p = &self.sinks.procs[s];
                 let (hb_loss, can_send) = (p.hb_loss > 0, p.can_send());
