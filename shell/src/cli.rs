@@ -4,6 +4,7 @@
 
 use crate::store::{StoreUrl, DEFAULT_STORE};
 use clap::{CommandFactory, Parser};
+use jaque_core::compact::SnapshotConfig;
 use jaque_core::MemberId;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -64,6 +65,19 @@ pub struct Args {
         value_name = "DURATION"
     )]
     pub idempotency_window: String,
+
+    /// An engine writes a snapshot of the log's state at most this many entries after the last one.
+    #[arg(long = "snapshot-every", env = "JAQUE_SNAPSHOT_EVERY", default_value_t = 10_000, value_name = "N")]
+    pub snapshot_every: u64,
+
+    /// ... and at most this long after the last one, when the log moved.
+    #[arg(long = "snapshot-interval", env = "JAQUE_SNAPSHOT_INTERVAL", default_value = "5m", value_name = "DURATION")]
+    pub snapshot_interval: String,
+
+    /// Events stay in the log this long (log time) behind the newest snapshot, for readers that lag and sinks;
+    /// older ones are purged once a snapshot past them is stored.
+    #[arg(long = "log-retention", env = "JAQUE_LOG_RETENTION", default_value = "7d", value_name = "DURATION")]
+    pub log_retention: String,
 
     /// Replicas of the log stream and the membership bucket when jaque creates them (a NATS cluster: 3).
     #[arg(long = "log-replicas", env = "JAQUE_LOG_REPLICAS", default_value_t = 1, value_name = "N")]
@@ -199,6 +213,8 @@ pub struct Config {
     pub write_token: Option<String>,
     pub worker_concurrency: usize,
     pub idempotency_window: Duration,
+    /// `-snapshot-every`, `-snapshot-interval`, `-log-retention`.
+    pub snapshots: SnapshotConfig,
     pub log_replicas: usize,
     /// `-ui-writes owner`: a ui without an engine sends writes straight to their owner first.
     pub ui_writes_to_owner: bool,
@@ -214,6 +230,12 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct ConfigError(pub String);
+
+/// A flag's duration (`humantime`: 90s, 5m, 7d), or an error naming the flag and an example.
+fn duration(flag: &str, value: &str, example: &str) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(value)
+        .map_err(|e| ConfigError(format!("{flag}: {value:?} is not a duration ({e}); write e.g. {example}")))
+}
 
 fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError(msg.into()))
@@ -287,8 +309,7 @@ fn parse_notify(
     }
     let secret =
         secret.filter(|s| !s.is_empty()).map(|s| crate::webhook::Secret::parse(&s)).transpose().map_err(ConfigError)?;
-    let give_up = humantime::parse_duration(give_up)
-        .map_err(|e| ConfigError(format!("-notify-give-up: {give_up:?} is not a duration ({e}); write e.g. 24h")))?;
+    let give_up = duration("-notify-give-up", give_up, "24h")?;
     if give_up.is_zero() {
         return err("-notify-give-up must be longer than 0s");
     }
@@ -349,9 +370,7 @@ impl Config {
             None if roles.sink => Some(StoreUrl::parse(DEFAULT_STORE).map_err(ConfigError)?),
             None => None,
         };
-        let ttl = humantime::parse_duration(&a.heartbeat_ttl).map_err(|e| {
-            ConfigError(format!("-heartbeat-ttl: {:?} is not a duration ({e}); write e.g. 10s", a.heartbeat_ttl))
-        })?;
+        let ttl = duration("-heartbeat-ttl", &a.heartbeat_ttl, "10s")?;
         if ttl.subsec_nanos() != 0 || ttl < Duration::from_secs(1) {
             return err(format!(
                 "-heartbeat-ttl: {:?} cannot be held by NATS, whose per-key TTLs are whole seconds; use e.g. 10s",
@@ -370,18 +389,28 @@ impl Config {
                 return err(format!("-plugin-dir: {} is not a directory", dir.display()));
             }
         }
-        let idempotency_window = humantime::parse_duration(&a.idempotency_window).map_err(|e| {
-            ConfigError(format!(
-                "-idempotency-window: {:?} is not a duration ({e}); write e.g. 24h",
-                a.idempotency_window
-            ))
-        })?;
+        let idempotency_window = duration("-idempotency-window", &a.idempotency_window, "24h")?;
         if idempotency_window < Duration::from_secs(1) {
             return err(format!(
                 "-idempotency-window: {:?} is shorter than a client's retries take; use at least 1s (default 24h)",
                 a.idempotency_window
             ));
         }
+        if a.snapshot_every == 0 {
+            return err("-snapshot-every: 0 entries; use at least 1 (default 10000)");
+        }
+        let snapshot_interval = duration("-snapshot-interval", &a.snapshot_interval, "5m")?;
+        if snapshot_interval < Duration::from_secs(1) {
+            return err(format!(
+                "-snapshot-interval: {:?} would snapshot without pause; use at least 1s (default 5m)",
+                a.snapshot_interval
+            ));
+        }
+        let snapshots = SnapshotConfig {
+            every: a.snapshot_every,
+            interval: snapshot_interval,
+            retention: duration("-log-retention", &a.log_retention, "7d")?,
+        };
         if !(1..=5).contains(&a.log_replicas) {
             return err(format!(
                 "-log-replicas: {} is not one JetStream allows; use 1 to 5 (3 on a 3-node cluster)",
@@ -425,6 +454,7 @@ impl Config {
             write_token: a.write_token.filter(|t| !t.is_empty()),
             worker_concurrency: a.worker_concurrency,
             idempotency_window,
+            snapshots,
             log_replicas: a.log_replicas,
             ui_writes_to_owner,
             sink_store,

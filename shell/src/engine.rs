@@ -8,13 +8,14 @@ use crate::coord::{AppendAck, Coordination};
 use crate::follow::{spawn_heartbeat_writer, Buckets, Followed, Follower, HeartbeatWriter};
 use crate::metrics::{self, Exposition};
 use crate::nats::NatsLink;
+use crate::snapshots;
 use crate::subjects::{cmd_subject, results_subject, INGRESS_GROUP, INGRESS_SUBJECT, WORK_SUBJECT};
 use crate::views::{self, UiRequest};
 use crate::worker::MemWork;
 use futures_util::StreamExt;
 use jaque_core::wire;
 use jaque_core::{
-    CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, MemberRef, Outcome, Output, ReplyTo,
+    CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef, Outcome, Output, ReplyTo,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -33,6 +34,8 @@ enum Done {
     /// A command from NATS (ingress, hop 0, or a forward, hop 1) with the subject its outcome goes to: the loop
     /// turns the subject into a `ReplyTo` first.
     Command { cmd: Command, reply: async_nats::Subject },
+    /// The latest snapshot, loaded after the core's `NeedSnapshot` (`None`: none reaches the hole yet).
+    Restored(Option<Box<LogReader>>),
 }
 
 /// Where a `Reply` output goes.
@@ -56,6 +59,8 @@ pub struct EngineLoop {
     results_subject: String,
     /// Set while this engine is a member of the ingress queue group: sending on it leaves the group.
     ingress: Option<oneshot::Sender<()>>,
+    /// Loads of the latest snapshot after the core met a hole in the log.
+    restores: snapshots::Restores,
 }
 
 impl EngineLoop {
@@ -75,6 +80,7 @@ impl EngineLoop {
             next_reply: 0,
             results_subject,
             ingress: None,
+            restores: snapshots::Restores::default(),
         }
     }
 
@@ -86,7 +92,11 @@ impl EngineLoop {
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<(), String> {
         let mut done = self.done_rx.take().ok_or("the engine loop runs once")?;
-        let mut follow = Follower::start(&self.coord, 1).await?;
+        // Start from the latest snapshot, and read only the log after it.
+        if let Some(reader) = snapshots::latest_reader(&self.coord).await {
+            self.engine = Engine::with_reader(self.engine.config().clone(), reader);
+        }
+        let mut follow = Follower::start(&self.coord, self.engine.reader().position() + 1).await?;
         self.subscribe().await?;
 
         let mut leave_by: Option<tokio::time::Instant> = None;
@@ -96,7 +106,10 @@ impl EngineLoop {
             let timer = self.engine.poll_timeout().map(|(t, _)| instant_at(t));
             tokio::select! {
                 Some(f) = follow.next() => self.handle_followed(f),
-                Some(d) = done.recv() => self.handle_done(d),
+                Some(d) = done.recv() => match d {
+                    Done::Restored(reader) => self.restore(reader, &mut follow).await?,
+                    d => self.handle_done(d),
+                },
                 Some(req) = ui.recv() => self.handle_ui(req, follow.buckets()),
                 _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => {
                     self.engine.handle_timeout(now());
@@ -124,6 +137,20 @@ impl EngineLoop {
         Ok(())
     }
 
+    /// Hands a loaded snapshot to the core and, if the core jumped to it, follows the log from after it.
+    async fn restore(&mut self, reader: Option<Box<LogReader>>, follow: &mut Follower) -> Result<(), String> {
+        self.restores.answered();
+        let Some(reader) = reader else { return Ok(()) };
+        let before = self.engine.reader().position();
+        self.engine.handle(now(), Input::Restore(reader));
+        let position = self.engine.reader().position();
+        if position > before {
+            tracing::info!(from = before, to = position, "jumped past a hole in the log to a snapshot");
+            follow.refollow_log(&self.coord, position + 1).await?;
+        }
+        Ok(())
+    }
+
     fn handle_followed(&mut self, f: Followed) {
         match f {
             Followed::Member(obs) => self.engine.handle(now(), Input::Member(obs)),
@@ -141,6 +168,7 @@ impl EngineLoop {
                     );
                 }
             }
+            Followed::Unreadable { seq } => self.engine.handle(now(), Input::LogUnreadable { seq }),
             Followed::CaughtUp => {
                 tracing::info!(epoch = self.engine.epoch(), position = self.engine.reader().position(), "caught up");
                 self.engine.handle(now(), Input::CaughtUp);
@@ -208,6 +236,7 @@ impl EngineLoop {
         let input = match d {
             Done::Core(input) => input,
             Done::Command { cmd, reply } => Input::Command { reply: self.waiter(Waiter::Nats(reply)), cmd },
+            Done::Restored(_) => unreachable!("restores are handled by the loop"),
         };
         self.engine.handle(now(), input);
     }
@@ -238,6 +267,8 @@ impl EngineLoop {
             UiRequest::Health { reply } => {
                 let status = if self.engine.is_leaving() {
                     (false, "leaving".to_string())
+                } else if let Some(covering) = self.engine.needs_snapshot() {
+                    (false, jaque_core::compact::hole_reason(covering))
                 } else if self.engine.is_ready() {
                     (true, "ready".to_string())
                 } else {
@@ -289,6 +320,19 @@ impl EngineLoop {
                     None => tracing::warn!(reply = to.0, "a reply for nobody"),
                 },
                 Output::Dispatch(work) => self.dispatch(work),
+                Output::WriteSnapshot(snapshot) => {
+                    let tx = self.done_tx.clone();
+                    snapshots::spawn_write(self.coord.clone(), snapshot, move |position, result| {
+                        let _ = tx.send(Done::Core(Input::SnapshotWritten { position, result }));
+                    });
+                }
+                Output::Purge { below } => snapshots::spawn_purge(self.coord.clone(), below),
+                Output::NeedSnapshot { covering } => {
+                    let tx = self.done_tx.clone();
+                    self.restores.ask(&self.coord, covering, move |reader| {
+                        let _ = tx.send(Done::Restored(reader.map(Box::new)));
+                    });
+                }
             }
         }
     }
@@ -379,6 +423,12 @@ impl EngineLoop {
             "counter",
             "Times another live process wrote this engine's key: two processes share one -id.",
             e.membership().id_conflicts_total,
+        );
+        m.one(
+            "jaque_log_gaps_total",
+            "counter",
+            "Log entries that stood past a hole (purged events) and made this reader jump to a snapshot.",
+            c.log_gaps,
         );
         let counters: [(&str, &str, u64); 11] = [
             ("jaque_engine_commands_applied_total", "Commands applied (their event accepted).", c.commands_applied),

@@ -19,6 +19,8 @@ pub enum Followed {
     Member(MemberObservation),
     /// The next log entry, in log order.
     Log { seq: u64, entry: LogEntry },
+    /// The entry at this position does not decode: the role's reader passes over it.
+    Unreadable { seq: u64 },
     /// Once: the membership snapshot and the log backlog that existed at start have both been delivered.
     CaughtUp,
 }
@@ -65,6 +67,7 @@ impl Follower {
                 },
                 Some(ev) = self.log.recv() => match ev {
                     LogEvent::Entry { seq, entry } => return Some(Followed::Log { seq, entry }),
+                    LogEvent::Unreadable { seq } => return Some(Followed::Unreadable { seq }),
                     LogEvent::CaughtUp => self.log_caught_up = true,
                 },
                 else => return None,

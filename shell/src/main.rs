@@ -13,6 +13,7 @@ mod notifier;
 mod progress;
 mod reading;
 mod sink;
+mod snapshots;
 mod store;
 mod subjects;
 mod ui_reader;
@@ -90,6 +91,7 @@ async fn run(cfg: Config) -> Result<(), String> {
     let mut engine_cfg = EngineConfig::new(me.clone(), cfg.ttl);
     engine_cfg.forwarding = cfg.coordination.is_nats();
     engine_cfg.idempotency_window = cfg.idempotency_window;
+    engine_cfg.snapshots = cfg.snapshots.clone();
     tracing::info!(
         member = %me,
         engine = cfg.roles.engine,
@@ -116,7 +118,9 @@ async fn run(cfg: Config) -> Result<(), String> {
         _ => None,
     };
     let coord = match &coord_link {
-        Some(link) => Coordination::Nats(Box::new(NatsCoord::open(link.clone(), cfg.log_replicas).await?)),
+        Some(link) => {
+            Coordination::Nats(Box::new(NatsCoord::open(link.clone(), cfg.log_replicas, cfg.roles.engine).await?))
+        }
         None => Coordination::memory(),
     };
     let queue_link = match &cfg.queue {

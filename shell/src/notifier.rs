@@ -10,9 +10,10 @@ use crate::follow::{spawn_heartbeat_writer_acked, Buckets, Followed, Follower, H
 use crate::metrics::Exposition;
 use crate::progress::Progress;
 use crate::reading::RoleQuery;
+use crate::snapshots::{self, Restores};
 use crate::webhook::{self, Secret};
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult};
-use jaque_core::MemberRef;
+use jaque_core::{LogReader, MemberRef};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -40,6 +41,9 @@ pub struct NotifierLoop {
     done_rx: Option<mpsc::UnboundedReceiver<Input>>,
     heartbeats: HeartbeatWriter,
     expose_members: bool,
+    restores: Restores,
+    restored_tx: mpsc::UnboundedSender<Option<LogReader>>,
+    restored_rx: Option<mpsc::UnboundedReceiver<Option<LogReader>>>,
 }
 
 impl NotifierLoop {
@@ -51,6 +55,7 @@ impl NotifierLoop {
             tracing::warn!("no -notify-secret: webhook deliveries are sent unsigned (no webhook-signature header)");
         }
         let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let (restored_tx, restored_rx) = mpsc::unbounded_channel();
         let acks = done_tx.clone();
         Ok(NotifierLoop {
             n: Notifier::new(core),
@@ -64,6 +69,9 @@ impl NotifierLoop {
             done_tx,
             done_rx: Some(done_rx),
             expose_members: cfg.expose_members,
+            restores: Restores::default(),
+            restored_tx,
+            restored_rx: Some(restored_rx),
         })
     }
 
@@ -75,7 +83,12 @@ impl NotifierLoop {
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<(), String> {
         let mut done = self.done_rx.take().ok_or("the notifier loop runs once")?;
-        let mut follow = Follower::start(&self.coord, 1).await?;
+        let mut restored = self.restored_rx.take().ok_or("the notifier loop runs once")?;
+        // Start from the latest snapshot, and read only the log after it.
+        if let Some(reader) = snapshots::latest_reader(&self.coord).await {
+            self.n.handle(now(), Input::Restore(Box::new(reader)));
+        }
+        let mut follow = Follower::start(&self.coord, self.n.role().reader().position() + 1).await?;
         for (ep, url) in self.endpoints.iter().zip(self.n.config().endpoints.iter().map(|e| &e.url)) {
             tracing::info!(endpoint = %ep, url, "notifying");
         }
@@ -85,16 +98,30 @@ impl NotifierLoop {
         loop {
             let timer = self.n.poll_timeout().map(|(t, _)| instant_at(t));
             let failed = self.n.counters.failed;
+            let lost = self.n.role().counters.objects_lost_history;
             tokio::select! {
                 Some(f) = follow.next() => match f {
                     Followed::Member(obs) => self.n.handle(now(), Input::Member(obs)),
                     Followed::Log { seq, entry } => self.n.handle(now(), Input::Log { seq, entry }),
+                    Followed::Unreadable { seq } => self.n.handle(now(), Input::LogUnreadable { seq }),
                     Followed::CaughtUp => {
                         tracing::info!(position = self.n.role().reader().position(), "notifier caught up");
                         self.n.handle(now(), Input::CaughtUp);
                     }
                 },
                 Some(input) = done.recv() => self.n.handle(now(), input),
+                Some(reader) = restored.recv() => {
+                    self.restores.answered();
+                    if let Some(reader) = reader {
+                        let before = self.n.role().reader().position();
+                        self.n.handle(now(), Input::Restore(Box::new(reader)));
+                        let position = self.n.role().reader().position();
+                        if position > before {
+                            tracing::info!(from = before, to = position, "jumped past a hole in the log to a snapshot");
+                            follow.refollow_log(&self.coord, position + 1).await?;
+                        }
+                    }
+                }
                 Some(req) = requests.recv() => self.answer(req, follow.buckets()),
                 _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => {
                     self.n.handle_timeout(now());
@@ -116,6 +143,7 @@ impl NotifierLoop {
                     "gave up on deliveries still failing after -notify-give-up"
                 );
             }
+            snapshots::warn_history_lost("notifier", lost, self.n.role().counters.objects_lost_history);
             self.drain();
             if self.n.is_done() {
                 break;
@@ -184,6 +212,12 @@ impl NotifierLoop {
                         let _ = tx.send(Input::Written { op, result });
                     });
                 }
+                Output::NeedSnapshot { covering } => {
+                    let tx = self.restored_tx.clone();
+                    self.restores.ask(&self.coord, covering, move |reader| {
+                        let _ = tx.send(reader);
+                    });
+                }
                 Output::Send(d) => {
                     let sender = self.sender.clone();
                     tokio::spawn(async move {
@@ -238,6 +272,13 @@ impl NotifierLoop {
             n.lag(),
         );
         m.one("jaque_notifier_log_position", "gauge", "The last log position read.", n.role().reader().position());
+        m.one(
+            "jaque_notifier_history_lost_total",
+            "counter",
+            "Objects whose accepted transitions were purged from the log (-log-retention) before this notifier \
+             handled them: never notified.",
+            n.role().counters.objects_lost_history,
+        );
         let disabled = (0..self.endpoints.len()).filter(|i| n.is_disabled(*i)).count() as u64;
         m.one("jaque_notifier_endpoints_disabled", "gauge", "Endpoints that answered 410 Gone.", disabled);
         m.one(

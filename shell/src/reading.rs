@@ -109,10 +109,23 @@ impl<T: Send + 'static> Reading<T> {
         }
     }
 
-    /// Starts watching membership and following the log from its first entry.
-    pub async fn follow(&mut self) -> Result<(), String> {
-        self.follow = Some(Follower::start(&self.coord, 1).await?);
+    /// Starts watching membership and following the log from position `from` (1, or the position after the
+    /// snapshot the role's reader started from).
+    pub async fn follow(&mut self, from: u64) -> Result<(), String> {
+        self.follow = Some(Follower::start(&self.coord, from).await?);
         Ok(())
+    }
+
+    /// Follows the log again from position `from`, after the role's reader jumped to a snapshot.
+    pub async fn refollow(&mut self, from: u64) -> Result<(), String> {
+        match self.follow.as_mut() {
+            Some(f) => f.refollow_log(&self.coord, from).await,
+            None => self.follow(from).await,
+        }
+    }
+
+    pub fn coord(&self) -> &Coordination {
+        &self.coord
     }
 
     pub fn is_following(&self) -> bool {

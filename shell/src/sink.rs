@@ -8,9 +8,10 @@ use crate::coord::Coordination;
 use crate::follow::Followed;
 use crate::metrics::Exposition;
 use crate::reading::{Reading, RoleQuery, Wake};
+use crate::snapshots::{self, Restores};
 use crate::store::{SchemaError, Store};
 use jaque_core::sink::{Input, Output, Sink, SinkConfig, StoreError};
-use jaque_core::{ObjectId, Time};
+use jaque_core::{LogReader, ObjectId, Time};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -18,8 +19,16 @@ use tokio::sync::{mpsc, watch};
 /// The store's answers, back to the loop.
 enum Done {
     Schema(Result<(), SchemaError>),
-    Written { batch: u64, result: Result<(), StoreError> },
-    Progress { token: u64, result: Result<Vec<(ObjectId, u64)>, StoreError> },
+    Written {
+        batch: u64,
+        result: Result<(), StoreError>,
+    },
+    Progress {
+        token: u64,
+        result: Result<Vec<(ObjectId, u64)>, StoreError>,
+    },
+    /// The latest snapshot, loaded after the core's `NeedSnapshot` (`None`: none reaches the hole yet).
+    Restored(Option<Box<LogReader>>),
 }
 
 /// Schema attempts while the store is away at start: the first after this, doubling to `SCHEMA_RETRY_MAX`.
@@ -49,6 +58,7 @@ pub struct SinkLoop {
     schema_delay: Duration,
     schema_errors: u64,
     last_health: bool,
+    restores: Restores,
 }
 
 impl SinkLoop {
@@ -70,6 +80,7 @@ impl SinkLoop {
             schema_delay: SCHEMA_RETRY,
             schema_errors: 0,
             last_health: false,
+            restores: Restores::default(),
         }
     }
 
@@ -88,6 +99,7 @@ impl SinkLoop {
             let Some(wake) = self.reading.next(deadline).await else {
                 return Err("the sink's log follower ended".into());
             };
+            let lost = self.sink.role().counters.objects_lost_history;
             match wake {
                 Wake::Followed(f) => self.sink.handle(now(), followed(f)),
                 Wake::Replayed { token, result } => self.sink.handle(now(), Input::Replayed { token, result }),
@@ -104,6 +116,7 @@ impl SinkLoop {
                     }
                     self.sink.handle(now(), Input::Progress { token, result });
                 }
+                Wake::Done(Done::Restored(reader)) => self.restored(reader).await?,
                 Wake::Query(q) => self.answer(q),
                 Wake::Timeout if self.reading.is_following() => self.sink.handle_timeout(now()),
                 Wake::Timeout => {
@@ -118,6 +131,7 @@ impl SinkLoop {
                     self.sink.handle(now(), Input::Leave);
                 }
             }
+            snapshots::warn_history_lost("sink", lost, self.sink.role().counters.objects_lost_history);
             self.drain();
             self.log_health();
             if self.reading.has_left() && self.sink.is_done() {
@@ -149,7 +163,11 @@ impl SinkLoop {
             Ok(()) => {
                 self.schema_error = None;
                 tracing::info!(store = %self.store.what(), "sink: the store's schema is ready; following the log");
-                self.reading.follow().await?;
+                // Start from the latest snapshot, and read only the log after it.
+                if let Some(reader) = snapshots::latest_reader(self.reading.coord()).await {
+                    self.sink.handle(now(), Input::Restore(Box::new(reader)));
+                }
+                self.reading.follow(self.sink.role().reader().position() + 1).await?;
                 self.sink.handle(now(), Input::Start);
                 Ok(())
             }
@@ -165,6 +183,20 @@ impl SinkLoop {
         }
     }
 
+    /// Hands a loaded snapshot to the core and, if it jumped to it, follows the log from after it.
+    async fn restored(&mut self, reader: Option<Box<LogReader>>) -> Result<(), String> {
+        self.restores.answered();
+        let Some(reader) = reader else { return Ok(()) };
+        let before = self.sink.role().reader().position();
+        self.sink.handle(now(), Input::Restore(reader));
+        let position = self.sink.role().reader().position();
+        if position > before {
+            tracing::info!(from = before, to = position, "sink: jumped past a hole in the log to a snapshot");
+            self.reading.refollow(position + 1).await?;
+        }
+        Ok(())
+    }
+
     /// Carries out every output the core has.
     fn drain(&mut self) {
         while let Some(out) = self.sink.poll_output() {
@@ -178,6 +210,12 @@ impl SinkLoop {
                     });
                 }
                 Output::Replay { token, from, to } => self.reading.replay(token, from, to),
+                Output::NeedSnapshot { covering } => {
+                    let tx = self.reading.done();
+                    self.restores.ask(self.reading.coord(), covering, move |reader| {
+                        let _ = tx.send(Done::Restored(reader.map(Box::new)));
+                    });
+                }
                 Output::Write(batch) => {
                     let (store, tx) = (self.store.clone(), self.reading.done());
                     tokio::spawn(async move {
@@ -278,6 +316,12 @@ impl SinkLoop {
         );
         m.one("jaque_sink_log_position", "gauge", "The last log position read.", s.role().reader().position());
         m.one(
+            "jaque_sink_history_lost_total",
+            "counter",
+            "Objects whose accepted events were purged from the log (-log-retention) before this sink wrote them.",
+            s.role().counters.objects_lost_history,
+        );
+        m.one(
             "jaque_sink_written_position",
             "gauge",
             "Every event this sink was to write at or below this position is in the store.",
@@ -294,6 +338,7 @@ fn followed(f: Followed) -> Input {
     match f {
         Followed::Member(obs) => Input::Member(obs),
         Followed::Log { seq, entry } => Input::Log { seq, entry },
+        Followed::Unreadable { seq } => Input::LogUnreadable { seq },
         Followed::CaughtUp => Input::CaughtUp,
     }
 }

@@ -5,7 +5,9 @@
 use crate::coord::Coordination;
 use crate::follow::{Followed, Follower};
 use crate::metrics::Exposition;
+use crate::snapshots::{self, Restores};
 use crate::views::{self, UiRequest};
+use jaque_core::follow::Tail;
 use jaque_core::hrw::Ownership;
 use jaque_core::log::Read;
 use jaque_core::{LogReader, Outcome};
@@ -22,37 +24,72 @@ pub async fn run_reader(
     mut ui: mpsc::Receiver<UiRequest>,
     owners: watch::Sender<Option<Arc<Ownership>>>,
 ) -> Result<(), String> {
-    let mut follow = Follower::start(&coord, 1).await?;
-    let mut reader = LogReader::new();
+    // Start from the latest snapshot, and read only the log after it.
+    let mut tail = Tail::new(snapshots::latest_reader(&coord).await.unwrap_or_default());
+    let mut follow = Follower::start(&coord, tail.reader().position() + 1).await?;
     let publish = |reader: &LogReader| {
         owners.send_replace(reader.fence().current_ownership().cloned().map(Arc::new));
     };
+    let mut restores = Restores::default();
+    let (restored_tx, mut restored) = mpsc::unbounded_channel::<Option<LogReader>>();
+    let mut ask_again = tokio::time::interval(std::time::Duration::from_secs(2));
     loop {
-        tokio::select! {
+        let read = tokio::select! {
             Some(f) = follow.next() => match f {
-                Followed::Member(_) => {}
-                Followed::Log { seq, entry } => {
-                    if matches!(reader.read(seq, &entry), Read::EpochInstalled) && follow.is_caught_up() {
-                        publish(&reader);
-                    }
+                Followed::Member(_) => None,
+                Followed::Log { seq, entry } => Some(tail.read(seq, &entry)),
+                Followed::Unreadable { seq } => Some(tail.skip(seq)),
+                Followed::CaughtUp => {
+                    publish(tail.reader());
+                    None
                 }
-                Followed::CaughtUp => publish(&reader),
             },
-            req = ui.recv() => match req {
-                None => return Ok(()),
-                Some(UiRequest::Objects { id, reply }) => { let _ = reply.send(views::objects(&reader, id.as_ref())); }
-                Some(UiRequest::Cluster { reply }) => { let _ = reply.send(views::cluster(&reader, follow.buckets())); }
-                Some(UiRequest::Metrics { reply }) => { let _ = reply.send(metrics(&reader, &follow)); }
-                Some(UiRequest::Health { reply }) => {
-                    let status =
-                        if follow.is_caught_up() { (true, "ready".into()) } else { (false, "reading the log".into()) };
-                    let _ = reply.send(status);
+            Some(r) = restored.recv() => {
+                restores.answered();
+                let before = tail.reader().position();
+                if r.is_some_and(|r| tail.restore(r)) {
+                    let position = tail.reader().position();
+                    tracing::info!(from = before, to = position, "ui: jumped past a hole in the log to a snapshot");
+                    follow.refollow_log(&coord, position + 1).await?;
+                    publish(tail.reader());
                 }
-                Some(UiRequest::Write { reply, .. }) => {
+                None
+            }
+            _ = ask_again.tick(), if tail.hole().is_some() => {
+                let tx = restored_tx.clone();
+                restores.ask(&coord, tail.hole().unwrap_or_default(), move |r| { let _ = tx.send(r); });
+                None
+            }
+            req = ui.recv() => match (req, tail.reader()) {
+                (None, _) => return Ok(()),
+                (Some(UiRequest::Objects { id, reply }), reader) => { let _ = reply.send(views::objects(reader, id.as_ref())); None }
+                (Some(UiRequest::Cluster { reply }), reader) => { let _ = reply.send(views::cluster(reader, follow.buckets())); None }
+                (Some(UiRequest::Metrics { reply }), reader) => { let _ = reply.send(metrics(reader, &follow)); None }
+                (Some(UiRequest::Health { reply }), _) => {
+                    let status = match tail.hole() {
+                        Some(covering) => (false, jaque_core::compact::hole_reason(covering)),
+                        None if follow.is_caught_up() => (true, "ready".into()),
+                        None => (false, "reading the log".into()),
+                    };
+                    let _ = reply.send(status);
+                    None
+                }
+                (Some(UiRequest::Write { reply, .. }), _) => {
                     // Writes of an engine-less ui go through ingress in the HTTP layer; this is a wiring bug.
                     let _ = reply.send(Outcome::Unavailable { reason: "no engine in this process".into() });
+                    None
                 }
             },
+        };
+        match read {
+            Some(Read::EpochInstalled) if follow.is_caught_up() => publish(tail.reader()),
+            Some(Read::Gap { got, .. }) => {
+                let tx = restored_tx.clone();
+                restores.ask(&coord, got - 1, move |r| {
+                    let _ = tx.send(r);
+                });
+            }
+            _ => {}
         }
     }
 }

@@ -26,6 +26,10 @@ fn server() -> (Nats, tempfile::TempDir) {
             "$JS.API.CONSUMER.CREATE.JAQUE_LOG", "$JS.API.CONSUMER.CREATE.JAQUE_LOG.>",
             "$JS.API.CONSUMER.CREATE.KV_jaque_membership", "$JS.API.CONSUMER.CREATE.KV_jaque_membership.>",
             "$JS.FC.>",
+            "$JS.API.STREAM.INFO.OBJ_jaque_snapshots",
+            "$JS.API.CONSUMER.CREATE.OBJ_jaque_snapshots", "$JS.API.CONSUMER.CREATE.OBJ_jaque_snapshots.>",
+            "$JS.API.CONSUMER.DELETE.OBJ_jaque_snapshots.>",
+            "$JS.API.DIRECT.GET.OBJ_jaque_snapshots.>", "$JS.API.STREAM.MSG.GET.OBJ_jaque_snapshots",
           ]
         }
         subscribe: { allow: ["_INBOX.>"] }
@@ -53,7 +57,22 @@ fn each_role_works_with_exactly_its_permissions_and_a_missing_one_is_named() {
     let (nats, _dir) = server();
     let url = nats.url.as_str();
     let engine = |id: &'static str| {
-        let args = ["-target", "engine", "-queue", url, "-coordination", url, "-id", id];
+        // Snapshots every few entries, and the log compacted right below them: the engines' writes and purges
+        // and the readers' loads of snapshots need their permissions too.
+        let args = [
+            "-target",
+            "engine",
+            "-queue",
+            url,
+            "-coordination",
+            url,
+            "-id",
+            id,
+            "-snapshot-every",
+            "10",
+            "-log-retention",
+            "0s",
+        ];
         Jaque::start(id, &user(&args, "jaque-engine", "change-me-engine"))
     };
     let (e1, e2) = (engine("e1"), engine("e2"));
@@ -101,6 +120,16 @@ fn each_role_works_with_exactly_its_permissions_and_a_missing_one_is_named() {
         (sink.metric("jaque_sink_events_written_total")? >= 16.0).then_some(())
     });
     poll("the notifier delivered every transition", || (rx.delivery_count("/hook") >= 8).then_some(()));
+    // One engine wrote snapshots and compacted the log; a ui started now begins from the latest snapshot.
+    poll("a snapshot written and the log compacted", || {
+        let written = e1.metric("jaque_snapshots_written_total")? + e2.metric("jaque_snapshots_written_total")?;
+        let purges = e1.metric("jaque_log_purges_total")? + e2.metric("jaque_log_purges_total")?;
+        (written >= 1.0 && purges >= 1.0).then_some(())
+    });
+    let ui2 = Jaque::start("ui2", &user(&["-target", "ui", "-coordination", url], "jaque-ui", "change-me-ui"));
+    ui2.wait_ready();
+    assert_eq!(ui2.metric("jaque_snapshot_loads_total"), Some(1.0), "the new ui started from a snapshot");
+    poll("the new ui lists every object", || (ui2.get("/api/objects").json().as_array()?.len() == 8).then_some(()));
     assert!(
         !nats.proc.output.text().contains("Violation"),
         "the server refused something:\n{}",

@@ -28,7 +28,14 @@ pub enum MemberEvent {
 /// What a log follower reports: every entry in log order, and once, the end of the backlog present at start.
 #[derive(Debug)]
 pub enum LogEvent {
-    Entry { seq: u64, entry: LogEntry },
+    Entry {
+        seq: u64,
+        entry: LogEntry,
+    },
+    /// The entry at `seq` does not decode (counted and logged): readers pass over it.
+    Unreadable {
+        seq: u64,
+    },
     CaughtUp,
 }
 

@@ -8,9 +8,11 @@ use async_nats::jetstream::{self, consumer, context::PublishErrorKind, message::
 use futures_util::StreamExt;
 use jaque_core::wire::{self, Heartbeat};
 use jaque_core::{Bucket, EpochRecord, LogEntry, MemberRef};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use tokio::sync::OnceCell;
 
 pub const KV_BUCKET: &str = "jaque_membership";
 pub const LOG_STREAM: &str = "JAQUE_LOG";
@@ -25,7 +27,8 @@ pub struct NatsCoord {
     link: NatsLink,
     js: jetstream::Context,
     kv: jetstream::kv::Store,
-    snapshots: object_store::ObjectStore,
+    /// The snapshot store, once it exists (an engine creates it; other roles open it when they first need it).
+    snapshots: Arc<OnceCell<object_store::ObjectStore>>,
 }
 
 /// The object store bucket of reader snapshots: one object per snapshot, named by its position.
@@ -44,8 +47,9 @@ fn snapshot_position(name: &str) -> Option<u64> {
 impl NatsCoord {
     /// Opens the membership bucket and the log stream, creating them with `replicas` (`-log-replicas`) when
     /// they do not exist. Existing ones are used as they are: an operator may have set them up on purpose, and
-    /// changing the replicas of a live stream is theirs to decide; a mismatch is logged.
-    pub async fn open(link: NatsLink, replicas: usize) -> Result<NatsCoord, String> {
+    /// changing the replicas of a live stream is theirs to decide; a mismatch is logged. An engine (`engine`)
+    /// also creates the snapshot store, which only engines write; other roles open it when they first read it.
+    pub async fn open(link: NatsLink, replicas: usize, engine: bool) -> Result<NatsCoord, String> {
         let js = jetstream::new(link.client.clone());
         let hint = "(jaque needs nats-server 2.11 or newer with JetStream on: nats-server -js; on a cluster, \
                     -log-replicas at most the number of JetStream nodes)";
@@ -80,19 +84,24 @@ impl NatsCoord {
             .await
             .map_err(|e| format!("creating the log stream {LOG_STREAM} on {}: {e} {hint}", link.url))?;
         }
-        let snapshots = match js.get_object_store(SNAPSHOT_BUCKET).await {
-            Ok(s) => s,
-            Err(_) => js
-                .create_object_store(object_store::Config {
-                    bucket: SNAPSHOT_BUCKET.into(),
-                    description: Some("jaque reader snapshots: the log's state at a position".into()),
-                    storage: stream::StorageType::File,
-                    num_replicas: replicas,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| format!("creating the snapshot store {SNAPSHOT_BUCKET} on {}: {e} {hint}", link.url))?,
-        };
+        let snapshots = Arc::new(OnceCell::new());
+        if engine {
+            let store = match js.get_object_store(SNAPSHOT_BUCKET).await {
+                Ok(s) => s,
+                Err(_) => {
+                    js.create_object_store(object_store::Config {
+                        bucket: SNAPSHOT_BUCKET.into(),
+                        description: Some("jaque reader snapshots: the log's state at a position".into()),
+                        storage: stream::StorageType::File,
+                        num_replicas: replicas,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| format!("creating the snapshot store {SNAPSHOT_BUCKET} on {}: {e} {hint}", link.url))?
+                }
+            };
+            let _ = snapshots.set(store);
+        }
         Ok(NatsCoord { link, js, kv, snapshots })
     }
 
@@ -100,9 +109,32 @@ impl NatsCoord {
         &self.js
     }
 
+    /// The snapshot store, opened now if it was not yet; `None` while no engine has created it.
+    async fn snapshot_store(&self) -> Result<Option<&object_store::ObjectStore>, String> {
+        if let Some(s) = self.snapshots.get() {
+            return Ok(Some(s));
+        }
+        if let Err(e) = self.js.get_stream(format!("OBJ_{SNAPSHOT_BUCKET}")).await {
+            return match e.kind() {
+                jetstream::context::GetStreamErrorKind::JetStream(j)
+                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
+                {
+                    Ok(None)
+                }
+                _ => Err(format!("opening the snapshot store {SNAPSHOT_BUCKET}: {e}")),
+            };
+        }
+        let store = self
+            .js
+            .get_object_store(SNAPSHOT_BUCKET)
+            .await
+            .map_err(|e| format!("opening the snapshot store {SNAPSHOT_BUCKET}: {e}"))?;
+        Ok(Some(self.snapshots.get_or_init(|| async { store }).await))
+    }
+
     /// Snapshot names present, newest first.
-    async fn snapshot_names(&self) -> Result<Vec<(u64, String)>, String> {
-        let mut list = self.snapshots.list().await.map_err(|e| format!("listing snapshots: {e}"))?;
+    async fn snapshot_names(&self, store: &object_store::ObjectStore) -> Result<Vec<(u64, String)>, String> {
+        let mut list = store.list().await.map_err(|e| format!("listing snapshots: {e}"))?;
         let mut names = Vec::new();
         while let Some(info) = list.next().await {
             let info = info.map_err(|e| format!("listing snapshots: {e}"))?;
@@ -115,11 +147,12 @@ impl NatsCoord {
     }
 
     pub(super) async fn save_snapshot(&self, position: u64, bytes: Vec<u8>) -> Result<(), String> {
+        let store = self.snapshot_store().await?.ok_or("the snapshot store does not exist")?;
         let name = snapshot_name(position);
         let mut reader = std::io::Cursor::new(bytes);
-        self.snapshots.put(name.as_str(), &mut reader).await.map_err(|e| format!("writing snapshot {name}: {e}"))?;
-        for (_, old) in self.snapshot_names().await?.into_iter().skip(SNAPSHOTS_KEPT) {
-            if let Err(e) = self.snapshots.delete(old.as_str()).await {
+        store.put(name.as_str(), &mut reader).await.map_err(|e| format!("writing snapshot {name}: {e}"))?;
+        for (_, old) in self.snapshot_names(store).await?.into_iter().skip(SNAPSHOTS_KEPT) {
+            if let Err(e) = store.delete(old.as_str()).await {
                 tracing::debug!(snapshot = old, error = %e, "deleting an old snapshot");
             }
         }
@@ -128,8 +161,9 @@ impl NatsCoord {
 
     /// The newest snapshot that can be read whole (an older one when the newest was deleted meanwhile).
     pub(super) async fn latest_snapshot(&self) -> Result<Option<(u64, Vec<u8>)>, String> {
-        for (position, name) in self.snapshot_names().await? {
-            let mut object = match self.snapshots.get(name.as_str()).await {
+        let Some(store) = self.snapshot_store().await? else { return Ok(None) };
+        for (position, name) in self.snapshot_names(store).await? {
+            let mut object = match store.get(name.as_str()).await {
                 Ok(o) => o,
                 Err(e) => {
                     tracing::debug!(snapshot = name, error = %e, "reading a snapshot");
@@ -249,7 +283,7 @@ impl NatsCoord {
                 Err(e) => {
                     tracing::warn!(seq, error = %e, "skipping a malformed log entry");
                     metrics::wire_error("log entry");
-                    true
+                    tx.send(LogEvent::Unreadable { seq }).is_ok()
                 }
             },
             move || {
