@@ -269,7 +269,9 @@ impl TimeMarks {
     const MAX: usize = 4096;
 
     fn advance(&mut self, seq: u64, before: Time, after: Time) {
-        if after.as_millis() / Self::STEP == before.as_millis() / Self::STEP && !self.0.is_empty() {
+        // Below the first accepted event there are only epoch records: nothing to keep or purge by age.
+        if before == Time(0) || after.as_millis() / Self::STEP == before.as_millis() / Self::STEP && !self.0.is_empty()
+        {
             return;
         }
         self.0.push_back((seq, before));
