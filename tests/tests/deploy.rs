@@ -8,7 +8,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use yaml_rust2::{Yaml, YamlLoader};
 
-const ROLES: [&str; 3] = ["engine", "worker", "ui"];
+const ROLES: [&str; 5] = ["engine", "worker", "ui", "sink", "notifier"];
+
+/// The longest a role's clean leave takes after SIGTERM, in seconds: an engine's answers and a worker's checks
+/// (bounded at 10 s), a sink's last writes (5 s), a notifier's claimed sends (10 s, and 5 s of grace).
+fn leave_secs(role: &str) -> i64 {
+    match role {
+        "sink" => 5,
+        "notifier" => 15,
+        _ => 13,
+    }
+}
 
 fn deploy(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy").join(rel)
@@ -55,6 +65,12 @@ fn the_systemd_units_stop_cleanly_restart_and_verify() {
             assert!(unit.lines().any(|l| l == line), "jaque-{role}.service: {line}");
         }
         assert!(unit.contains(&format!("ExecStart=/usr/local/bin/jaque -target {role}\n")), "jaque-{role}.service");
+        let stop: i64 = unit.lines().find_map(|l| l.strip_prefix("TimeoutStopSec=")).unwrap().parse().unwrap();
+        assert!(stop > leave_secs(role), "jaque-{role}.service: TimeoutStopSec={stop} is below the leave time");
+        if role == "sink" {
+            // The default SQLite store is a relative path: the working directory must be writable.
+            assert!(unit.contains("StateDirectory=jaque-sink\nWorkingDirectory=/var/lib/jaque-sink"), "{unit}");
+        }
         // systemd checks the binary exists: point it at the one built here.
         let local = unit.replace("/usr/local/bin/jaque", &jaque_bin().display().to_string());
         let path = dir.path().join(format!("jaque-{role}.service"));
@@ -99,7 +115,7 @@ fn the_kubernetes_manifests_have_what_a_safe_deployment_needs() {
         let pod = &spec["template"]["spec"];
         // Above the leave: an engine's (a few seconds) and a worker's finishing checks (bounded at 10 s).
         let grace = pod["terminationGracePeriodSeconds"].as_i64().expect("terminationGracePeriodSeconds");
-        assert!(grace > 13, "{rel}: terminationGracePeriodSeconds {grace} is below the leave time");
+        assert!(grace > leave_secs(role), "{rel}: terminationGracePeriodSeconds {grace} is below the leave time");
         let c = &pod["containers"][0];
         let args: Vec<&str> = c["args"].as_vec().expect("args").iter().filter_map(Yaml::as_str).collect();
         let at = args.iter().position(|a| *a == "-target").expect("-target");
@@ -109,6 +125,13 @@ fn the_kubernetes_manifests_have_what_a_safe_deployment_needs() {
         assert_known_variables(&rel, &env.join(" "));
         if role == "engine" {
             assert!(env.contains(&"JAQUE_LOG_REPLICAS"), "{rel}: engines create the log with replicas");
+        }
+        if role == "sink" {
+            assert!(env.contains(&"JAQUE_SINK_STORE"), "{rel}: sinks write into a real store (PostgreSQL)");
+        }
+        if role == "notifier" {
+            assert!(env.contains(&"JAQUE_NOTIFY_WEBHOOK"), "{rel}: a notifier needs an endpoint");
+            assert!(env.contains(&"JAQUE_NOTIFY_SECRET"), "{rel}: and signs what it sends");
         }
         if role == "ui" {
             let svc = all.iter().find(|d| d["kind"].as_str() == Some("Service")).expect("the ui's Service");

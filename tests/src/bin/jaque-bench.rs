@@ -12,6 +12,9 @@
 //! bare HTTP POST, and the deliveries per second one notifier sustains to one endpoint.
 //! P11 events per second a sink writes into PostgreSQL during a storm of 10,000 transitions, beside batched
 //! multi-row inserts of the same rows by a bare client, and the sink's lag (p99) meanwhile.
+//! P14 a new engine's time to ready with 1,000 objects behind a history of 1,000,000 events, beside the same
+//! with 1,000 (start time independent of history: snapshots).
+//! P15 the log stream's size and every process's resident memory over a run of 1,000,000 transitions.
 
 use futures_util::StreamExt;
 use jaque_core::role::{After, Owned};
@@ -803,7 +806,7 @@ fn p11() {
     );
 }
 
-/// `jaque-bench [p1 p2 p3 p8 p11 p12 cluster]`: the parts to run (all by default), so one figure can be re-measured alone.
+/// `jaque-bench [p1 p2 p3 p8 p11 p12 p14 p15 cluster]`: the parts to run (all by default), so one figure can be re-measured alone.
 /// Each part prints its rows as soon as it has them.
 fn main() {
     let parts: Vec<String> = std::env::args().skip(1).collect();
@@ -865,6 +868,12 @@ fn main() {
     }
     if want("p11") {
         p11();
+    }
+    if want("p14") {
+        p14();
+    }
+    if want("p15") {
+        p15();
     }
 }
 
@@ -1168,4 +1177,162 @@ fn leader_loss(nc: &mut NatsCluster, c: &Cluster) -> (String, Duration) {
     let took = first_ok.into_inner().unwrap().expect("a write was applied");
     nc.restart(i);
     (leader, took)
+}
+
+/// The engine `e0` of a P14/P15 run as the log names it (id and incarnation), read from the epoch in force.
+fn member_of(j: &Jaque, id: &str) -> MemberRef {
+    let v = j.get("/api/cluster").json();
+    let m = v["buckets"][0]["epoch_members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("{id} in the epoch in force: {v}"));
+    MemberRef { id: MemberId::new(id).unwrap(), incarnation: m["incarnation"].as_u64().unwrap() }
+}
+
+/// `n` events written as by `writer`, which owns every object (the only engine of epoch `epoch`): the puts of
+/// `objects` objects (daily checks, nothing due), then transitions over them, alternating ok and critical.
+fn history(writer: &MemberRef, epoch: u64, objects: usize, n: usize, from: usize) -> impl Iterator<Item = LogEntry> {
+    let writer = writer.clone();
+    let def = ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 86_400_000, timeout_ms: 1000 };
+    (from..from + n).map(move |i| {
+        let object = ObjectId::new(format!("object-{:04}", i % objects)).unwrap();
+        let body = if i < objects {
+            EventBody::Put { def: def.clone() }
+        } else {
+            let up = (i / objects).is_multiple_of(2);
+            let (from, to) = if up { (State::Ok, State::Critical) } else { (State::Critical, State::Ok) };
+            EventBody::Transition { from, to, output: format!("transition {i}") }
+        };
+        LogEntry::Event(Event { object, epoch, writer: writer.clone(), at: Time(unix_ms()), command_id: None, body })
+    })
+}
+
+/// How long a new engine takes from its start to `/healthz` 200 (asked without pause), median of `runs`.
+fn time_to_ready(servers: &Servers, runs: usize) -> Duration {
+    let mut took: Vec<Duration> = (0..runs)
+        .map(|r| {
+            let started = Instant::now();
+            let mut e = engine(servers, &format!("late{r}"));
+            while e.get("/healthz").status != 200 {
+                assert!(started.elapsed() < Duration::from_secs(600), "the new engine never became ready");
+            }
+            let t = started.elapsed();
+            assert!(e.metric("jaque_engine_objects").unwrap_or(0.0) >= 1000.0, "ready with every object");
+            e.proc.signal("TERM");
+            e.proc.wait_exit();
+            t
+        })
+        .collect();
+    pct(&mut took, 0.5)
+}
+
+/// P14: an engine's time to ready with 1,000 objects and a history of `n` events behind them, while an engine
+/// that ran through that history wrote snapshots as it went (the default -snapshot-every 10,000).
+fn p14_ready(n: usize) -> (Duration, u64) {
+    let nats = Nats::start();
+    let servers = Servers::one(&nats);
+    let e0 = engine_as(&servers, "e0", "engine,ui");
+    e0.wait_ready();
+    let writer = member_of(&e0, "e0");
+    let last = rt().block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+        publish_log(&js, history(&writer, 1, 1000, n, 0)).await
+    });
+    poll("e0 to read the whole history", || (e0.metric("jaque_engine_log_position")? >= last as f64).then_some(()));
+    // With a long history, the snapshot that a new engine starts from is within -snapshot-every of the end.
+    if n > 10_000 {
+        poll("a snapshot near the end of the history", || {
+            (e0.metric("jaque_snapshot_position")? + 10_000.0 >= last as f64).then_some(())
+        });
+    }
+    (time_to_ready(&servers, 3), last)
+}
+
+fn p14() {
+    eprintln!("jaque-bench: P14 time to ready with a short and a long history...");
+    let (short, short_len) = p14_ready(1_000);
+    let (long, long_len) = p14_ready(1_000_000);
+    println!(
+        "| P14 | a new engine's time to ready, 1,000 objects, {long_len} log entries behind them (median of 3) | {:.0} ms | {:.0} ms with {short_len} entries | {:.2}x | <= 1.5x |",
+        ms(long),
+        ms(short),
+        long.as_secs_f64() / short.as_secs_f64()
+    );
+}
+
+/// The log stream's size: messages and bytes.
+fn stream_size(js: &async_nats::jetstream::Context) -> (u64, u64) {
+    let info = rt().block_on(async { js.get_stream("JAQUE_LOG").await.unwrap().info().await.unwrap().clone() });
+    (info.state.messages, info.state.bytes)
+}
+
+/// P15: 1,000,000 transitions over 1,000 objects through an engine, a ui, a sink (SQLite) and a notifier (one
+/// endpoint), with snapshots every 10,000 entries and -log-retention 30s: the stream's size and every process's
+/// resident memory after each 100,000, once every process has caught up.
+fn p15() {
+    eprintln!("jaque-bench: P15 a run of 1,000,000 transitions...");
+    const TOTAL: usize = 1_000_000;
+    const STEP: usize = 100_000;
+    let nats = Nats::start();
+    let url = nats.url.clone();
+    let lifecycle = ["-snapshot-every", "10000", "-log-retention", "30s"];
+    let mut args = vec!["-target", "engine,worker", "-queue", &url, "-coordination", &url, "-id", "e0"];
+    args.extend_from_slice(&lifecycle);
+    let e0 = Jaque::start("e0", &args);
+    let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &url]);
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("sink.db").display());
+    let sink = Jaque::start("sink", &["-target", "sink", "-coordination", &url, "-sink-store", &store]);
+    let rx = Receiver::start(None);
+    let hook = rx.url("/hook");
+    let notifier = Jaque::start("notifier", &["-target", "notifier", "-coordination", &url, "-notify-webhook", &hook]);
+    let procs = [("engine", &e0), ("ui", &ui), ("sink", &sink), ("notifier", &notifier)];
+    for (_, j) in procs {
+        j.wait_ready();
+    }
+    let writer = member_of(&ui, "e0");
+    let rt = rt();
+    let js = rt.block_on(async { async_nats::jetstream::new(async_nats::connect(&url).await.unwrap()) });
+    let mut samples: Vec<(usize, (u64, u64), Vec<u64>)> = Vec::new();
+    let mut sent = 0;
+    while sent < TOTAL + 1000 {
+        let n = if sent == 0 { STEP + 1000 } else { STEP };
+        let last = rt.block_on(publish_log(&js, history(&writer, 1, 1000, n, sent)));
+        sent += n;
+        poll("every process caught up", || {
+            let caught = e0.metric("jaque_engine_log_position")? >= last as f64
+                && ui.metric("jaque_ui_log_position")? >= last as f64
+                && sink.metric("jaque_sink_written_position")? >= last as f64
+                && notifier.metric("jaque_notifier_log_position")? >= last as f64
+                && notifier.metric("jaque_notifier_lag_events")? == 0.0;
+            caught.then_some(())
+        });
+        let rss: Vec<u64> = procs.iter().map(|(_, j)| rss_kib(j.proc.pid())).collect();
+        let size = stream_size(&js);
+        eprintln!("jaque-bench: P15 after {} transitions: stream {size:?}, rss KiB {rss:?}", sent - 1000);
+        samples.push((sent - 1000, size, rss));
+    }
+    let (first, last) = (&samples[0], samples.last().unwrap());
+    println!(
+        "| P15 | log stream after {} transitions (snapshots every 10,000, -log-retention 30s): messages, MiB | {} msgs, {:.1} MiB | {} msgs, {:.1} MiB after {} | {:.2}x bytes | flat, <= 1.1x |",
+        last.0,
+        last.1 .0,
+        last.1 .1 as f64 / 1048576.0,
+        first.1 .0,
+        first.1 .1 as f64 / 1048576.0,
+        first.0,
+        last.1 .1 as f64 / first.1 .1.max(1) as f64
+    );
+    for (i, (name, _)) in procs.iter().enumerate() {
+        println!(
+            "| P15 | {name} resident memory after {} transitions | {:.1} MiB | {:.1} MiB after {} | {:.2}x | flat, <= 1.1x |",
+            last.0,
+            last.2[i] as f64 / 1024.0,
+            first.2[i] as f64 / 1024.0,
+            first.0,
+            last.2[i] as f64 / first.2[i].max(1) as f64
+        );
+    }
 }
