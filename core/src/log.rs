@@ -260,12 +260,15 @@ pub struct ReaderCounters {
 
 /// Where the log clock crossed into a new step of `STEP`: `(p, t)` says every entry below position `p` has a
 /// log time of at most `t`, so compaction can keep entries by age without reading them again. Bounded: past
-/// `MAX` marks every second one is dropped (coarser, never wrong), so years of log keep a few kilobytes.
+/// `MAX` marks, every second mark of the older half is dropped, so recent marks stay a second apart (a short
+/// `-log-retention` is cut finely) while older ones thin out geometrically (a week-long one is cut within a
+/// small fraction of its length); years of log keep a few kilobytes. Every reader keeps the same marks: they
+/// are a function of the log alone.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct TimeMarks(VecDeque<(u64, Time)>);
 
 impl TimeMarks {
-    const STEP: u64 = 60_000;
+    const STEP: u64 = 1_000;
     const MAX: usize = 4096;
 
     fn advance(&mut self, seq: u64, before: Time, after: Time) {
@@ -276,7 +279,9 @@ impl TimeMarks {
         }
         self.0.push_back((seq, before));
         if self.0.len() > Self::MAX {
-            let kept: VecDeque<_> = self.0.iter().copied().skip(1).step_by(2).collect();
+            let half = self.0.len() / 2;
+            let mut kept: VecDeque<(u64, Time)> = self.0.iter().take(half).skip(1).step_by(2).copied().collect();
+            kept.extend(self.0.iter().skip(half).copied());
             self.0 = kept;
         }
     }

@@ -29,6 +29,13 @@ const SCHEMA_LOCK: i64 = 0x6a61_7175_655f_7331; // "jaque_s1"
 /// event row, 12,000 in all, under SQLite's 32766 and PostgreSQL's 65535.
 const EVENTS_PER_STATEMENT: usize = 1000;
 const OBJECTS_PER_STATEMENT: usize = 1000;
+
+/// Whether a multi-row statement is worth keeping prepared: only the full-size one recurs (a storm writes it
+/// again and again); every other row count is a different statement, and caching those (up to sqlx's 100 per
+/// connection, the large ones hundreds of kilobytes each) made a sink's memory grow for hours.
+fn is_full<T>(chunk: &[T], per_statement: usize) -> bool {
+    chunk.len() == per_statement
+}
 /// Objects per progress query (an `IN` list).
 const OBJECTS_PER_QUERY: usize = 1000;
 
@@ -426,12 +433,12 @@ impl Store {
                 b.push("to_timestamp(").push_bind_unseparated(i64_of(ms)).push_unseparated("::float8 / 1000)");
             };
             push_events!(qb, chunk.iter().copied(), at);
-            qb.build().execute(&mut *tx).await?;
+            qb.build().persistent(is_full(chunk, EVENTS_PER_STATEMENT)).execute(&mut *tx).await?;
         }
         for chunk in b.objects.chunks(OBJECTS_PER_STATEMENT) {
             let mut qb = QueryBuilder::<sqlx::Postgres>::new("");
             push_objects!(qb, chunk.iter());
-            qb.build().execute(&mut *tx).await?;
+            qb.build().persistent(is_full(chunk, OBJECTS_PER_STATEMENT)).execute(&mut *tx).await?;
         }
         sqlx::query(
             "INSERT INTO sink_progress (sink, position, updated_at) VALUES ($1, $2, now()) \
@@ -453,12 +460,12 @@ impl Store {
                 b.push_bind(rfc3339_millis(ms));
             };
             push_events!(qb, chunk.iter().copied(), at);
-            qb.build().execute(&mut *tx).await?;
+            qb.build().persistent(is_full(chunk, EVENTS_PER_STATEMENT)).execute(&mut *tx).await?;
         }
         for chunk in b.objects.chunks(OBJECTS_PER_STATEMENT) {
             let mut qb = QueryBuilder::<sqlx::Sqlite>::new("");
             push_objects!(qb, chunk.iter());
-            qb.build().execute(&mut *tx).await?;
+            qb.build().persistent(is_full(chunk, OBJECTS_PER_STATEMENT)).execute(&mut *tx).await?;
         }
         sqlx::query(
             "INSERT INTO sink_progress (sink, position, updated_at) \
