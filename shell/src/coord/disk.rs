@@ -156,7 +156,7 @@ impl DataDir {
         let snapshots = check_snapshots(&snap_dir)?;
 
         let epochs_path = log_dir.join("epochs");
-        let mut kept_epochs = Vec::new();
+        let mut kept_epochs = BTreeMap::new();
         if epochs_path.exists() {
             let bytes = fs::read(&epochs_path).map_err(|e| fail("reading log/epochs", e))?;
             let (frames, bad) = frames(&bytes);
@@ -167,7 +167,7 @@ impl DataDir {
                 let Some((seq, _)) = entry_body(body) else {
                     return Err(damaged(&epochs_path, 0, "an entry too short to hold its position"));
                 };
-                kept_epochs.push((seq, body.to_vec()));
+                kept_epochs.insert(seq, body.to_vec());
             }
         }
 
@@ -635,8 +635,9 @@ struct Writer {
     closed: Vec<Segment>,
     /// The segment being appended to: none at start and after a roll, until the next entry.
     open: Option<(Segment, File)>,
-    /// Bodies of the epoch records in `log/epochs`.
-    kept_epochs: Vec<(u64, Vec<u8>)>,
+    /// Bodies of the epoch records in `log/epochs`, by position (a crash between its rewrite and the deletion
+    /// of a segment leaves a record in both; it is kept once).
+    kept_epochs: BTreeMap<u64, Vec<u8>>,
     records_path: PathBuf,
     records: File,
     records_bytes: u64,
@@ -775,7 +776,7 @@ impl Writer {
         if !epochs.is_empty() {
             self.kept_epochs.extend(epochs);
             let mut buf = Vec::new();
-            for (_, body) in &self.kept_epochs {
+            for body in self.kept_epochs.values() {
                 frame(&mut buf, &[body]);
             }
             replace_file(&self.log_dir.join("epochs"), &buf)?;
