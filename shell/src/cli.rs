@@ -3,6 +3,9 @@
 //! refuse a configuration before anything starts.
 
 use crate::store::{StoreUrl, DEFAULT_STORE};
+
+/// The sink's SQLite file inside `-data-dir` when no `-sink-store` is given.
+const DATA_DIR_STORE: &str = "jaque-sink.db";
 use clap::{CommandFactory, Parser};
 use jaque_core::compact::SnapshotConfig;
 use jaque_core::MemberId;
@@ -44,6 +47,12 @@ pub struct Args {
     /// them). Default for a sink: sqlite://jaque-sink.db.
     #[arg(long = "sink-store", env = "JAQUE_SINK_STORE", value_name = "URL", hide_env_values = true)]
     pub sink_store: Option<String>,
+
+    /// Makes -coordination memory durable: the log, its snapshots and the notifiers' progress in DIR (made if
+    /// missing), fsync'd before a write is answered, read back at start. One process per DIR. With a sink and
+    /// no -sink-store, the sink's SQLite file goes there too.
+    #[arg(long = "data-dir", env = "JAQUE_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 
     /// HTTP address for the ui API, /metrics and /healthz.
     #[arg(long, env = "JAQUE_LISTEN", default_value = "127.0.0.1:8080", value_name = "ADDR")]
@@ -220,6 +229,8 @@ pub struct Config {
     pub ui_writes_to_owner: bool,
     /// The store of a sink, and of a ui's history: `-sink-store`, or the default when this process runs a sink.
     pub sink_store: Option<StoreUrl>,
+    /// `-data-dir`: where `-coordination memory` keeps the log (opened, locked and read in `main`).
+    pub data_dir: Option<PathBuf>,
     pub nats: NatsAuth,
     pub notify: Option<Notify>,
     pub log_level: tracing::Level,
@@ -365,10 +376,28 @@ impl Config {
             return err("-sink-store is for -target sink (where it writes) or -target ui (its history API); \
                  this process runs neither");
         }
-        let sink_store = match a.sink_store.as_deref() {
-            Some(url) => Some(StoreUrl::parse(url).map_err(ConfigError)?),
-            None if roles.sink => Some(StoreUrl::parse(DEFAULT_STORE).map_err(ConfigError)?),
-            None => None,
+        let data_dir = a.data_dir.filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = &data_dir {
+            if coordination.is_nats() {
+                return err(format!(
+                    "-data-dir {} is for -coordination memory: with nats:// the log and snapshots live in JetStream;                      leave -data-dir out",
+                    dir.display()
+                ));
+            }
+            if !roles.engine {
+                return err(format!(
+                    "-data-dir {} keeps the log of the engine in this process; add engine to -target                      (e.g. -target engine,worker,ui -queue memory)",
+                    dir.display()
+                ));
+            }
+        }
+        let sink_store = match (a.sink_store.as_deref(), &data_dir) {
+            (Some(url), _) => Some(StoreUrl::parse(url).map_err(ConfigError)?),
+            // What a single-process install keeps lives in one place. The directory is made at start, so the
+            // path is not checked here as a given -sink-store's is.
+            (None, Some(dir)) if roles.sink => Some(StoreUrl::Sqlite { path: dir.join(DATA_DIR_STORE) }),
+            (None, None) if roles.sink => Some(StoreUrl::parse(DEFAULT_STORE).map_err(ConfigError)?),
+            (None, _) => None,
         };
         let ttl = duration("-heartbeat-ttl", &a.heartbeat_ttl, "10s")?;
         if ttl.subsec_nanos() != 0 || ttl < Duration::from_secs(1) {
@@ -458,6 +487,7 @@ impl Config {
             log_replicas: a.log_replicas,
             ui_writes_to_owner,
             sink_store,
+            data_dir,
             nats: NatsAuth { creds: a.nats_creds, user, token: a.nats_token, tls_ca: a.nats_tls_ca, tls_client },
             notify,
             log_level,
@@ -581,6 +611,21 @@ mod tests {
         assert!(e.contains("needs an engine in this same process"), "{e}");
         let e = parse(&["-target", "ui", "-notify-webhook", HOOK]).unwrap_err();
         assert!(e.contains("for -target notifier"), "{e}");
+    }
+
+    #[test]
+    fn a_data_dir_is_for_an_engine_on_memory_coordination_and_holds_the_sinks_default_store() {
+        let one = ["-target", "engine,worker,ui,sink", "-queue", "memory"];
+        let c = parse(&[&one[..], &["-data-dir", "/var/lib/jaque"]].concat()).unwrap();
+        assert_eq!(c.data_dir, Some(PathBuf::from("/var/lib/jaque")));
+        assert_eq!(c.sink_store.unwrap().redacted(), "sqlite:///var/lib/jaque/jaque-sink.db");
+        let c = parse(&[&one[..], &["-data-dir", "d", "-sink-store", "sqlite://x.db"]].concat()).unwrap();
+        assert_eq!(c.sink_store.unwrap().redacted(), "sqlite://x.db", "a given -sink-store wins");
+        let nats = ["-target", "engine,worker", "-queue", "nats://h:1", "-coordination", "nats://h:1"];
+        let e = parse(&[&nats[..], &["-data-dir", "d"]].concat()).unwrap_err();
+        assert!(e.contains("-data-dir d is for -coordination memory"), "{e}");
+        let e = parse(&["-target", "ui", "-data-dir", "d"]).unwrap_err();
+        assert!(e.contains("add engine to -target"), "{e}");
     }
 
     #[test]

@@ -23,7 +23,7 @@ mod worker;
 
 use clap::Parser;
 use cli::{Config, Endpoint};
-use coord::{Coordination, NatsCoord};
+use coord::{Coordination, DataDir, NatsCoord};
 use engine::{EngineLoop, WorkQueue};
 use jaque_core::sink::SinkConfig;
 use jaque_core::ui::write_route;
@@ -67,6 +67,15 @@ fn main() -> ExitCode {
     } else {
         builder.init();
     }
+    // Before anything starts, like a configuration error: a directory that cannot be used, one another process
+    // holds, or files that are damaged (not merely cut short by a crash).
+    let data_dir = match cfg.data_dir.as_deref().map(DataDir::open).transpose() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("jaque: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -74,7 +83,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(run(cfg)) {
+    match rt.block_on(run(cfg, data_dir)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let e = nats::explain(&e);
@@ -85,7 +94,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cfg: Config) -> Result<(), String> {
+async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
     let incarnation = clock::now().as_millis();
     let me = MemberRef { id: cfg.id.clone(), incarnation };
     let mut engine_cfg = EngineConfig::new(me.clone(), cfg.ttl);
@@ -101,6 +110,7 @@ async fn run(cfg: Config) -> Result<(), String> {
         sink = cfg.roles.sink,
         sink_store = ?cfg.sink_store,
         coordination = ?cfg.coordination,
+        data_dir = ?cfg.data_dir,
         queue = ?cfg.queue,
         ttl = ?cfg.ttl,
         "starting"
@@ -121,7 +131,10 @@ async fn run(cfg: Config) -> Result<(), String> {
         Some(link) => {
             Coordination::Nats(Box::new(NatsCoord::open(link.clone(), cfg.log_replicas, cfg.roles.engine).await?))
         }
-        None => Coordination::memory(),
+        None => match data_dir {
+            Some(data) => Coordination::memory_on(data),
+            None => Coordination::memory(),
+        },
     };
     let queue_link = match &cfg.queue {
         Some(Endpoint::Nats(url)) if cfg.roles.engine || cfg.roles.worker => match &coord_link {
@@ -270,6 +283,7 @@ async fn run(cfg: Config) -> Result<(), String> {
     let _ =
         tokio::time::timeout(std::time::Duration::from_secs(10), async { while tasks.join_next().await.is_some() {} })
             .await;
+    coord.close().await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -101,7 +101,7 @@ impl Progress {
         let key = record_key(endpoint, object);
         let value = serde_json::to_vec(record).expect("a record always serializes");
         match self {
-            Progress::Memory(m) => Ok(m.write_record(&key, value, expect)),
+            Progress::Memory(m) => m.write_record(&key, value, expect).await,
             Progress::Nats(kv) => match expect {
                 Some(rev) => match kv.update(&key, value.into(), rev).await {
                     Ok(rev) => Ok(Some(rev)),
@@ -124,7 +124,7 @@ impl Progress {
             let key = start_key(*ep);
             let value = propose.to_string().into_bytes();
             let created = match self {
-                Progress::Memory(m) => m.write_record(&key, value, None).is_some(),
+                Progress::Memory(m) => m.write_record(&key, value, None).await?.is_some(),
                 Progress::Nats(kv) => match kv.create(&key, value.into()).await {
                     Ok(_) => true,
                     Err(e) if e.kind() == CreateErrorKind::AlreadyExists => false,

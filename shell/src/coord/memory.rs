@@ -1,9 +1,14 @@
-//! The in-process store of `-coordination memory`.
+//! The in-process store of `-coordination memory`. With `-data-dir` its log, snapshots and progress records
+//! are also on disk (`disk`): an entry is delivered to followers, and an append, proposal or record write
+//! answered, only once it is fsync'd; membership keys stay in memory (a restart is a new incarnation anyway).
+//! Without it everything is in memory, bounded by the same snapshots and compaction: a purge removes the
+//! events from the map (and drops them), so the log holds what the retention keeps plus the epoch records.
 
+use super::disk::{DataDir, DiskLog, Durable, Freed};
 use super::{key, observe, LogEvent, MemberEvent};
 use jaque_core::wire::{self, Heartbeat};
 use jaque_core::{Bucket, EpochRecord, LogEntry, MemberRef};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -23,28 +28,50 @@ struct MemInner {
     /// written at the revisions of the same sequence as the member keys, as in the NATS KV bucket.
     records: BTreeMap<String, (Vec<u8>, u64)>,
     member_watchers: Vec<UnboundedSender<MemberEvent>>,
-    /// The log by position (from 1); purged events leave holes, as in the stream.
-    log: BTreeMap<u64, LogEntry>,
+    /// The log by position (from 1); purged events leave holes, as in the stream. `None`: an entry read from
+    /// the data directory whose bytes do not decode (followers are told, and pass over it).
+    log: BTreeMap<u64, Option<LogEntry>>,
+    /// With a data directory: entries given a position but not fsync'd yet, delivered once they are.
+    unsynced: VecDeque<(u64, LogEntry)>,
     /// The position the next entry gets.
     next_seq: u64,
     last_epoch_seq: Option<u64>,
-    /// Snapshots by position (the newest few).
+    /// Snapshots by position (the newest few), when there is no data directory.
     snapshots: BTreeMap<u64, Vec<u8>>,
     log_followers: Vec<UnboundedSender<LogEvent>>,
+    disk: Option<DiskLog>,
 }
 
 /// How many snapshots the store keeps: the newest, and one before it for a reader that is loading it.
 pub(crate) const SNAPSHOTS_KEPT: usize = 2;
 
 impl MemInner {
-    /// Appends an entry at the next position and hands it to every follower.
-    fn push(&mut self, entry: LogEntry) -> u64 {
+    /// Appends an entry at the next position: handed to every follower at once, or with a data directory once
+    /// the writer has fsync'd it (the returned wait).
+    fn push(&mut self, entry: LogEntry) -> (u64, Option<Durable>) {
         self.next_seq = self.next_seq.max(1);
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.log.insert(seq, entry.clone());
-        self.log_followers.retain(|f| f.send(LogEvent::Entry { seq, entry: entry.clone() }).is_ok());
-        seq
+        match &self.disk {
+            Some(disk) => {
+                let durable = disk.entry(seq, &entry);
+                self.unsynced.push_back((seq, entry));
+                (seq, Some(durable))
+            }
+            None => {
+                self.deliver(seq, Some(entry));
+                (seq, None)
+            }
+        }
+    }
+
+    fn deliver(&mut self, seq: u64, entry: Option<LogEntry>) {
+        let event = match &entry {
+            Some(entry) => LogEvent::Entry { seq, entry: entry.clone() },
+            None => LogEvent::Unreadable { seq },
+        };
+        self.log.insert(seq, entry);
+        self.log_followers.retain(|f| f.send(event.clone()).is_ok());
     }
 
     fn change(&mut self, key: &str, up: Option<&[u8]>) {
@@ -58,7 +85,34 @@ impl MemInner {
 impl MemStore {
     /// Starts the store and its expiry sweep (needs a Tokio runtime).
     pub fn start() -> Arc<MemStore> {
-        let store = Arc::new(MemStore { inner: Mutex::new(MemInner::default()) });
+        MemStore::spawn_sweep(Arc::new(MemStore { inner: Mutex::new(MemInner::default()) }))
+    }
+
+    /// Starts the store on a data directory: with what it holds, and its writer.
+    pub fn start_on(data: DataDir) -> Arc<MemStore> {
+        let store = Arc::new_cyclic(|me: &std::sync::Weak<MemStore>| {
+            let me = me.clone();
+            let (loaded, disk) = data.start(move |upto| {
+                if let Some(store) = me.upgrade() {
+                    store.synced(upto);
+                }
+            });
+            MemStore {
+                inner: Mutex::new(MemInner {
+                    rev: loaded.rev,
+                    records: loaded.records,
+                    log: loaded.log,
+                    next_seq: loaded.next_seq,
+                    last_epoch_seq: loaded.last_epoch_seq,
+                    disk: Some(disk),
+                    ..MemInner::default()
+                }),
+            }
+        });
+        MemStore::spawn_sweep(store)
+    }
+
+    fn spawn_sweep(store: Arc<MemStore>) -> Arc<MemStore> {
         let weak = Arc::downgrade(&store);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(100));
@@ -69,6 +123,23 @@ impl MemStore {
             }
         });
         store
+    }
+
+    /// The writer made every position up to `upto` durable: deliver those entries.
+    fn synced(&self, upto: u64) {
+        let mut inner = self.lock();
+        while inner.unsynced.front().is_some_and(|(seq, _)| *seq <= upto) {
+            let (seq, entry) = inner.unsynced.pop_front().expect("checked");
+            inner.deliver(seq, Some(entry));
+        }
+    }
+
+    /// Writes what is queued for the data directory and stops its writer (at exit). Entries appended later
+    /// are never delivered: they are not durable.
+    pub async fn close(&self) {
+        if let Some(disk) = self.disk() {
+            disk.close().await;
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, MemInner> {
@@ -122,15 +193,19 @@ impl MemStore {
         let (tx, rx) = unbounded_channel();
         let mut inner = self.lock();
         for (seq, entry) in inner.log.range(from..) {
-            let _ = tx.send(LogEvent::Entry { seq: *seq, entry: entry.clone() });
+            let _ = tx.send(match entry {
+                Some(entry) => LogEvent::Entry { seq: *seq, entry: entry.clone() },
+                None => LogEvent::Unreadable { seq: *seq },
+            });
         }
         let _ = tx.send(LogEvent::CaughtUp);
         inner.log_followers.push(tx);
         rx
     }
 
-    pub(super) fn append(&self, entry: LogEntry) -> u64 {
-        self.lock().push(entry)
+    /// Appends an event; with a data directory, the wait until it is durable.
+    pub(super) fn append(&self, entry: LogEntry) -> Option<Durable> {
+        self.lock().push(entry).1
     }
 
     pub(super) fn replay(&self, from: u64, to: u64) -> (u64, Vec<(u64, LogEntry)>) {
@@ -138,29 +213,63 @@ impl MemStore {
         if from > to {
             return (to, Vec::new());
         }
-        let entries = self.lock().log.range(from..=to).map(|(s, e)| (*s, e.clone())).collect();
+        let entries =
+            self.lock().log.range(from..=to).filter_map(|(s, e)| e.as_ref().map(|e| (*s, e.clone()))).collect();
         (to, entries)
     }
 
-    pub(super) fn save_snapshot(&self, position: u64, bytes: Vec<u8>) {
+    /// The data directory's writer, if there is one (a clone of its handle, so no lock is held while waiting).
+    fn disk(&self) -> Option<DiskLog> {
+        self.lock().disk.clone()
+    }
+
+    pub(super) async fn save_snapshot(&self, position: u64, bytes: Vec<u8>) -> Result<(), String> {
+        if let Some(disk) = self.disk() {
+            return disk.save_snapshot(position, bytes).await;
+        }
         let mut inner = self.lock();
         inner.snapshots.insert(position, bytes);
         while inner.snapshots.len() > SNAPSHOTS_KEPT {
             inner.snapshots.pop_first();
         }
+        Ok(())
     }
 
-    pub(super) fn latest_snapshot(&self) -> Option<(u64, Vec<u8>)> {
-        self.lock().snapshots.last_key_value().map(|(p, b)| (*p, b.clone()))
-    }
-
-    pub(super) fn purge_events_below(&self, below: u64) {
-        let mut inner = self.lock();
-        let purged: Vec<u64> =
-            inner.log.range(..below).filter(|(_, e)| matches!(e, LogEntry::Event(_))).map(|(s, _)| *s).collect();
-        for seq in purged {
-            inner.log.remove(&seq);
+    pub(super) async fn latest_snapshot(&self) -> Result<Option<(u64, Vec<u8>)>, String> {
+        if let Some(disk) = self.disk() {
+            return disk.latest_snapshot().await;
         }
+        Ok(self.lock().snapshots.last_key_value().map(|(p, b)| (*p, b.clone())))
+    }
+
+    /// Drops the events below `below` from memory (the entries that do not decode too); with a data directory
+    /// also deletes the segment files that hold nothing else (their epoch records kept).
+    pub(super) async fn purge_events_below(&self, below: u64) -> Result<(), String> {
+        let disk = {
+            let mut inner = self.lock();
+            let purged: Vec<u64> = inner
+                .log
+                .range(..below)
+                .filter(|(_, e)| !matches!(e, Some(LogEntry::Epoch(_))))
+                .map(|(s, _)| *s)
+                .collect();
+            for seq in purged {
+                inner.log.remove(&seq);
+            }
+            inner.disk.clone()
+        };
+        if let Some(disk) = disk {
+            let Freed { segments, bytes } = disk.purge(below).await?;
+            if segments > 0 {
+                tracing::info!(
+                    below,
+                    segments,
+                    bytes,
+                    "log segments below the purge point deleted from the data directory"
+                );
+            }
+        }
+        Ok(())
     }
 
     /// A record and its revision, if there is one.
@@ -169,26 +278,127 @@ impl MemStore {
     }
 
     /// Writes a record only if it is at revision `expect` (`None`: only if there is none): its new revision,
-    /// or `None` when it was not.
-    pub fn write_record(&self, key: &str, value: Vec<u8>, expect: Option<u64>) -> Option<u64> {
-        let mut inner = self.lock();
-        if inner.records.get(key).map(|(_, rev)| *rev) != expect {
-            return None;
+    /// or `None` when it was not. With a data directory it answers once the record is durable.
+    pub async fn write_record(&self, key: &str, value: Vec<u8>, expect: Option<u64>) -> Result<Option<u64>, String> {
+        let (rev, durable) = {
+            let mut inner = self.lock();
+            if inner.records.get(key).map(|(_, rev)| *rev) != expect {
+                return Ok(None);
+            }
+            inner.rev += 1;
+            let rev = inner.rev;
+            let durable = inner.disk.as_ref().map(|d| d.record(rev, key, &value));
+            inner.records.insert(key.to_string(), (value, rev));
+            (rev, durable)
+        };
+        if let Some(d) = durable {
+            d.wait().await?;
         }
-        inner.rev += 1;
-        let rev = inner.rev;
-        inner.records.insert(key.to_string(), (value, rev));
-        Some(rev)
+        Ok(Some(rev))
     }
 
-    pub(super) fn propose(&self, record: &EpochRecord, after_seq: Option<u64>) -> bool {
-        // Check and append under one lock: the compare-and-set.
-        let mut inner = self.lock();
-        if inner.last_epoch_seq != after_seq {
-            return false;
+    /// Appends `record` if the last epoch record is at `after_seq`; with a data directory it answers once the
+    /// record is durable.
+    pub(super) async fn propose(&self, record: &EpochRecord, after_seq: Option<u64>) -> Result<bool, String> {
+        let durable = {
+            // Check and append under one lock: the compare-and-set.
+            let mut inner = self.lock();
+            if inner.last_epoch_seq != after_seq {
+                return Ok(false);
+            }
+            let (seq, durable) = inner.push(LogEntry::Epoch(record.clone()));
+            inner.last_epoch_seq = Some(seq);
+            durable
+        };
+        if let Some(d) = durable {
+            d.wait().await?;
         }
-        let seq = inner.push(LogEntry::Epoch(record.clone()));
-        inner.last_epoch_seq = Some(seq);
-        true
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jaque_core::{Event, EventBody, MemberId, ObjectId, Time};
+
+    fn member() -> MemberRef {
+        MemberRef { id: MemberId::new("e1").unwrap(), incarnation: 1 }
+    }
+
+    fn epoch(n: u64) -> EpochRecord {
+        EpochRecord { epoch: n, members: vec![member()], members_rev: 10 * n, idempotency_window_ms: None }
+    }
+
+    fn event(i: u64) -> LogEntry {
+        LogEntry::Event(Event {
+            object: ObjectId::new(format!("o{i}")).unwrap(),
+            epoch: 1,
+            writer: member(),
+            at: Time::from_millis(i),
+            command_id: None,
+            body: EventBody::Ack,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_purge_drops_the_events_from_memory_and_keeps_the_epoch_records() {
+        let store = MemStore::start();
+        assert!(store.propose(&epoch(1), None).await.unwrap());
+        for i in 0..1000 {
+            assert!(store.append(event(i)).is_none(), "in memory: nothing to wait for");
+        }
+        store.purge_events_below(900).await.unwrap();
+        let inner = store.lock();
+        assert_eq!(inner.log.len(), 1 + 102, "the epoch record and the events at 900..=1001");
+        assert!(matches!(inner.log.first_key_value(), Some((1, Some(LogEntry::Epoch(_))))));
+    }
+
+    #[tokio::test]
+    async fn with_a_data_dir_a_follower_gets_only_what_is_on_disk_and_a_restart_reads_it_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = MemStore::start_on(DataDir::open(tmp.path()).unwrap());
+        let mut follower = store.follow_log(1);
+        assert!(matches!(follower.recv().await, Some(LogEvent::CaughtUp)));
+        assert!(store.propose(&epoch(1), None).await.unwrap());
+        for i in 0..200 {
+            let _ = store.append(event(i));
+        }
+        let on_disk = || {
+            let dir = tmp.path().join("log");
+            fs_bytes(&dir)
+        };
+        for _ in 0..201 {
+            let Some(LogEvent::Entry { seq, entry }) = follower.recv().await else { panic!("an entry") };
+            let bytes = wire::encode(&entry);
+            let disk = on_disk();
+            assert!(
+                disk.windows(bytes.len() + 8).any(|w| w[..8] == seq.to_le_bytes() && w[8..] == bytes[..]),
+                "entry {seq} was delivered before it was on disk"
+            );
+        }
+        assert_eq!(store.write_record("notify.k", b"v".to_vec(), None).await.unwrap(), Some(1));
+        store.close().await;
+        drop(store);
+
+        let store = MemStore::start_on(DataDir::open(tmp.path()).unwrap());
+        assert_eq!(store.lock().log.len(), 201);
+        assert_eq!(store.record("notify.k"), Some((b"v".to_vec(), 1)));
+        store.put(Bucket::Engine, &member(), Duration::from_secs(10));
+        assert!(
+            store.lock().keys.values().all(|(_, _, rev)| *rev > 10),
+            "membership revisions continue above the records' and the epoch records', so a new incarnation may \
+             propose"
+        );
+        assert!(!store.propose(&epoch(2), None).await.unwrap(), "the compare-and-set is against the last record");
+        assert!(store.propose(&epoch(2), Some(1)).await.unwrap());
+        assert!(store.write_record("notify.k", b"w".to_vec(), Some(1)).await.unwrap().is_some());
+        store.close().await;
+    }
+
+    fn fs_bytes(dir: &std::path::Path) -> Vec<u8> {
+        let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        files.iter().flat_map(|p| std::fs::read(p).unwrap()).collect()
     }
 }

@@ -3,9 +3,11 @@
 //! semantics — an in-process one for `-coordination memory` and JetStream for `nats://` — so the engine and the
 //! ui run the same code path over either.
 
+mod disk;
 mod memory;
 mod nats;
 
+pub use disk::DataDir;
 pub use memory::MemStore;
 pub use nats::{NatsCoord, EVENT_SUBJECT};
 
@@ -26,7 +28,7 @@ pub enum MemberEvent {
 }
 
 /// What a log follower reports: every entry in log order, and once, the end of the backlog present at start.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum LogEvent {
     Entry {
         seq: u64,
@@ -48,6 +50,18 @@ pub enum Coordination {
 impl Coordination {
     pub fn memory() -> Coordination {
         Coordination::Memory(MemStore::start())
+    }
+
+    /// `-coordination memory` with `-data-dir`: the log, snapshots and progress records on disk too.
+    pub fn memory_on(data: DataDir) -> Coordination {
+        Coordination::Memory(MemStore::start_on(data))
+    }
+
+    /// Writes what is still queued for a data directory (at exit).
+    pub async fn close(&self) {
+        if let Coordination::Memory(m) = self {
+            m.close().await;
+        }
     }
 
     pub fn is_nats(&self) -> bool {
@@ -106,10 +120,7 @@ impl Coordination {
     /// a late write of an older one never hides a newer one.
     pub async fn save_snapshot(&self, position: u64, bytes: Vec<u8>) -> Result<(), String> {
         match self {
-            Coordination::Memory(m) => {
-                m.save_snapshot(position, bytes);
-                Ok(())
-            }
+            Coordination::Memory(m) => m.save_snapshot(position, bytes).await,
             Coordination::Nats(n) => n.save_snapshot(position, bytes).await,
         }
     }
@@ -117,7 +128,7 @@ impl Coordination {
     /// The newest stored snapshot, encoded, with its position.
     pub async fn latest_snapshot(&self) -> Result<Option<(u64, Vec<u8>)>, String> {
         match self {
-            Coordination::Memory(m) => Ok(m.latest_snapshot()),
+            Coordination::Memory(m) => m.latest_snapshot().await,
             Coordination::Nats(n) => n.latest_snapshot().await,
         }
     }
@@ -126,10 +137,7 @@ impl Coordination {
     /// compare-and-set of the next proposal is made against the last one.
     pub async fn purge_events_below(&self, below: u64) -> Result<(), String> {
         match self {
-            Coordination::Memory(m) => {
-                m.purge_events_below(below);
-                Ok(())
-            }
+            Coordination::Memory(m) => m.purge_events_below(below).await,
             Coordination::Nats(n) => n.purge_events_below(below).await,
         }
     }
@@ -147,7 +155,7 @@ impl Coordination {
     /// proposal won. `Err`: the outcome is unknown (it may still land).
     pub async fn propose(&self, record: &EpochRecord, after_seq: Option<u64>) -> Result<bool, String> {
         match self {
-            Coordination::Memory(m) => Ok(m.propose(record, after_seq)),
+            Coordination::Memory(m) => m.propose(record, after_seq).await,
             Coordination::Nats(n) => n.propose(record, after_seq).await,
         }
     }
@@ -156,10 +164,10 @@ impl Coordination {
     /// other land in that order.
     pub async fn append(&self, event: Event) -> Result<AppendAck, String> {
         match self {
-            Coordination::Memory(m) => {
-                m.append(LogEntry::Event(event));
-                Ok(AppendAck::Done)
-            }
+            Coordination::Memory(m) => Ok(match m.append(LogEntry::Event(event)) {
+                Some(durable) => AppendAck::Disk(durable),
+                None => AppendAck::Done,
+            }),
             Coordination::Nats(n) => {
                 let payload = wire::encode(&LogEntry::Event(event));
                 let ack = n
@@ -175,6 +183,8 @@ impl Coordination {
 
 pub enum AppendAck {
     Done,
+    /// Resolves once the data directory's writer has fsync'd the event.
+    Disk(disk::Durable),
     Nats(jetstream::context::PublishAckFuture),
 }
 
@@ -182,6 +192,7 @@ impl AppendAck {
     pub async fn wait(self) -> Result<(), String> {
         match self {
             AppendAck::Done => Ok(()),
+            AppendAck::Disk(d) => d.wait().await,
             AppendAck::Nats(f) => f.await.map(|_| ()).map_err(|e| e.to_string()),
         }
     }

@@ -12,6 +12,8 @@
 //! bare HTTP POST, and the deliveries per second one notifier sustains to one endpoint.
 //! P11 events per second a sink writes into PostgreSQL during a storm of 10,000 transitions, beside batched
 //! multi-row inserts of the same rows by a bare client, and the sink's lag (p99) meanwhile.
+//! P13 `-data-dir` write -> applied latency of one process (its event fsync'd before the answer), beside a bare
+//! fsync'd append of the same bytes to a file on the same disk.
 //! P14 a new engine's time to ready with 1,000 objects behind a history of 1,000,000 events, beside the same
 //! with 1,000 (start time independent of history: snapshots).
 //! P15 the log stream's size and every process's resident memory over a run of 1,000,000 transitions.
@@ -806,7 +808,125 @@ fn p11() {
     );
 }
 
-/// `jaque-bench [p1 p2 p3 p8 p11 p12 p14 p15 cluster]`: the parts to run (all by default), so one figure can be re-measured alone.
+/// P13: sequential writes through the ui of one `-target engine,worker,ui -queue memory -data-dir` process, beside
+/// a loop that appends a record of the same size as a put's event to a file in the same directory and fsyncs it
+/// (what the data directory's writer does for one write, with nothing else around it).
+fn p13() {
+    // The first round is warm-up and not kept.
+    const ROUNDS: usize = 9;
+    const PER_ROUND: usize = 80;
+    eprintln!("jaque-bench: P13 -data-dir write latency beside a bare fsync'd append, {ROUNDS} rounds...");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let target = CountingTarget::start();
+    let args = ["-target", "engine,worker,ui", "-queue", "memory", "-id", "p13", "-data-dir", data.to_str().unwrap()];
+    let j = Jaque::start("p13", &args);
+    // The same process without -data-dir: what the data directory adds to a write.
+    let mem = Jaque::start("p13-memory", &args[..6]);
+    j.wait_ready();
+    mem.wait_ready();
+    assert_eq!(put(&j, "p13-ack", "p13-ack", &target.url()), 200);
+    assert_eq!(put(&mem, "p13-ack", "p13-ack", &target.url()), 200);
+    // A put's event as the engine writes it (same ids, same definition, numbers of the same width), framed as in
+    // a segment: length and checksum (8 bytes), position (8 bytes), the wire bytes.
+    let object = |n: usize| format!("p13-{n:06}");
+    let Command { kind: CommandKind::Put { def }, .. } = put_command(object(0), object(0), &target.url()) else {
+        unreachable!("a put")
+    };
+    let event = Event {
+        object: ObjectId::new(object(0)).unwrap(),
+        epoch: 1,
+        writer: MemberRef { id: MemberId::new("p13").unwrap(), incarnation: unix_ms() },
+        at: Time(unix_ms()),
+        command_id: Some(CommandId::new(object(0)).unwrap()),
+        body: EventBody::Put { def },
+    };
+    let record = bytes_of(16 + wire::encode(&LogEntry::Event(event)).len());
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(dir.path().join("floor")).unwrap();
+    let (mut floor, mut hz, mut puts, mut acks, mut mem_acks) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut n = 0;
+    let mut append = || {
+        use std::io::Write;
+        let s = Instant::now();
+        file.write_all(&record).unwrap();
+        file.sync_data().unwrap();
+        s.elapsed()
+    };
+    // A floor append before each of jaque's writes: the disk is shared with whatever else runs on the machine (an
+    // fsync waits for the journal commit of everyone's changes), so bursts from elsewhere weigh on both alike.
+    // Puts and acks apart, as in P1: a put's check appends a transition (one more fsync) while the next write runs.
+    for round in 0..ROUNDS {
+        let keep = round > 0;
+        for _ in 0..PER_ROUND {
+            let f = append();
+            n += 1;
+            let s = Instant::now();
+            let ok = put(&j, &object(n), &object(n), &target.url()) == 200;
+            if keep && ok {
+                puts.push(s.elapsed());
+            }
+            if keep {
+                floor.push(f);
+            }
+        }
+        for _ in 0..PER_ROUND {
+            let f = append();
+            let s = Instant::now();
+            j.get("/healthz");
+            let h = s.elapsed();
+            let s = Instant::now();
+            let ack_ok = j.request("POST", "/api/objects/p13-ack/actions/ack", &[], None).status == 200;
+            let a = s.elapsed();
+            let s = Instant::now();
+            let mem_ok = mem.request("POST", "/api/objects/p13-ack/actions/ack", &[], None).status == 200;
+            let m = s.elapsed();
+            if keep {
+                floor.push(f);
+                hz.push(h);
+                if ack_ok {
+                    acks.push(a);
+                }
+                if mem_ok {
+                    mem_acks.push(m);
+                }
+            }
+        }
+    }
+    let (f50, f99) = (pct(&mut floor, 0.5), pct(&mut floor, 0.99));
+    let (w50, w99) = (pct(&mut puts, 0.5), pct(&mut puts, 0.99));
+    let (a50, a99) = (pct(&mut acks, 0.5), pct(&mut acks, 0.99));
+    let http50 = pct(&mut hz, 0.5);
+    let m50 = pct(&mut mem_acks, 0.5);
+    let size = record.len();
+    println!(
+        "| P13 | -data-dir write (put of a new object) -> applied, p50 | {:.2} ms | {:.2} ms (bare fsync'd append of the same {size} bytes) | {:.2}x | |",
+        ms(w50), ms(f50), ms(w50) / ms(f50)
+    );
+    println!(
+        "| P13 | -data-dir write (put of a new object) -> applied, p99 | {:.2} ms | {:.2} ms | {:.2}x | |",
+        ms(w99),
+        ms(f99),
+        ms(w99) / ms(f99)
+    );
+    println!(
+        "| P13 | -data-dir write (ack: nothing but the write) -> applied, p50 / p99 | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.2}x / {:.2}x | |",
+        ms(a50), ms(a99), ms(f50), ms(f99), ms(a50) / ms(f50), ms(a99) / ms(f99)
+    );
+    println!(
+        "| P13 | ack, less the HTTP request itself (GET /healthz: p50 {:.2} ms) | {:.2} ms | {:.2} ms | {:.2}x | |",
+        ms(http50),
+        ms(a50.saturating_sub(http50)),
+        ms(f50),
+        ms(a50.saturating_sub(http50)) / ms(f50)
+    );
+    println!(
+        "| P13 | what -data-dir adds to an ack: p50 with it less p50 of the same process in memory ({:.2} ms) | {:.2} ms | {:.2} ms | {:.2}x | |",
+        ms(m50), ms(a50.saturating_sub(m50)), ms(f50), ms(a50.saturating_sub(m50)) / ms(f50)
+    );
+}
+
+/// `jaque-bench [p1 p2 p3 p8 p11 p12 p13 p14 p15 cluster]`: the parts to run (all by default), so one figure can be re-measured alone.
 /// Each part prints its rows as soon as it has them.
 fn main() {
     let parts: Vec<String> = std::env::args().skip(1).collect();
@@ -868,6 +988,9 @@ fn main() {
     }
     if want("p11") {
         p11();
+    }
+    if want("p13") {
+        p13();
     }
     if want("p14") {
         p14();
