@@ -141,6 +141,9 @@ pub struct RoleCounters {
     pub objects_lost_history: u64,
 }
 
+/// How many of the latest objects with lost history a member keeps at hand (`LogRole::history_lost`).
+pub const HISTORY_LOST_KEPT: usize = 256;
+
 #[derive(Clone, Debug)]
 enum Stage {
     /// Waiting for its turn or for a retry: the progress query goes out when it is first in line.
@@ -184,6 +187,8 @@ pub struct LogRole {
     outputs: VecDeque<RoleOutput>,
     retry_at: Option<Time>,
     backoff: Backoff,
+    /// The latest `Work::Resumed::lost` entries, oldest first (see `history_lost`).
+    history_lost: VecDeque<(ObjectId, u64, u64)>,
     pub counters: RoleCounters,
 }
 
@@ -209,6 +214,7 @@ impl LogRole {
             work: VecDeque::new(),
             outputs: VecDeque::new(),
             retry_at: None,
+            history_lost: VecDeque::new(),
             counters: RoleCounters::default(),
         }
     }
@@ -296,6 +302,14 @@ impl LogRole {
             self.view_changed();
         }
         self.drain_membership();
+    }
+
+    /// The latest objects a resume found with accepted events purged before this member could hand them out
+    /// (`Work::Resumed::lost`: object, stored, last), oldest first: the last `HISTORY_LOST_KEPT` of the
+    /// `counters.objects_lost_history` counted, so a log line can name them and a checker can hold every
+    /// missing event against them.
+    pub fn history_lost(&self) -> &VecDeque<(ObjectId, u64, u64)> {
+        &self.history_lost
     }
 
     /// The position a snapshot has to reach for this member to read past a hole in the log, while it waits
@@ -600,6 +614,12 @@ impl LogRole {
             _ => Vec::new(),
         };
         self.counters.objects_lost_history += lost.len() as u64;
+        for l in &lost {
+            if self.history_lost.len() == HISTORY_LOST_KEPT {
+                self.history_lost.pop_front();
+            }
+            self.history_lost.push_back(l.clone());
+        }
         self.work.push_back(Work::Resumed { at: r.at, objects, lost });
         self.work.extend(r.held.into_iter().map(Work::Event));
     }

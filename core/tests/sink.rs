@@ -415,6 +415,16 @@ fn a_sink_that_lags_past_a_purge_jumps_to_a_snapshot_and_counts_the_history_it_l
     let missing: Vec<u64> = accepted.keys().filter(|s| !w.store.events.contains_key(s)).copied().collect();
     assert_eq!(missing.len(), 10, "exactly the purged events are missing: {missing:?}");
     assert!(missing.iter().all(|s| *s < w.log.purged_below));
+    // Each lost object is named with the range its history is gone from, and every missing event is in one.
+    let named = s1.role().history_lost();
+    assert_eq!(named.len(), 10, "{named:?}");
+    for seq in &missing {
+        let object = &accepted[seq];
+        assert!(
+            named.iter().any(|(o, stored, last)| o == object && stored < seq && seq <= last),
+            "the missing event at {seq} of {object} is in no lost range: {named:?}"
+        );
+    }
     // The events after the hole are stored, and every objects row is the object's current state.
     let snapshot = w.log.snapshot();
     for (id, view) in snapshot.objects() {
