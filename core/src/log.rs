@@ -356,14 +356,17 @@ impl LogReader {
         self.log_time
     }
 
-    /// The lowest position to keep so that every event within `retention` of the log clock stays (the
-    /// position after this reader's when `retention` is zero). Everything below it is older than
-    /// `log_time() - retention` by the log's own clock, so every reader computes the same point.
+    /// The lowest position to keep so that every event within `retention` of the log clock stays, and at least
+    /// the entry at this reader's position (only it when `retention` is zero): a reader behind the purge then
+    /// always meets an entry past the hole and jumps to a snapshot, however long the log stays quiet after it.
+    /// Everything below it is older than `log_time() - retention` by the log's own clock, so every reader
+    /// computes the same point.
     pub fn keep_from(&self, retention: Duration) -> u64 {
+        let last = self.position.max(1);
         if retention.is_zero() {
-            return self.position + 1;
+            return last;
         }
-        self.marks.keep_from(self.log_time - retention).min(self.position + 1)
+        self.marks.keep_from(self.log_time - retention).min(last)
     }
 
     /// The idempotency window of the epoch record in force (`None`: unbounded).
