@@ -192,17 +192,28 @@ pub struct LogRole {
     pub counters: RoleCounters,
 }
 
+/// What a reader restored from a snapshot says of the objects with accepted events: each one's last position
+/// (from the objects' views too, for a snapshot written before it kept them all).
+fn learn_known(known: &mut BTreeMap<ObjectId, u64>, reader: &LogReader) {
+    let views = reader.objects().iter().map(|(id, v)| (id, v.last_seq));
+    for (id, seq) in views.chain(reader.last_accepted().iter().map(|(id, seq)| (id, *seq))) {
+        let last = known.entry(id.clone()).or_insert(seq);
+        *last = (*last).max(seq);
+    }
+}
+
 impl LogRole {
     pub fn new(cfg: RoleConfig) -> LogRole {
         LogRole::with_reader(cfg, LogReader::new())
     }
 
     /// A member whose reader starts from a snapshot: the driver follows the log from after its position. The
-    /// objects it knows are the snapshot's (an object deleted before it is not known, so a store that never
-    /// got that delete keeps the object's last row).
+    /// objects it knows are every object with an accepted event before it, deleted ones too
+    /// (`LogReader::last_accepted`), so it resumes whatever the store may lack of them.
     pub fn with_reader(cfg: RoleConfig, reader: LogReader) -> LogRole {
         let salt = hrw::key(cfg.me.id.as_str()) ^ cfg.me.incarnation;
-        let known = reader.objects().iter().map(|(id, v)| (id.clone(), v.last_seq)).collect();
+        let mut known = BTreeMap::new();
+        learn_known(&mut known, &reader);
         LogRole {
             follow: Follower::with_reader(cfg.bucket, cfg.me.clone(), cfg.ttl, reader),
             backoff: Backoff::new(cfg.retry_base, cfg.retry_max, salt),
@@ -351,9 +362,7 @@ impl LogRole {
             return false;
         }
         self.counters.restores += 1;
-        for (id, view) in self.follow.reader().objects() {
-            self.known.insert(id.clone(), view.last_seq);
-        }
+        learn_known(&mut self.known, self.follow.reader());
         self.resume_all_owned();
         true
     }

@@ -138,6 +138,20 @@ impl World {
         self.carry_out(id);
     }
 
+    /// Starts a sink as the shell does with a snapshot stored: the snapshot (of the log as it stands) handed in
+    /// before `Start`, the log followed from the position after it.
+    fn start_from_snapshot(&mut self, id: &str) {
+        let inc = self.next_inc;
+        self.next_inc += 1;
+        let reader = self.log.snapshot();
+        let cursor = reader.position() as usize;
+        let mut sink = Sink::new(self.cfg(id, inc));
+        sink.handle(self.now, Input::Restore(Box::new(reader)));
+        sink.handle(self.now, Input::Start);
+        self.sinks.insert(id.to_string(), Proc { sink, inc, cursor, members_rev: 0, caught_up: false });
+        self.carry_out(id);
+    }
+
     fn crash(&mut self, id: &str) {
         self.sinks.remove(id);
         self.paused.remove(id);
@@ -431,6 +445,31 @@ fn a_sink_that_lags_past_a_purge_jumps_to_a_snapshot_and_counts_the_history_it_l
         let row = &w.store.objects[id];
         assert_eq!(row.last_seq, view.last_seq, "objects row of {id}");
     }
+}
+
+#[test]
+fn a_sink_started_from_a_snapshot_stores_what_the_store_lacks_of_objects_that_left_no_view_in_it() {
+    let mut w = World::new();
+    w.start("s1");
+    let own = w.epoch(&["e1"]);
+    for i in 0..10 {
+        w.event(&own, i, EventBody::Put { def: def() }, None);
+        w.event(&own, i, transition(State::Ok), None);
+    }
+    w.run(100);
+    w.assert_store_complete();
+    // s1 stops writing, and these are accepted but leave the snapshot's object views as they were: a delete, a
+    // transition to the state the object is in, a command on an object that never existed.
+    w.paused.insert("s1".into());
+    w.event(&own, 3, EventBody::Delete, None);
+    w.event(&own, 4, transition(State::Ok), None);
+    w.event(&own, 50, EventBody::CheckRequested, None);
+    w.run(50);
+    w.crash("s1");
+    // s2 starts from a snapshot of the log past them; once s1's key expires it owns every object.
+    w.start_from_snapshot("s2");
+    w.run(TTL.as_millis() as u64 + 1000);
+    w.assert_store_complete();
 }
 
 #[test]
