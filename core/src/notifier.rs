@@ -783,7 +783,8 @@ impl Notifier {
         if self.role.is_caught_up() && self.starts.is_none() && !self.starts_asked && self.starts_retry.is_none() {
             self.starts_asked = true;
             let endpoints = self.cfg.endpoints.iter().map(|e| e.id).collect();
-            self.outputs.push_back(Output::ReadStarts { endpoints, propose: self.role.reader().position() });
+            // Where the log stands as handed in, not where the reader stands: one waiting at a hole is behind it.
+            self.outputs.push_back(Output::ReadStarts { endpoints, propose: self.role.reached() });
         }
         self.pump(now);
     }

@@ -329,6 +329,11 @@ impl LogRole {
         self.follow.hole()
     }
 
+    /// How far the log is known to reach: the highest position handed in, read or not (`Tail::reached`).
+    pub fn reached(&self) -> u64 {
+        self.follow.reached()
+    }
+
     /// A live log entry. Returns what reading it did (roles count stale events from it).
     pub fn handle_log(&mut self, seq: u64, entry: &LogEntry) -> Read {
         let had_hole = self.follow.hole().is_some();
