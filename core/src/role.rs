@@ -137,7 +137,8 @@ pub struct RoleCounters {
     pub log_gaps: u64,
     /// Jumps to a snapshot past a hole.
     pub restores: u64,
-    /// Objects a resume found with accepted events already purged from the log (see `Work::Resumed::lost`).
+    /// Objects a resume found with accepted events already purged from the log (see `Work::Resumed::lost`),
+    /// counted as each is found, and again if its range grows while the resume runs (`history_lost`).
     pub objects_lost_history: u64,
 }
 
@@ -159,6 +160,10 @@ enum Stage {
         /// log nobody purged, so an object the store is behind on whose range reaches past a missing position
         /// may have lost events to a purge.
         missing_upto: u64,
+        /// The objects said to have lost history so far (`object, stored, last`), each as soon as the hole
+        /// was found: before any event past it is handed out, so a member that stops before the resume ends
+        /// has said it already (the next resume starts after what the store holds, past the hole).
+        lost: Vec<(ObjectId, u64, u64)>,
     },
 }
 
@@ -404,7 +409,7 @@ impl LogRole {
         match need.values().min().copied() {
             None => self.finish_resume(),
             Some(from) => {
-                r.stage = Stage::Replaying { next: from + 1, need, asked: false, missing_upto: 0 };
+                r.stage = Stage::Replaying { next: from + 1, need, asked: false, missing_upto: 0, lost: Vec::new() };
                 self.backoff.reset();
             }
         }
@@ -416,7 +421,7 @@ impl LogRole {
         let reader_position = self.reader().position();
         let Some(r) = self.resumes.front_mut().filter(|r| r.token == token) else { return };
         let at = r.at;
-        let Stage::Replaying { need, next, asked, missing_upto } = &mut r.stage else { return };
+        let Stage::Replaying { need, next, asked, missing_upto, lost } = &mut r.stage else { return };
         *asked = false;
         let (upto, entries) = match result {
             Ok(v) => v,
@@ -450,8 +455,26 @@ impl LogRole {
         if upto.min(at) >= expect {
             *missing_upto = (*missing_upto).max(upto.min(at));
         }
+        // An object the store is behind on, with a position missing from the log after what the store has:
+        // events of it may be gone, purged before this member could hand them out. Said again for the part of
+        // its range not said yet when the range grows (the resume took on more when its held events were
+        // dropped).
+        let mut found = Vec::new();
+        for (id, stored) in need.iter() {
+            let Some(last) = r.objects.get(id).copied() else { continue };
+            let said = lost.iter().position(|(o, _, _)| o == id);
+            let from = said.map_or(*stored, |i| lost[i].2);
+            if last > from && *missing_upto > from {
+                found.push((id.clone(), from, last));
+                match said {
+                    Some(i) => lost[i].2 = last,
+                    None => lost.push((id.clone(), *stored, last)),
+                }
+            }
+        }
         *next = (*next).max(upto.saturating_add(1));
         let done = *next > at;
+        self.note_lost(found);
         self.counters.replayed_events += out.len() as u64;
         self.work.extend(out.into_iter().map(Work::Event));
         self.backoff.reset();
@@ -615,27 +638,24 @@ impl LogRole {
             .filter(|(id, _)| !held.contains(id))
             .map(|(id, last)| (id.clone(), reader.object(id).cloned(), *last))
             .collect();
-        // An object the store was behind on, with a position missing from the log after what the store has:
-        // events of it may be gone, purged before this member could hand them out.
-        let lost: Vec<(ObjectId, u64, u64)> = match &r.stage {
-            Stage::Replaying { need, missing_upto, .. } => need
-                .iter()
-                .filter_map(|(id, stored)| {
-                    let last = r.objects.get(id).copied()?;
-                    (last > *stored && *missing_upto > *stored).then(|| (id.clone(), *stored, last))
-                })
-                .collect(),
+        // Said and counted as each hole was found (`handle_replayed`).
+        let lost = match r.stage {
+            Stage::Replaying { lost, .. } => lost,
             _ => Vec::new(),
         };
-        self.counters.objects_lost_history += lost.len() as u64;
-        for l in &lost {
+        self.work.push_back(Work::Resumed { at: r.at, objects, lost });
+        self.work.extend(r.held.into_iter().map(Work::Event));
+    }
+
+    /// Counts objects found with lost history and keeps them at hand (`history_lost`).
+    fn note_lost(&mut self, found: Vec<(ObjectId, u64, u64)>) {
+        self.counters.objects_lost_history += found.len() as u64;
+        for l in found {
             if self.history_lost.len() == HISTORY_LOST_KEPT {
                 self.history_lost.pop_front();
             }
-            self.history_lost.push_back(l.clone());
+            self.history_lost.push_back(l);
         }
-        self.work.push_back(Work::Resumed { at: r.at, objects, lost });
-        self.work.extend(r.held.into_iter().map(Work::Event));
     }
 
     /// Our bucket's live set changed: ownership follows HRW over the new view. Gained objects are resumed;

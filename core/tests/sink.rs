@@ -473,6 +473,124 @@ fn a_sink_started_from_a_snapshot_stores_what_the_store_lacks_of_objects_that_le
 }
 
 #[test]
+fn a_resume_counts_the_history_it_lost_before_it_hands_out_an_event_past_the_hole() {
+    let now = Time(1_000_000);
+    let mut log = TestLog::default();
+    let own = log.epoch(&["e1"]);
+    for i in 0..3 {
+        log.event(&own, i, EventBody::Put { def: def() }, None, now);
+    }
+    for to in [State::Warning, State::Critical] {
+        for i in 0..3 {
+            log.event(&own, i, transition(to), None, now);
+        }
+    }
+    // The store has the puts (2..=4); the Warnings (5..=7) are purged before the sink handles them.
+    log.purged_below = 8;
+    let stored: Vec<(ObjectId, u64)> = (0..3).map(|i| (oid(i), i as u64 + 2)).collect();
+    let me = member("s1", 1);
+    let mut cfg = SinkConfig::new(me.clone(), TTL);
+    cfg.role.replay_chunk = 2;
+    let mut sink = Sink::new(cfg);
+    let mut inputs = VecDeque::from([
+        Input::Start,
+        Input::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) }),
+    ]);
+    inputs.extend((1..=log.len() as u64).filter_map(|seq| log.get(seq).map(|e| Input::Log { seq, entry: e.clone() })));
+    inputs.push_back(Input::CaughtUp);
+    let mut past_the_hole = 0;
+    while let Some(input) = inputs.pop_front() {
+        sink.handle(now, input);
+        while let Some(out) = sink.poll_output() {
+            match out {
+                Output::QueryProgress { token, .. } => {
+                    inputs.push_back(Input::Progress { token, result: Ok(stored.clone()) })
+                }
+                Output::Replay { token, from, to } => {
+                    inputs.push_back(Input::Replayed { token, result: Ok(log.range(from, to)) })
+                }
+                Output::NeedSnapshot { .. } => inputs.push_back(Input::Restore(Box::new(log.snapshot()))),
+                Output::Write(b) => {
+                    // Once the store holds an event past the hole, the gap before it must have been said: a
+                    // sink that stops before its resume ends would otherwise leave it unsaid for good (the
+                    // next resume starts after what the store holds).
+                    for r in b.events.iter().filter(|r| r.seq >= log.purged_below) {
+                        past_the_hole += 1;
+                        let warning = 5 + r.seq - 8;
+                        let named = sink.role().history_lost();
+                        assert!(
+                            named.iter().any(|(o, s, l)| *o == r.object && *s < warning && warning <= *l),
+                            "{} at {} written before its lost Warning at {warning} was counted: {named:?}",
+                            r.object,
+                            r.seq
+                        );
+                    }
+                    inputs.push_back(Input::Written { batch: b.id, result: Ok(()) });
+                }
+                Output::Membership(_) => {}
+            }
+        }
+    }
+    assert_eq!(past_the_hole, 3);
+    assert_eq!(sink.role().counters.objects_lost_history, 3);
+}
+
+#[test]
+fn a_resume_whose_range_grows_past_the_history_it_said_lost_says_the_rest_too() {
+    let now = Time(1_000_000);
+    let mut log = TestLog::default();
+    let own = log.epoch(&["e1"]);
+    log.event(&own, 0, EventBody::Put { def: def() }, None, now);
+    log.event(&own, 0, transition(State::Warning), None, now);
+    let me = member("s1", 1);
+    let mut cfg = SinkConfig::new(me.clone(), TTL);
+    cfg.role.replay_chunk = 1;
+    cfg.role.max_held = 4;
+    let mut sink = Sink::new(cfg);
+    let mut inputs = VecDeque::from([
+        Input::Start,
+        Input::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) }),
+    ]);
+    inputs.extend((1..=3).filter_map(|seq| log.get(seq).map(|e| Input::Log { seq, entry: e.clone() })));
+    inputs.push_back(Input::CaughtUp);
+    // The store has nothing; the put is purged (once read live) before the sink's resume reads it again.
+    log.purged_below = 3;
+    let mut grown = false;
+    while let Some(input) = inputs.pop_front() {
+        sink.handle(now, input);
+        if !grown && sink.role().counters.objects_lost_history == 1 {
+            // More events of the object arrive while it resumes, more than it holds (it reads them again
+            // instead), and are purged before the replay reaches them.
+            grown = true;
+            for to in [State::Critical, State::Ok, State::Warning, State::Critical, State::Ok] {
+                log.event(&own, 0, transition(to), None, now);
+                let seq = log.len() as u64;
+                sink.handle(now, Input::Log { seq, entry: log.get(seq).unwrap().clone() });
+            }
+            log.purged_below = log.len() as u64;
+        }
+        while let Some(out) = sink.poll_output() {
+            match out {
+                Output::QueryProgress { token, .. } => inputs.push_back(Input::Progress { token, result: Ok(vec![]) }),
+                Output::Replay { token, from, to } => {
+                    inputs.push_back(Input::Replayed { token, result: Ok(log.range(from, to)) })
+                }
+                Output::Write(b) => inputs.push_back(Input::Written { batch: b.id, result: Ok(()) }),
+                Output::NeedSnapshot { .. } | Output::Membership(_) => {}
+            }
+        }
+    }
+    assert!(grown && sink.role().counters.held_dropped > 0, "the resume took on the events it could not hold");
+    let named = sink.role().history_lost();
+    for seq in 2..log.purged_below {
+        assert!(
+            named.iter().any(|(o, s, l)| *o == oid(0) && *s < seq && seq <= *l),
+            "the purged event at {seq} is in no range said lost: {named:?}"
+        );
+    }
+}
+
+#[test]
 fn a_store_that_is_away_is_retried_and_nothing_is_lost_or_doubled() {
     let mut w = World::new();
     w.start("s1");
