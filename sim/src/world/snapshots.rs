@@ -245,6 +245,11 @@ impl Sim {
         self.log.purged_below()
     }
 
+    /// Whether the entry at `seq` is an event purged from what processes read.
+    pub fn is_purged(&self, seq: u64) -> bool {
+        self.log.purged(seq)
+    }
+
     /// The ranges `(stored, last]` of `object` whose purged events a sink (or a notifier) said it lost.
     pub fn lost_history(&self, by: LostBy, object: &ObjectId) -> &[(u64, u64)] {
         let lost = match by {
