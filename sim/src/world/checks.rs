@@ -306,7 +306,7 @@ impl Sim {
             }
             // Then invariant 9, once the notifiers have delivered what the log holds by now.
             if self.violation.is_some() || self.notifiers_done() {
-                // Invariant 11 over the longest tails: every stored snapshot read to the end of the log.
+                // Invariant 11 over the longest tail: the older stored snapshot read to the end of the log.
                 self.final_snapshot_checks();
                 self.phase = super::Phase::Done;
                 return;
