@@ -632,10 +632,12 @@ impl Notifier {
             }
             Input::LogUnreadable { seq } => self.role.handle_unreadable(seq),
             Input::Restore(reader) => {
-                // The hole's transitions were never queued; what is queued is read again after the jump.
+                // The hole's transitions were never queued; what is queued is read again after the jump, so
+                // every owned object is resumed from its records (a running resume too: what it read is dropped).
                 if reader.position() > self.role.reader().position() {
                     self.drop_queued();
                     self.role.handle_restore(*reader);
+                    self.role.resume_all_owned();
                 }
             }
             Input::CaughtUp => self.role.handle_caught_up(),

@@ -197,6 +197,19 @@ pub struct LogRole {
     pub counters: RoleCounters,
 }
 
+/// A resume now ends at `position`: its held events are dropped (its replay reads them again), and an object
+/// the store already had complete has to be read again past its old end too.
+fn extend_resume(r: &mut Resume, position: u64, known: &BTreeMap<ObjectId, u64>) {
+    r.held.clear();
+    r.at = position;
+    for (id, last) in r.objects.iter_mut() {
+        if let Stage::Replaying { need, .. } = &mut r.stage {
+            need.entry(id.clone()).or_insert(*last);
+        }
+        *last = known.get(id).copied().unwrap_or(*last);
+    }
+}
+
 /// What a reader restored from a snapshot says of the objects with accepted events: each one's last position
 /// (from the objects' views too, for a snapshot written before it kept them all).
 fn learn_known(known: &mut BTreeMap<ObjectId, u64>, reader: &LogReader) {
@@ -365,15 +378,29 @@ impl LogRole {
 
     /// A reader restored from the latest snapshot, after `NeedSnapshot`: taken if it is ahead of this one.
     /// What the hole held is in its state but was never handed out, so every owned object is resumed from the
-    /// store: objects whose unstored events were purged come out in `Work::Resumed::lost`. Returns whether the
-    /// reader was taken (the driver then follows the log from after its position).
+    /// store up to the snapshot: objects whose unstored events were purged come out in `Work::Resumed::lost`.
+    /// A running resume keeps what its replay has read and now ends at the snapshot's position (its held events
+    /// are read again, as when it drops them); the other owned objects get a resume of their own. Starting
+    /// resumes over instead, a member jumping again before a long replay ends would never end one. Returns
+    /// whether the reader was taken (the driver then follows the log from after its position).
     pub fn handle_restore(&mut self, reader: LogReader) -> bool {
         if !self.follow.restore(reader) {
             return false;
         }
         self.counters.restores += 1;
         learn_known(&mut self.known, self.follow.reader());
-        self.resume_all_owned();
+        if !self.follow.is_caught_up() || self.follow.is_leaving() {
+            return true;
+        }
+        let position = self.follow.reader().position();
+        let mut resuming = BTreeSet::new();
+        for r in &mut self.resumes {
+            extend_resume(r, position, &self.known);
+            resuming.extend(r.objects.keys().cloned());
+        }
+        let rest: Vec<ObjectId> =
+            self.known.keys().filter(|id| self.owns(id) && !resuming.contains(*id)).cloned().collect();
+        self.push_resume(rest);
         true
     }
 
@@ -594,17 +621,9 @@ impl LogRole {
         };
         r.held.push(owned);
         if r.held.len() > max_held {
-            // Read them again instead of holding them: the resume now ends here. An object the store already
-            // had complete has to be read again past its old end too.
+            // Read them again instead of holding them: the resume now ends here.
             self.counters.held_dropped += 1;
-            r.held.clear();
-            r.at = position;
-            for (id, last) in r.objects.iter_mut() {
-                if let Stage::Replaying { need, .. } = &mut r.stage {
-                    need.entry(id.clone()).or_insert(*last);
-                }
-                *last = self.known.get(id).copied().unwrap_or(*last);
-            }
+            extend_resume(r, position, &self.known);
         }
     }
 

@@ -591,6 +591,69 @@ fn a_resume_whose_range_grows_past_the_history_it_said_lost_says_the_rest_too() 
 }
 
 #[test]
+fn a_jump_past_a_hole_keeps_what_a_running_resume_has_read() {
+    let now = Time(1_000_000);
+    let mut log = TestLog::default();
+    let own = log.epoch(&["e1"]);
+    for i in 0..3 {
+        log.event(&own, i, EventBody::Put { def: def() }, None, now);
+    }
+    for _ in 0..10 {
+        for i in 0..3 {
+            log.event(&own, i, transition(State::Warning), None, now);
+        }
+    }
+    let me = member("s1", 1);
+    let mut cfg = SinkConfig::new(me.clone(), TTL);
+    cfg.role.replay_chunk = 1;
+    let mut sink = Sink::new(cfg);
+    sink.handle(now, Input::Start);
+    sink.handle(now, Input::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) }));
+    for seq in 1..=log.len() as u64 {
+        sink.handle(now, Input::Log { seq, entry: log.get(seq).unwrap().clone() });
+    }
+    sink.handle(now, Input::CaughtUp);
+    // The store has nothing: the resume replays the whole log, one position per read. Answer half of it.
+    let mut reads = 0;
+    let mut inputs = VecDeque::new();
+    let answer = |sink: &mut Sink, log: &TestLog, inputs: &mut VecDeque<Input>, reads: &mut u64, until: u64| loop {
+        while let Some(out) = sink.poll_output() {
+            match out {
+                Output::QueryProgress { token, .. } => inputs.push_back(Input::Progress { token, result: Ok(vec![]) }),
+                Output::Replay { token, from, to } => {
+                    *reads += 1;
+                    inputs.push_back(Input::Replayed { token, result: Ok(log.range(from, to)) })
+                }
+                Output::Write(b) => inputs.push_back(Input::Written { batch: b.id, result: Ok(()) }),
+                Output::NeedSnapshot { .. } | Output::Membership(_) => {}
+            }
+        }
+        if sink.role().replaying_from().is_some_and(|next| next > until) {
+            return;
+        }
+        let Some(input) = inputs.pop_front() else { return };
+        sink.handle(now, input);
+    };
+    answer(&mut sink, &log, &mut inputs, &mut reads, 16);
+    let before = sink.role().replaying_from().expect("replaying");
+    // Events past the reader are purged; it meets the hole and jumps to a snapshot of the whole log.
+    for i in 0..3 {
+        log.event(&own, i, transition(State::Ok), None, now);
+    }
+    log.event(&own, 0, transition(State::Critical), None, now);
+    log.purged_below = log.len() as u64;
+    let seq = log.len() as u64;
+    sink.handle(now, Input::Log { seq, entry: log.get(seq).unwrap().clone() });
+    sink.handle(now, Input::Restore(Box::new(log.snapshot())));
+    assert_eq!(sink.role().counters.restores, 1);
+    let after = sink.role().replaying_from().expect("still replaying");
+    assert!(after >= before, "the resume started over at {after} after reading up to {before}");
+    answer(&mut sink, &log, &mut inputs, &mut reads, u64::MAX);
+    assert!(!sink.role().is_resuming(), "the resume ends");
+    assert!(reads <= log.len() as u64 + 2, "{reads} replay reads for a log of {}: read twice", log.len());
+}
+
+#[test]
 fn a_store_that_is_away_is_retried_and_nothing_is_lost_or_doubled() {
     let mut w = World::new();
     w.start("s1");
