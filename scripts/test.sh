@@ -17,6 +17,6 @@ cargo build --profile ci --workspace --bins
 cargo test --profile ci --workspace
 
 # Swarm seeds against the unchanged core (a fixed base, so CI failures replay exactly); 176 of these 200 run
-# notifiers and their webhook endpoints as well (invariant 9).
+# notifiers and their webhook endpoints as well (invariant 9), and 156 snapshots and compaction (invariant 11).
 SIM_SEEDS="${SIM_SEEDS:-200}"
 target/ci/jaque-sim --seeds "$SIM_SEEDS" --seed 1

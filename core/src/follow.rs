@@ -16,11 +16,13 @@ use std::time::Duration;
 pub struct Tail {
     reader: LogReader,
     hole: Option<u64>,
+    /// The highest position handed in, read or not (past a hole, entries are handed in and not read).
+    reached: u64,
 }
 
 impl Tail {
     pub fn new(reader: LogReader) -> Tail {
-        Tail { reader, hole: None }
+        Tail { reader, hole: None, reached: 0 }
     }
 
     pub fn reader(&self) -> &LogReader {
@@ -31,18 +33,25 @@ impl Tail {
     /// snapshot that reaches past the hole (`hole`, `restore`).
     pub fn read(&mut self, seq: u64, entry: &LogEntry) -> Read {
         let read = self.reader.read(seq, entry);
-        self.note(&read);
+        self.note(seq, &read);
         read
     }
 
     /// Passes over the entry at `seq`, which could not be decoded (`LogReader::skip`).
     pub fn skip(&mut self, seq: u64) -> Read {
         let read = self.reader.skip(seq);
-        self.note(&read);
+        self.note(seq, &read);
         read
     }
 
-    fn note(&mut self, read: &Read) {
+    /// How far the log is known to reach: the highest position handed in, read or not (waiting at a hole, the
+    /// reader's own position is behind where the log stands).
+    pub fn reached(&self) -> u64 {
+        self.reached.max(self.reader.position())
+    }
+
+    fn note(&mut self, seq: u64, read: &Read) {
+        self.reached = self.reached.max(seq);
         if let Read::Gap { got, .. } = read {
             self.hole.get_or_insert(got - 1);
         }
@@ -153,6 +162,11 @@ impl Follower {
     /// See `Tail::hole`.
     pub fn hole(&self) -> Option<u64> {
         self.tail.hole()
+    }
+
+    /// See `Tail::reached`.
+    pub fn reached(&self) -> u64 {
+        self.tail.reached()
     }
 
     /// See `Tail::restore`.

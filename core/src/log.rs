@@ -305,6 +305,10 @@ pub struct LogReader {
     /// Whether any position was read yet: a log numbered from 0 has a real position 0 that can be re-delivered.
     started: bool,
     objects: BTreeMap<ObjectId, ObjectView>,
+    /// Every object id with an accepted event — deleted ones, and ones a command named that never existed, too —
+    /// with the position of its last one: what a sink or notifier starting from a snapshot needs to know which
+    /// objects its store may be behind on (an object's view records neither a delete nor an ignored event).
+    last_accepted: BTreeMap<ObjectId, u64>,
     applied: BTreeMap<CommandId, Outcome>,
     /// The applied command ids by the log time they were applied at (non-decreasing): what to forget first.
     applied_order: VecDeque<(Time, CommandId)>,
@@ -349,6 +353,11 @@ impl LogReader {
     }
 
     /// The outcome a command id got when it was applied, if it was and is still within the window.
+    /// Every object id with an accepted event, deleted ones too, and the position of its last one.
+    pub fn last_accepted(&self) -> &BTreeMap<ObjectId, u64> {
+        &self.last_accepted
+    }
+
     pub fn applied(&self, id: &CommandId) -> Option<&Outcome> {
         self.applied.get(id)
     }
@@ -363,14 +372,17 @@ impl LogReader {
         self.log_time
     }
 
-    /// The lowest position to keep so that every event within `retention` of the log clock stays (the
-    /// position after this reader's when `retention` is zero). Everything below it is older than
-    /// `log_time() - retention` by the log's own clock, so every reader computes the same point.
+    /// The lowest position to keep so that every event within `retention` of the log clock stays, and at least
+    /// the entry at this reader's position (only it when `retention` is zero): a reader behind the purge then
+    /// always meets an entry past the hole and jumps to a snapshot, however long the log stays quiet after it.
+    /// Everything below it is older than `log_time() - retention` by the log's own clock, so every reader
+    /// computes the same point.
     pub fn keep_from(&self, retention: Duration) -> u64 {
+        let last = self.position.max(1);
         if retention.is_zero() {
-            return self.position + 1;
+            return last;
         }
-        self.marks.keep_from(self.log_time - retention).min(self.position + 1)
+        self.marks.keep_from(self.log_time - retention).min(last)
     }
 
     /// The idempotency window of the epoch record in force (`None`: unbounded).
@@ -407,6 +419,7 @@ impl LogReader {
                 .zip(self.fence.records.iter().map(|(r, _)| r.clone()))
                 .collect(),
             objects: self.objects.iter().map(|(id, v)| (id.clone(), v.clone())).collect(),
+            last_accepted: self.last_accepted.iter().map(|(id, seq)| (id.clone(), *seq)).collect(),
             applied: self.applied_order.iter().map(|(at, id)| (id.clone(), self.applied[id].clone(), *at)).collect(),
             log_time: self.log_time,
             marks: self.marks.0.iter().copied().collect(),
@@ -443,6 +456,11 @@ impl LogReader {
             view.key = hrw::key(id.as_str());
             if reader.objects.insert(id.clone(), view).is_some() {
                 return Err(SnapshotError::Invalid(format!("{id} appears twice")));
+            }
+        }
+        for (id, seq) in s.last_accepted {
+            if seq > s.position || reader.last_accepted.insert(id.clone(), seq).is_some() {
+                return Err(SnapshotError::Invalid(format!("{id}'s last accepted event out of place")));
             }
         }
         for (id, outcome, at) in s.applied {
@@ -494,6 +512,12 @@ impl LogReader {
                 let key = hrw::key(event.object.as_str());
                 let verdict = self.fence.verdict_for_key(key, event.epoch, &event.writer);
                 let effect = if verdict.is_accepted() {
+                    match self.last_accepted.get_mut(&event.object) {
+                        Some(last) => *last = seq,
+                        None => {
+                            self.last_accepted.insert(event.object.clone(), seq);
+                        }
+                    }
                     self.fold(seq, key, event)
                 } else {
                     self.counters.stale_epoch_total += 1;
@@ -654,6 +678,10 @@ pub struct ReaderSnapshot {
     /// Each installed epoch record with its log position, in order.
     pub epochs: Vec<(u64, EpochRecord)>,
     pub objects: Vec<(ObjectId, ObjectView)>,
+    /// Every object id with an accepted event, deleted ones too, and the position of its last one (empty in a
+    /// snapshot from before it was kept: a role started from one knows only the objects' views).
+    #[serde(default)]
+    pub last_accepted: Vec<(ObjectId, u64)>,
     /// The remembered command ids with their outcomes and the log time they were applied at, oldest first.
     pub applied: Vec<(CommandId, Outcome, Time)>,
     /// The log clock (see the module documentation).

@@ -632,10 +632,12 @@ impl Notifier {
             }
             Input::LogUnreadable { seq } => self.role.handle_unreadable(seq),
             Input::Restore(reader) => {
-                // The hole's transitions were never queued; what is queued is read again after the jump.
+                // The hole's transitions were never queued; what is queued is read again after the jump, so
+                // every owned object is resumed from its records (a running resume too: what it read is dropped).
                 if reader.position() > self.role.reader().position() {
                     self.drop_queued();
                     self.role.handle_restore(*reader);
+                    self.role.resume_all_owned();
                 }
             }
             Input::CaughtUp => self.role.handle_caught_up(),
@@ -783,7 +785,8 @@ impl Notifier {
         if self.role.is_caught_up() && self.starts.is_none() && !self.starts_asked && self.starts_retry.is_none() {
             self.starts_asked = true;
             let endpoints = self.cfg.endpoints.iter().map(|e| e.id).collect();
-            self.outputs.push_back(Output::ReadStarts { endpoints, propose: self.role.reader().position() });
+            // Where the log stands as handed in, not where the reader stands: one waiting at a hole is behind it.
+            self.outputs.push_back(Output::ReadStarts { endpoints, propose: self.role.reached() });
         }
         self.pump(now);
     }

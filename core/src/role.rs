@@ -137,9 +137,13 @@ pub struct RoleCounters {
     pub log_gaps: u64,
     /// Jumps to a snapshot past a hole.
     pub restores: u64,
-    /// Objects a resume found with accepted events already purged from the log (see `Work::Resumed::lost`).
+    /// Objects a resume found with accepted events already purged from the log (see `Work::Resumed::lost`),
+    /// counted as each is found, and again if its range grows while the resume runs (`history_lost`).
     pub objects_lost_history: u64,
 }
+
+/// How many of the latest objects with lost history a member keeps at hand (`LogRole::history_lost`).
+pub const HISTORY_LOST_KEPT: usize = 256;
 
 #[derive(Clone, Debug)]
 enum Stage {
@@ -156,6 +160,10 @@ enum Stage {
         /// log nobody purged, so an object the store is behind on whose range reaches past a missing position
         /// may have lost events to a purge.
         missing_upto: u64,
+        /// The objects said to have lost history so far (`object, stored, last`), each as soon as the hole
+        /// was found: before any event past it is handed out, so a member that stops before the resume ends
+        /// has said it already (the next resume starts after what the store holds, past the hole).
+        lost: Vec<(ObjectId, u64, u64)>,
     },
 }
 
@@ -184,7 +192,32 @@ pub struct LogRole {
     outputs: VecDeque<RoleOutput>,
     retry_at: Option<Time>,
     backoff: Backoff,
+    /// The latest `Work::Resumed::lost` entries, oldest first (see `history_lost`).
+    history_lost: VecDeque<(ObjectId, u64, u64)>,
     pub counters: RoleCounters,
+}
+
+/// A resume now ends at `position`: its held events are dropped (its replay reads them again), and an object
+/// the store already had complete has to be read again past its old end too.
+fn extend_resume(r: &mut Resume, position: u64, known: &BTreeMap<ObjectId, u64>) {
+    r.held.clear();
+    r.at = position;
+    for (id, last) in r.objects.iter_mut() {
+        if let Stage::Replaying { need, .. } = &mut r.stage {
+            need.entry(id.clone()).or_insert(*last);
+        }
+        *last = known.get(id).copied().unwrap_or(*last);
+    }
+}
+
+/// What a reader restored from a snapshot says of the objects with accepted events: each one's last position
+/// (from the objects' views too, for a snapshot written before it kept them all).
+fn learn_known(known: &mut BTreeMap<ObjectId, u64>, reader: &LogReader) {
+    let views = reader.objects().iter().map(|(id, v)| (id, v.last_seq));
+    for (id, seq) in views.chain(reader.last_accepted().iter().map(|(id, seq)| (id, *seq))) {
+        let last = known.entry(id.clone()).or_insert(seq);
+        *last = (*last).max(seq);
+    }
 }
 
 impl LogRole {
@@ -193,11 +226,12 @@ impl LogRole {
     }
 
     /// A member whose reader starts from a snapshot: the driver follows the log from after its position. The
-    /// objects it knows are the snapshot's (an object deleted before it is not known, so a store that never
-    /// got that delete keeps the object's last row).
+    /// objects it knows are every object with an accepted event before it, deleted ones too
+    /// (`LogReader::last_accepted`), so it resumes whatever the store may lack of them.
     pub fn with_reader(cfg: RoleConfig, reader: LogReader) -> LogRole {
         let salt = hrw::key(cfg.me.id.as_str()) ^ cfg.me.incarnation;
-        let known = reader.objects().iter().map(|(id, v)| (id.clone(), v.last_seq)).collect();
+        let mut known = BTreeMap::new();
+        learn_known(&mut known, &reader);
         LogRole {
             follow: Follower::with_reader(cfg.bucket, cfg.me.clone(), cfg.ttl, reader),
             backoff: Backoff::new(cfg.retry_base, cfg.retry_max, salt),
@@ -209,6 +243,7 @@ impl LogRole {
             work: VecDeque::new(),
             outputs: VecDeque::new(),
             retry_at: None,
+            history_lost: VecDeque::new(),
             counters: RoleCounters::default(),
         }
     }
@@ -298,10 +333,23 @@ impl LogRole {
         self.drain_membership();
     }
 
+    /// The latest objects a resume found with accepted events purged before this member could hand them out
+    /// (`Work::Resumed::lost`: object, stored, last), oldest first: the last `HISTORY_LOST_KEPT` of the
+    /// `counters.objects_lost_history` counted, so a log line can name them and a checker can hold every
+    /// missing event against them.
+    pub fn history_lost(&self) -> &VecDeque<(ObjectId, u64, u64)> {
+        &self.history_lost
+    }
+
     /// The position a snapshot has to reach for this member to read past a hole in the log, while it waits
     /// for one (it hands out nothing meanwhile).
     pub fn needs_snapshot(&self) -> Option<u64> {
         self.follow.hole()
+    }
+
+    /// How far the log is known to reach: the highest position handed in, read or not (`Tail::reached`).
+    pub fn reached(&self) -> u64 {
+        self.follow.reached()
     }
 
     /// A live log entry. Returns what reading it did (roles count stale events from it).
@@ -330,17 +378,29 @@ impl LogRole {
 
     /// A reader restored from the latest snapshot, after `NeedSnapshot`: taken if it is ahead of this one.
     /// What the hole held is in its state but was never handed out, so every owned object is resumed from the
-    /// store: objects whose unstored events were purged come out in `Work::Resumed::lost`. Returns whether the
-    /// reader was taken (the driver then follows the log from after its position).
+    /// store up to the snapshot: objects whose unstored events were purged come out in `Work::Resumed::lost`.
+    /// A running resume keeps what its replay has read and now ends at the snapshot's position (its held events
+    /// are read again, as when it drops them); the other owned objects get a resume of their own. Starting
+    /// resumes over instead, a member jumping again before a long replay ends would never end one. Returns
+    /// whether the reader was taken (the driver then follows the log from after its position).
     pub fn handle_restore(&mut self, reader: LogReader) -> bool {
         if !self.follow.restore(reader) {
             return false;
         }
         self.counters.restores += 1;
-        for (id, view) in self.follow.reader().objects() {
-            self.known.insert(id.clone(), view.last_seq);
+        learn_known(&mut self.known, self.follow.reader());
+        if !self.follow.is_caught_up() || self.follow.is_leaving() {
+            return true;
         }
-        self.resume_all_owned();
+        let position = self.follow.reader().position();
+        let mut resuming = BTreeSet::new();
+        for r in &mut self.resumes {
+            extend_resume(r, position, &self.known);
+            resuming.extend(r.objects.keys().cloned());
+        }
+        let rest: Vec<ObjectId> =
+            self.known.keys().filter(|id| self.owns(id) && !resuming.contains(*id)).cloned().collect();
+        self.push_resume(rest);
         true
     }
 
@@ -376,7 +436,7 @@ impl LogRole {
         match need.values().min().copied() {
             None => self.finish_resume(),
             Some(from) => {
-                r.stage = Stage::Replaying { next: from + 1, need, asked: false, missing_upto: 0 };
+                r.stage = Stage::Replaying { next: from + 1, need, asked: false, missing_upto: 0, lost: Vec::new() };
                 self.backoff.reset();
             }
         }
@@ -388,7 +448,7 @@ impl LogRole {
         let reader_position = self.reader().position();
         let Some(r) = self.resumes.front_mut().filter(|r| r.token == token) else { return };
         let at = r.at;
-        let Stage::Replaying { need, next, asked, missing_upto } = &mut r.stage else { return };
+        let Stage::Replaying { need, next, asked, missing_upto, lost } = &mut r.stage else { return };
         *asked = false;
         let (upto, entries) = match result {
             Ok(v) => v,
@@ -422,8 +482,26 @@ impl LogRole {
         if upto.min(at) >= expect {
             *missing_upto = (*missing_upto).max(upto.min(at));
         }
+        // An object the store is behind on, with a position missing from the log after what the store has:
+        // events of it may be gone, purged before this member could hand them out. Said again for the part of
+        // its range not said yet when the range grows (the resume took on more when its held events were
+        // dropped).
+        let mut found = Vec::new();
+        for (id, stored) in need.iter() {
+            let Some(last) = r.objects.get(id).copied() else { continue };
+            let said = lost.iter().position(|(o, _, _)| o == id);
+            let from = said.map_or(*stored, |i| lost[i].2);
+            if last > from && *missing_upto > from {
+                found.push((id.clone(), from, last));
+                match said {
+                    Some(i) => lost[i].2 = last,
+                    None => lost.push((id.clone(), *stored, last)),
+                }
+            }
+        }
         *next = (*next).max(upto.saturating_add(1));
         let done = *next > at;
+        self.note_lost(found);
         self.counters.replayed_events += out.len() as u64;
         self.work.extend(out.into_iter().map(Work::Event));
         self.backoff.reset();
@@ -543,17 +621,9 @@ impl LogRole {
         };
         r.held.push(owned);
         if r.held.len() > max_held {
-            // Read them again instead of holding them: the resume now ends here. An object the store already
-            // had complete has to be read again past its old end too.
+            // Read them again instead of holding them: the resume now ends here.
             self.counters.held_dropped += 1;
-            r.held.clear();
-            r.at = position;
-            for (id, last) in r.objects.iter_mut() {
-                if let Stage::Replaying { need, .. } = &mut r.stage {
-                    need.entry(id.clone()).or_insert(*last);
-                }
-                *last = self.known.get(id).copied().unwrap_or(*last);
-            }
+            extend_resume(r, position, &self.known);
         }
     }
 
@@ -587,21 +657,24 @@ impl LogRole {
             .filter(|(id, _)| !held.contains(id))
             .map(|(id, last)| (id.clone(), reader.object(id).cloned(), *last))
             .collect();
-        // An object the store was behind on, with a position missing from the log after what the store has:
-        // events of it may be gone, purged before this member could hand them out.
-        let lost: Vec<(ObjectId, u64, u64)> = match &r.stage {
-            Stage::Replaying { need, missing_upto, .. } => need
-                .iter()
-                .filter_map(|(id, stored)| {
-                    let last = r.objects.get(id).copied()?;
-                    (last > *stored && *missing_upto > *stored).then(|| (id.clone(), *stored, last))
-                })
-                .collect(),
+        // Said and counted as each hole was found (`handle_replayed`).
+        let lost = match r.stage {
+            Stage::Replaying { lost, .. } => lost,
             _ => Vec::new(),
         };
-        self.counters.objects_lost_history += lost.len() as u64;
         self.work.push_back(Work::Resumed { at: r.at, objects, lost });
         self.work.extend(r.held.into_iter().map(Work::Event));
+    }
+
+    /// Counts objects found with lost history and keeps them at hand (`history_lost`).
+    fn note_lost(&mut self, found: Vec<(ObjectId, u64, u64)>) {
+        self.counters.objects_lost_history += found.len() as u64;
+        for l in found {
+            if self.history_lost.len() == HISTORY_LOST_KEPT {
+                self.history_lost.pop_front();
+            }
+            self.history_lost.push_back(l);
+        }
     }
 
     /// Our bucket's live set changed: ownership follows HRW over the new view. Gained objects are resumed;

@@ -454,6 +454,33 @@ fn every_transition_goes_to_every_endpoint_once_and_nothing_from_before_the_star
 }
 
 #[test]
+fn a_first_notifier_that_meets_a_hole_records_its_start_where_the_log_stood_not_before_the_hole() {
+    let mut w = World::new(1);
+    let own = w.epoch(&["e1"]);
+    for i in 0..10 {
+        w.event(&own, i, EventBody::Put { def: def() }, None);
+        w.event(&own, i, transition(State::Critical), None);
+    }
+    // Compacted before any notifier started: only the epoch record and the last event are left to read.
+    let stood = w.log.len() as u64;
+    w.log.purged_below = stood;
+    w.start("n1");
+    w.run(100);
+    let n1 = &w.procs["n1"].n;
+    assert_eq!(n1.role().counters.restores, 1, "the hole was jumped");
+    let ep = w.sites[0].endpoint.id;
+    assert_eq!(w.store.starts.get(&ep), Some(&stood), "notifications begin where the log stood");
+    assert_eq!(n1.role().counters.objects_lost_history, 0, "nothing after the start was lost");
+    assert_eq!(w.deliveries(0), 0, "nothing from before the start is sent");
+    for i in 0..10 {
+        w.event(&own, i, transition(State::Ok), None);
+    }
+    w.run(1_000);
+    w.assert_promise(true);
+    assert_eq!(w.deliveries(0), 10);
+}
+
+#[test]
 fn a_failing_endpoint_is_retried_and_never_delays_the_other() {
     let mut w = World::new(2);
     let own = w.epoch(&["e1"]);

@@ -138,6 +138,20 @@ impl World {
         self.carry_out(id);
     }
 
+    /// Starts a sink as the shell does with a snapshot stored: the snapshot (of the log as it stands) handed in
+    /// before `Start`, the log followed from the position after it.
+    fn start_from_snapshot(&mut self, id: &str) {
+        let inc = self.next_inc;
+        self.next_inc += 1;
+        let reader = self.log.snapshot();
+        let cursor = reader.position() as usize;
+        let mut sink = Sink::new(self.cfg(id, inc));
+        sink.handle(self.now, Input::Restore(Box::new(reader)));
+        sink.handle(self.now, Input::Start);
+        self.sinks.insert(id.to_string(), Proc { sink, inc, cursor, members_rev: 0, caught_up: false });
+        self.carry_out(id);
+    }
+
     fn crash(&mut self, id: &str) {
         self.sinks.remove(id);
         self.paused.remove(id);
@@ -415,12 +429,228 @@ fn a_sink_that_lags_past_a_purge_jumps_to_a_snapshot_and_counts_the_history_it_l
     let missing: Vec<u64> = accepted.keys().filter(|s| !w.store.events.contains_key(s)).copied().collect();
     assert_eq!(missing.len(), 10, "exactly the purged events are missing: {missing:?}");
     assert!(missing.iter().all(|s| *s < w.log.purged_below));
+    // Each lost object is named with the range its history is gone from, and every missing event is in one.
+    let named = s1.role().history_lost();
+    assert_eq!(named.len(), 10, "{named:?}");
+    for seq in &missing {
+        let object = &accepted[seq];
+        assert!(
+            named.iter().any(|(o, stored, last)| o == object && stored < seq && seq <= last),
+            "the missing event at {seq} of {object} is in no lost range: {named:?}"
+        );
+    }
     // The events after the hole are stored, and every objects row is the object's current state.
     let snapshot = w.log.snapshot();
     for (id, view) in snapshot.objects() {
         let row = &w.store.objects[id];
         assert_eq!(row.last_seq, view.last_seq, "objects row of {id}");
     }
+}
+
+#[test]
+fn a_sink_started_from_a_snapshot_stores_what_the_store_lacks_of_objects_that_left_no_view_in_it() {
+    let mut w = World::new();
+    w.start("s1");
+    let own = w.epoch(&["e1"]);
+    for i in 0..10 {
+        w.event(&own, i, EventBody::Put { def: def() }, None);
+        w.event(&own, i, transition(State::Ok), None);
+    }
+    w.run(100);
+    w.assert_store_complete();
+    // s1 stops writing, and these are accepted but leave the snapshot's object views as they were: a delete, a
+    // transition to the state the object is in, a command on an object that never existed.
+    w.paused.insert("s1".into());
+    w.event(&own, 3, EventBody::Delete, None);
+    w.event(&own, 4, transition(State::Ok), None);
+    w.event(&own, 50, EventBody::CheckRequested, None);
+    w.run(50);
+    w.crash("s1");
+    // s2 starts from a snapshot of the log past them; once s1's key expires it owns every object.
+    w.start_from_snapshot("s2");
+    w.run(TTL.as_millis() as u64 + 1000);
+    w.assert_store_complete();
+}
+
+#[test]
+fn a_resume_counts_the_history_it_lost_before_it_hands_out_an_event_past_the_hole() {
+    let now = Time(1_000_000);
+    let mut log = TestLog::default();
+    let own = log.epoch(&["e1"]);
+    for i in 0..3 {
+        log.event(&own, i, EventBody::Put { def: def() }, None, now);
+    }
+    for to in [State::Warning, State::Critical] {
+        for i in 0..3 {
+            log.event(&own, i, transition(to), None, now);
+        }
+    }
+    // The store has the puts (2..=4); the Warnings (5..=7) are purged before the sink handles them.
+    log.purged_below = 8;
+    let stored: Vec<(ObjectId, u64)> = (0..3).map(|i| (oid(i), i as u64 + 2)).collect();
+    let me = member("s1", 1);
+    let mut cfg = SinkConfig::new(me.clone(), TTL);
+    cfg.role.replay_chunk = 2;
+    let mut sink = Sink::new(cfg);
+    let mut inputs = VecDeque::from([
+        Input::Start,
+        Input::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) }),
+    ]);
+    inputs.extend((1..=log.len() as u64).filter_map(|seq| log.get(seq).map(|e| Input::Log { seq, entry: e.clone() })));
+    inputs.push_back(Input::CaughtUp);
+    let mut past_the_hole = 0;
+    while let Some(input) = inputs.pop_front() {
+        sink.handle(now, input);
+        while let Some(out) = sink.poll_output() {
+            match out {
+                Output::QueryProgress { token, .. } => {
+                    inputs.push_back(Input::Progress { token, result: Ok(stored.clone()) })
+                }
+                Output::Replay { token, from, to } => {
+                    inputs.push_back(Input::Replayed { token, result: Ok(log.range(from, to)) })
+                }
+                Output::NeedSnapshot { .. } => inputs.push_back(Input::Restore(Box::new(log.snapshot()))),
+                Output::Write(b) => {
+                    // Once the store holds an event past the hole, the gap before it must have been said: a
+                    // sink that stops before its resume ends would otherwise leave it unsaid for good (the
+                    // next resume starts after what the store holds).
+                    for r in b.events.iter().filter(|r| r.seq >= log.purged_below) {
+                        past_the_hole += 1;
+                        let warning = 5 + r.seq - 8;
+                        let named = sink.role().history_lost();
+                        assert!(
+                            named.iter().any(|(o, s, l)| *o == r.object && *s < warning && warning <= *l),
+                            "{} at {} written before its lost Warning at {warning} was counted: {named:?}",
+                            r.object,
+                            r.seq
+                        );
+                    }
+                    inputs.push_back(Input::Written { batch: b.id, result: Ok(()) });
+                }
+                Output::Membership(_) => {}
+            }
+        }
+    }
+    assert_eq!(past_the_hole, 3);
+    assert_eq!(sink.role().counters.objects_lost_history, 3);
+}
+
+#[test]
+fn a_resume_whose_range_grows_past_the_history_it_said_lost_says_the_rest_too() {
+    let now = Time(1_000_000);
+    let mut log = TestLog::default();
+    let own = log.epoch(&["e1"]);
+    log.event(&own, 0, EventBody::Put { def: def() }, None, now);
+    log.event(&own, 0, transition(State::Warning), None, now);
+    let me = member("s1", 1);
+    let mut cfg = SinkConfig::new(me.clone(), TTL);
+    cfg.role.replay_chunk = 1;
+    cfg.role.max_held = 4;
+    let mut sink = Sink::new(cfg);
+    let mut inputs = VecDeque::from([
+        Input::Start,
+        Input::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) }),
+    ]);
+    inputs.extend((1..=3).filter_map(|seq| log.get(seq).map(|e| Input::Log { seq, entry: e.clone() })));
+    inputs.push_back(Input::CaughtUp);
+    // The store has nothing; the put is purged (once read live) before the sink's resume reads it again.
+    log.purged_below = 3;
+    let mut grown = false;
+    while let Some(input) = inputs.pop_front() {
+        sink.handle(now, input);
+        if !grown && sink.role().counters.objects_lost_history == 1 {
+            // More events of the object arrive while it resumes, more than it holds (it reads them again
+            // instead), and are purged before the replay reaches them.
+            grown = true;
+            for to in [State::Critical, State::Ok, State::Warning, State::Critical, State::Ok] {
+                log.event(&own, 0, transition(to), None, now);
+                let seq = log.len() as u64;
+                sink.handle(now, Input::Log { seq, entry: log.get(seq).unwrap().clone() });
+            }
+            log.purged_below = log.len() as u64;
+        }
+        while let Some(out) = sink.poll_output() {
+            match out {
+                Output::QueryProgress { token, .. } => inputs.push_back(Input::Progress { token, result: Ok(vec![]) }),
+                Output::Replay { token, from, to } => {
+                    inputs.push_back(Input::Replayed { token, result: Ok(log.range(from, to)) })
+                }
+                Output::Write(b) => inputs.push_back(Input::Written { batch: b.id, result: Ok(()) }),
+                Output::NeedSnapshot { .. } | Output::Membership(_) => {}
+            }
+        }
+    }
+    assert!(grown && sink.role().counters.held_dropped > 0, "the resume took on the events it could not hold");
+    let named = sink.role().history_lost();
+    for seq in 2..log.purged_below {
+        assert!(
+            named.iter().any(|(o, s, l)| *o == oid(0) && *s < seq && seq <= *l),
+            "the purged event at {seq} is in no range said lost: {named:?}"
+        );
+    }
+}
+
+#[test]
+fn a_jump_past_a_hole_keeps_what_a_running_resume_has_read() {
+    let now = Time(1_000_000);
+    let mut log = TestLog::default();
+    let own = log.epoch(&["e1"]);
+    for i in 0..3 {
+        log.event(&own, i, EventBody::Put { def: def() }, None, now);
+    }
+    for _ in 0..10 {
+        for i in 0..3 {
+            log.event(&own, i, transition(State::Warning), None, now);
+        }
+    }
+    let me = member("s1", 1);
+    let mut cfg = SinkConfig::new(me.clone(), TTL);
+    cfg.role.replay_chunk = 1;
+    let mut sink = Sink::new(cfg);
+    sink.handle(now, Input::Start);
+    sink.handle(now, Input::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) }));
+    for seq in 1..=log.len() as u64 {
+        sink.handle(now, Input::Log { seq, entry: log.get(seq).unwrap().clone() });
+    }
+    sink.handle(now, Input::CaughtUp);
+    // The store has nothing: the resume replays the whole log, one position per read. Answer half of it.
+    let mut reads = 0;
+    let mut inputs = VecDeque::new();
+    let answer = |sink: &mut Sink, log: &TestLog, inputs: &mut VecDeque<Input>, reads: &mut u64, until: u64| loop {
+        while let Some(out) = sink.poll_output() {
+            match out {
+                Output::QueryProgress { token, .. } => inputs.push_back(Input::Progress { token, result: Ok(vec![]) }),
+                Output::Replay { token, from, to } => {
+                    *reads += 1;
+                    inputs.push_back(Input::Replayed { token, result: Ok(log.range(from, to)) })
+                }
+                Output::Write(b) => inputs.push_back(Input::Written { batch: b.id, result: Ok(()) }),
+                Output::NeedSnapshot { .. } | Output::Membership(_) => {}
+            }
+        }
+        if sink.role().replaying_from().is_some_and(|next| next > until) {
+            return;
+        }
+        let Some(input) = inputs.pop_front() else { return };
+        sink.handle(now, input);
+    };
+    answer(&mut sink, &log, &mut inputs, &mut reads, 16);
+    let before = sink.role().replaying_from().expect("replaying");
+    // Events past the reader are purged; it meets the hole and jumps to a snapshot of the whole log.
+    for i in 0..3 {
+        log.event(&own, i, transition(State::Ok), None, now);
+    }
+    log.event(&own, 0, transition(State::Critical), None, now);
+    log.purged_below = log.len() as u64;
+    let seq = log.len() as u64;
+    sink.handle(now, Input::Log { seq, entry: log.get(seq).unwrap().clone() });
+    sink.handle(now, Input::Restore(Box::new(log.snapshot())));
+    assert_eq!(sink.role().counters.restores, 1);
+    let after = sink.role().replaying_from().expect("still replaying");
+    assert!(after >= before, "the resume started over at {after} after reading up to {before}");
+    answer(&mut sink, &log, &mut inputs, &mut reads, u64::MAX);
+    assert!(!sink.role().is_resuming(), "the resume ends");
+    assert!(reads <= log.len() as u64 + 2, "{reads} replay reads for a log of {}: read twice", log.len());
 }
 
 #[test]

@@ -175,3 +175,32 @@ fn a_hole_with_no_snapshot_reaching_past_it_leaves_the_engine_unready_until_one_
     assert!(b.needs_snapshot().is_none() && b.is_ready());
     assert_eq!(b.reader().objects(), w.oracle().objects());
 }
+
+#[test]
+fn a_purge_keeps_the_last_entry_a_snapshot_covers_so_a_reader_behind_it_meets_the_hole_in_a_quiet_log() {
+    let mut w = World::new();
+    w.config = Some(every(5));
+    w.add_engine("a", 1);
+    w.add_engine("b", 1);
+    w.advance(Duration::from_millis(10));
+    w.paused.push("b".into());
+    let objects_of_a: Vec<String> = {
+        let own = w.oracle().fence().current_ownership().unwrap().clone();
+        (0..1000).map(|i| format!("obj-{i}")).filter(|o| own.owner(&oid(o)).unwrap().id.as_str() == "a").collect()
+    };
+    // Until a snapshot stands at the log's last entry (retention zero: the purge its write allows is the widest).
+    for (i, o) in objects_of_a.iter().enumerate() {
+        put(&mut w, "a", &format!("c{i}"), o);
+        if i >= 10 && w.snapshots.keys().next_back() == Some(&(w.log.len() as u64)) {
+            break;
+        }
+    }
+    assert!(w.purged_below > 2, "the log was compacted (purged below {})", w.purged_below);
+    assert!(w.purged_below <= w.log.len() as u64, "the log's last entry was purged (below {})", w.purged_below);
+    // Nothing more is written: b, behind the purge, still meets an entry past the hole, and jumps.
+    w.paused.clear();
+    w.run();
+    let b = &w.engines["b"];
+    assert_eq!(b.counters.restores, 1, "b never learned of the hole");
+    assert_eq!(b.reader(), &w.oracle());
+}

@@ -255,6 +255,14 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
             s.converge_budget_ms,
             s.check_budget_used_pct
         );
+        // Seeds without snapshots print exactly what they printed before snapshots joined the simulator.
+        if report.params.snapshots.on {
+            let k = &s.snap;
+            println!(
+                "  snap seed={seed} writes={} stored={} refused={} answers_lost={} late={} purges={} purged_below={} starts={} loads={} jumps={} lost_sink={} lost_notifier={} checks={} to_end={} at_hole={}",
+                k.writes, k.stored, k.refused, k.answers_lost, k.late, k.purges, k.purged_below, k.starts, k.loads, k.jumps, k.lost_sink, k.lost_notifier, k.checks, k.checks_to_end, k.checks_at_hole
+            );
+        }
         // Seeds without notifiers print exactly what they printed before notifiers joined the simulator.
         if s.notify.notifiers > 0 {
             let n = &s.notify;
@@ -329,6 +337,23 @@ fn summary(r: &Report) -> String {
         s.stale,
         r.trace_hash
     ) + &notify_summary(&s.notify)
+        + &snap_summary(r)
+}
+
+/// The snapshots' part of a seed's summary (invariant 11's checks in every seed, the rest with snapshots on).
+fn snap_summary(r: &Report) -> String {
+    let k = &r.stats.snap;
+    let checks = format!(
+        "; invariant 11: {} readers from snapshots ({} read to the log's end, {} stopped at a hole)",
+        k.checks, k.checks_to_end, k.checks_at_hole
+    );
+    if !r.params.snapshots.on {
+        return checks;
+    }
+    format!(
+        "; snapshots: {} written ({} stored, {} refused, {} answers lost, {} late), {} purges (below {}), {} starts from one, {} loads after a hole ({} jumps), objects with lost history: {} by sinks, {} by notifiers",
+        k.writes, k.stored, k.refused, k.answers_lost, k.late, k.purges, k.purged_below, k.starts, k.loads, k.jumps, k.lost_sink, k.lost_notifier
+    ) + &checks
 }
 
 fn notify_summary(n: &jaque_sim::NotifyStats) -> String {

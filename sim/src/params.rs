@@ -6,6 +6,7 @@ use crate::world::NotifyParams;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt;
+use std::time::Duration;
 
 /// The concerns that get their own random stream.
 #[derive(Clone, Copy, Debug)]
@@ -33,6 +34,9 @@ pub enum Stream {
     Endpoint = 400,
     /// Per node: `Node as u64 + index`.
     Node = 100,
+    /// Snapshots and compaction: the snapshot store's faults and latencies (index 0), and the moments the
+    /// checker of invariant 11 samples (index 1), which never move the world.
+    Snapshots = 80,
 }
 
 /// The SplitMix64 finalizer, used to derive sub-seeds and to hash traces.
@@ -167,6 +171,90 @@ pub struct Params {
     pub sink: SinkParams,
     /// Notifiers and their endpoints (a stream of their own).
     pub notify: NotifyParams,
+    /// Snapshots and compaction (issue 11; a stream of their own).
+    pub snapshots: SnapshotParams,
+}
+
+/// What a seed draws for snapshots and compaction (`sim/src/world/snapshots.rs`): the engines' config and the
+/// snapshot store's faults.
+#[derive(Clone, Debug)]
+pub struct SnapshotParams {
+    /// Off: no engine writes one within a run and nothing is purged (the worlds of before snapshots).
+    pub on: bool,
+    /// `-snapshot-every`, `-snapshot-interval`, `-log-retention`.
+    pub every: u64,
+    pub interval_ms: u64,
+    pub retention_ms: u64,
+    /// A write or a read at the snapshot store takes 1..=max ms there.
+    pub store_ms_max: u64,
+    /// Safety phase: share of writes the store refuses (nothing stored, an error answered).
+    pub write_fail: f64,
+    /// Safety phase: share of writes stored whose answer is lost (the engine's client times out).
+    pub answer_loss: f64,
+    /// Safety phase: share of writes that land after their client timed out.
+    pub late: f64,
+}
+
+impl SnapshotParams {
+    /// No snapshots: what every seed ran before them, and the scenarios' default.
+    pub fn off() -> SnapshotParams {
+        SnapshotParams {
+            on: false,
+            every: u64::MAX,
+            interval_ms: 100 * 365 * 24 * 3_600_000,
+            retention_ms: 0,
+            store_ms_max: 5,
+            write_fail: 0.0,
+            answer_loss: 0.0,
+            late: 0.0,
+        }
+    }
+
+    /// On, with a faultless store: a snapshot every `every` entries, purges keeping `retention_ms` of log
+    /// time (scenarios).
+    pub fn every(every: u64, retention_ms: u64) -> SnapshotParams {
+        SnapshotParams { on: true, every, interval_ms: 3_600_000, retention_ms, ..SnapshotParams::off() }
+    }
+
+    /// What `jaque` ships with: every 10,000 entries or 5 minutes, 7 days kept.
+    pub fn shipped() -> SnapshotParams {
+        let d = jaque_core::compact::SnapshotConfig::default();
+        SnapshotParams {
+            on: true,
+            every: d.every,
+            interval_ms: d.interval.as_millis() as u64,
+            retention_ms: d.retention.as_millis() as u64,
+            ..SnapshotParams::off()
+        }
+    }
+
+    pub fn draw(seed: u64) -> SnapshotParams {
+        let mut r = stream(seed, Stream::Params, 5);
+        if r.random_bool(0.2) {
+            return SnapshotParams::off();
+        }
+        SnapshotParams {
+            on: true,
+            every: pick_u64(&mut r, &[5, 20, 50, 200]),
+            interval_ms: pick_u64(&mut r, &[1_000, 5_000, 30_000, 300_000]),
+            // Zero purges all a snapshot covers at once: any reader behind it falls into a hole. The log clock's
+            // marks are a minute apart, so 10 s and 30 s purge only in runs past a minute and a bit; 7 days never.
+            retention_ms: pick_u64(&mut r, &[0, 0, 10_000, 30_000, 7 * 24 * 3_600_000]),
+            store_ms_max: pick_u64(&mut r, &[5, 50, 500]),
+            write_fail: pick(&mut r, &[0.0, 0.05, 0.2]),
+            answer_loss: pick(&mut r, &[0.0, 0.1, 0.3]),
+            late: pick(&mut r, &[0.0, 0.05]),
+        }
+    }
+
+    /// The engines' `SnapshotConfig`.
+    pub fn config(&self) -> jaque_core::compact::SnapshotConfig {
+        jaque_core::compact::SnapshotConfig {
+            every: self.every,
+            interval: Duration::from_millis(self.interval_ms),
+            retention: Duration::from_millis(self.retention_ms),
+        }
+    }
 }
 
 /// What a seed draws for its sinks and their SQL store (`sim/src/world/sink.rs`, `sql.rs`).
@@ -269,6 +357,7 @@ impl Params {
             sinks: 0,
             sink: SinkParams::quiet(),
             notify: NotifyParams::none(),
+            snapshots: SnapshotParams::off(),
         };
         // Later additions draw from their own stream, so the worlds of earlier (pinned) seeds stay as they were.
         let mut x = stream(seed, Stream::Params, 1);
@@ -317,6 +406,7 @@ impl Params {
         let k = &p.sink;
         p.sink.max_pending = k.max_pending.max(k.max_batch + k.replay_chunk as usize + k.max_held + 50);
         p.notify = NotifyParams::draw(&p);
+        p.snapshots = SnapshotParams::draw(seed);
         p
     }
 
@@ -361,6 +451,7 @@ impl Params {
             sinks: 0,
             sink: SinkParams::quiet(),
             notify: NotifyParams::none(),
+            snapshots: SnapshotParams::off(),
         }
     }
 
@@ -383,6 +474,8 @@ impl Params {
         p.sinks = 0;
         // The engines' benchmark: its world stays what it was before notifiers joined the simulator.
         p.notify = NotifyParams::none();
+        // What jaque ships with: at 1,000 objects a snapshot every 5 minutes, nothing purged in 10.
+        p.snapshots = SnapshotParams::shipped();
         p
     }
 
@@ -480,6 +573,26 @@ impl fmt::Display for Params {
             k.refuse_degraded,
             k.refuse_defs
         )?;
+        writeln!(f, "{}", self.snapshots)?;
         write!(f, "{}", self.notify)
+    }
+}
+
+impl fmt::Display for SnapshotParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.on {
+            return write!(f, "  snapshots: off");
+        }
+        write!(
+            f,
+            "  snapshots: every={} interval={}ms retention={}ms store<={}ms write_fail={} answer_loss={} late={}",
+            self.every,
+            self.interval_ms,
+            self.retention_ms,
+            self.store_ms_max,
+            self.write_fail,
+            self.answer_loss,
+            self.late
+        )
     }
 }

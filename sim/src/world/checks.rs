@@ -8,7 +8,7 @@ use super::net::PendingReply;
 use super::workload::object_index;
 use super::{ms, Category, Ev, Sim, TICK};
 use crate::oracle::{hrw_owner, view_hash};
-use jaque_core::{Command, Event, LogEntry, MemberRef, ObjectId, Outcome, Time};
+use jaque_core::{Command, Event, LogEntry, LogReader, MemberRef, ObjectId, Outcome, Time};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -94,7 +94,25 @@ impl Sim {
         }
         let Some(engine) = self.nodes[n].engine() else { return };
         let r = engine.reader();
-        let Some(s) = self.oracle.summary(seq) else { return };
+        if let Some(why) = self.differs_from_oracle(r, seq) {
+            self.fail(Category::Safety, "2 agreement", format!("e{} at log {seq} {why}", n + 1));
+            return;
+        }
+        self.checks.agreement_checks += 1;
+        // Sampled: the whole object map, when this reader is at the end of the log.
+        if self.checks.agreement_checks.is_multiple_of(512)
+            && seq == self.oracle.position()
+            && r.objects() != self.oracle.reader.objects()
+        {
+            self.fail(Category::Safety, "2 agreement", format!("e{} at log {seq}: object states differ", n + 1));
+        }
+    }
+
+    /// Whether reader `r`, having read up to `seq`, holds what the oracle held there: its position, stale count
+    /// (so every verdict), epoch, object count, the view of the object the entry at `seq` is about, and the
+    /// applied record of that entry's command id. `None` when it does.
+    pub(super) fn differs_from_oracle(&self, r: &LogReader, seq: u64) -> Option<String> {
+        let s = self.oracle.summary(seq)?;
         let entry = self.log.entry(seq);
         let view = match entry {
             LogEntry::Event(ev) if s.view != 0 => r.object(&ev.object).map_or(0, view_hash),
@@ -115,22 +133,8 @@ impl Sim {
         };
         let mine = (r.position(), r.counters.stale_epoch_total, r.epoch(), r.objects().len(), view, applied);
         let want = (seq, s.stale_total, s.epoch, s.objects, s.view, true);
-        if mine != want {
-            let msg = format!(
-                "e{} at log {seq} holds (position, stale, epoch, objects, view, applied ok)={mine:?}, the oracle {want:?}",
-                n + 1
-            );
-            self.fail(Category::Safety, "2 agreement", msg);
-            return;
-        }
-        self.checks.agreement_checks += 1;
-        // Sampled: the whole object map, when this reader is at the end of the log.
-        if self.checks.agreement_checks.is_multiple_of(512)
-            && seq == self.oracle.position()
-            && r.objects() != self.oracle.reader.objects()
-        {
-            self.fail(Category::Safety, "2 agreement", format!("e{} at log {seq}: object states differ", n + 1));
-        }
+        (mine != want)
+            .then(|| format!("holds (position, stale, epoch, objects, view, applied ok)={mine:?}, the oracle {want:?}"))
     }
 
     /// Invariant 3 as a command reaches engine `n`: never with hop > 1; one with hop 0 is one it may forward.
@@ -218,8 +222,9 @@ impl Sim {
         }
         for n in self.nodes.iter().filter(|n| n.is_serving()) {
             let e = n.engine().expect("serving engine");
-            if e.epoch() != rec.epoch || !e.is_ready() {
-                return Err(format!("{} is at epoch {} of {}", n.id, e.epoch(), rec.epoch));
+            if (e.epoch() != rec.epoch || !e.is_ready()) && !self.jumping(n) {
+                let hole = e.needs_snapshot().map(|h| format!(", at a hole up to {h}")).unwrap_or_default();
+                return Err(format!("{} is at epoch {} of {}{hole}", n.id, e.epoch(), rec.epoch));
             }
         }
         for id in self.oracle.reader.objects().keys() {
@@ -227,11 +232,28 @@ impl Sim {
             let Some(owner) = owner else { return Err(format!("{id} has no owner")) };
             let slot = self.slot_of[&owner.id];
             let e = self.nodes[slot].engine().expect("members are serving");
-            if !e.owns(id) {
+            if !e.owns(id) && !self.jumping(&self.nodes[slot]) {
                 return Err(format!("{id}: its owner {owner} does not hold it"));
             }
         }
         Ok(())
+    }
+
+    /// How long an engine may wait at a hole in the log (purged events it had not read) for a snapshot past it:
+    /// a load out before the heal timing out, the next heartbeat's ask, two loads (two hops and the store's
+    /// time each) and the clock skew.
+    pub fn jump_budget_ms(&self) -> u64 {
+        let p = &self.params;
+        p.append_timeout_ms
+            + p.ttl_ms / 3
+            + 2 * (2 * p.max_hop_ms() + p.snapshots.store_ms_max)
+            + 2 * p.clock_skew_max_ms
+    }
+
+    /// Whether engine process `n` waits at a hole for less than the jump budget: not ready, and not late.
+    fn jumping(&self, n: &super::Node) -> bool {
+        let since = n.role.as_ref().and_then(|r| r.hole_since);
+        since.is_some_and(|t| self.now.saturating_since(t).as_millis() as u64 <= self.jump_budget_ms())
     }
 
     pub(super) fn liveness_check(&mut self) {
@@ -284,6 +306,8 @@ impl Sim {
             }
             // Then invariant 9, once the notifiers have delivered what the log holds by now.
             if self.violation.is_some() || self.notifiers_done() {
+                // Invariant 11 over the longest tail: the older stored snapshot read to the end of the log.
+                self.final_snapshot_checks();
                 self.phase = super::Phase::Done;
                 return;
             }

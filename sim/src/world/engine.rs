@@ -7,6 +7,7 @@
 
 use super::log::brief_entry;
 use super::process::Process;
+use super::snapshots::Whose;
 use super::{ms, Category, Ev, Phase, Sim, TICK};
 use crate::params::{stream, Params, Stream};
 
@@ -25,6 +26,8 @@ pub struct EngineRole {
     pub(super) hop0: BTreeSet<CommandId>,
     /// The highest epoch it was at after a step (epochs only grow).
     last_epoch: u64,
+    /// Since when it waits at a hole in the log for a snapshot past it (it is not ready meanwhile).
+    pub(super) hole_since: Option<Time>,
 }
 
 /// One engine slot: a member id whose process may run, crash, pause, leave and come back.
@@ -53,21 +56,34 @@ pub(super) fn slot(params: &Params, i: usize) -> Node {
     Process::new(id, stream(seed, Stream::Node, i as u64), clock)
 }
 
-/// The config every simulated engine runs with: core's defaults, the seed's ttl and expiry lag.
+/// The config every simulated engine runs with: core's defaults, the seed's ttl, expiry lag and snapshots.
 pub(super) fn config(params: &Params, me: MemberRef) -> EngineConfig {
     let mut cfg = EngineConfig::new(me, Duration::from_millis(params.ttl_ms));
     cfg.expiry_lag = Duration::from_millis(params.expiry_lag_max_ms);
+    cfg.snapshots = params.snapshots.config();
     cfg
 }
 
 impl Sim {
-    /// Starts (or restarts) the process in slot `n` as a new incarnation.
+    /// Starts (or restarts) the process in slot `n` as a new incarnation, from the latest snapshot if there is
+    /// one: it follows the log from the position after it.
     pub fn restart(&mut self, n: usize) {
         self.nodes[n].begin(self.now);
         let cfg = config(&self.params, self.nodes[n].member());
-        self.nodes[n].run(EngineRole { engine: Engine::new(cfg), hop0: BTreeSet::new(), last_epoch: 0 });
+        let engine = match self.start_reader(Whose::Engine(n)) {
+            Some(reader) => {
+                self.nodes[n].log.cursor = reader.position();
+                Engine::with_reader(cfg, reader)
+            }
+            None => Engine::new(cfg),
+        };
+        let start = engine.reader().position();
+        self.nodes[n].run(EngineRole { engine, hop0: BTreeSet::new(), last_epoch: 0, hole_since: None });
         let inc = self.nodes[n].inc;
         self.tr(|| format!("e{} starts as incarnation {inc}", n + 1));
+        if start > 0 {
+            self.check_agreement(n, start);
+        }
         self.step(n, Some(Input::Start));
         let d = self.nodes[n].rng.random_range(0..=self.params.boot_delay_max_ms);
         self.after(d, Ev::Boot { node: n, inc });
@@ -230,6 +246,7 @@ impl Sim {
             return;
         }
         role.last_epoch = epoch;
+        role.hole_since = engine.needs_snapshot().and(role.hole_since.or(Some(self.now)));
         self.h(n as u64 ^ (outputs.len() as u64) << 8);
         for out in outputs {
             self.carry_out(n, out);
@@ -268,9 +285,9 @@ impl Sim {
             Output::Forward { id, to, cmd } => self.forward(n, id, to, cmd),
             Output::Reply { to: ReplyTo(to), outcome } => self.reply(n, to, outcome),
             Output::Dispatch(work) => self.dispatch_check(n, work),
-            // The simulated store keeps no snapshots yet and never purges, so the log has no holes: a written
-            // snapshot is never answered (the engine writes no other) and nothing is ever restored.
-            Output::WriteSnapshot(_) | Output::Purge { .. } | Output::NeedSnapshot { .. } => {}
+            Output::WriteSnapshot(snapshot) => self.write_snapshot(n, snapshot),
+            Output::Purge { below } => self.send_purge(n, below),
+            Output::NeedSnapshot { covering } => self.need_snapshot(Whose::Engine(n), covering),
         }
     }
 }
@@ -282,6 +299,7 @@ fn brief_input(i: &Input) -> String {
         Input::Command { reply, cmd } => {
             format!("command {} {} on {} hop {} (caller {})", cmd.id, cmd.kind.name(), cmd.object, cmd.hop, reply.0)
         }
+        Input::Restore(r) => format!("restore: the snapshot at {}", r.position()),
         other => format!("{other:?}"),
     }
 }

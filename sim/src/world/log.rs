@@ -3,6 +3,10 @@
 //! may end in `AppendFailed` after the append timeout although it landed (a lost ack), or land after it (a
 //! late publish); with the store unreachable it always fails. Every entry is read by the oracle the moment it
 //! lands, then reaches every booted reader in order, each after its own lag, sometimes twice.
+//!
+//! A purge (`Output::Purge`) removes the events below a position from what processes read — live delivery
+//! skips them as a JetStream consumer does, replays do not return them — while the simulator keeps the whole
+//! log for the oracle and the checkers. Epoch records are never purged.
 
 use super::{Category, Ev, Phase, Sim};
 use jaque_core::{Bucket, EpochRecord, Event, Input, LogEntry};
@@ -16,11 +20,38 @@ pub(super) struct Log {
     last_epoch_seq: Option<u64>,
     /// Scenarios: appends held in an engine's client (a publish stuck on its way), landed when released.
     held: BTreeMap<usize, Vec<Event>>,
+    /// Events below this position are purged (1: none is).
+    purged_below: u64,
 }
 
 impl Log {
     pub fn new() -> Log {
-        Log { entries: Vec::new(), last_epoch_seq: None, held: BTreeMap::new() }
+        Log { entries: Vec::new(), last_epoch_seq: None, held: BTreeMap::new(), purged_below: 1 }
+    }
+
+    /// Whether processes can still read the entry at `seq` (not a purged event).
+    pub fn present(&self, seq: u64) -> bool {
+        seq >= self.purged_below || matches!(self.entry(seq), LogEntry::Epoch(_))
+    }
+
+    /// Whether the entry at `seq` is an event that was purged.
+    pub fn purged(&self, seq: u64) -> bool {
+        !self.present(seq)
+    }
+
+    /// Events below this position are purged.
+    pub fn purged_below(&self) -> u64 {
+        self.purged_below
+    }
+
+    /// Purges the events below `below` (a purge below an earlier one removes nothing more).
+    pub fn purge(&mut self, below: u64) {
+        self.purged_below = self.purged_below.max(below.min(self.len() + 1));
+    }
+
+    /// The entries processes can read at positions `from..=to`.
+    pub fn read_range(&self, from: u64, to: u64) -> Vec<(u64, LogEntry)> {
+        (from.max(1)..=to.min(self.len())).filter(|s| self.present(*s)).map(|s| (s, self.entry(s).clone())).collect()
     }
 
     pub fn entries(&self) -> &[LogEntry] {
@@ -74,6 +105,7 @@ impl Sim {
         }
         self.sinks_log_landed(seq);
         self.notify_appended(seq);
+        self.sample_reader();
     }
 
     pub(super) fn log_deliver(&mut self, n: usize, inc: u64, upto: u64) {
@@ -83,22 +115,33 @@ impl Sim {
         }
     }
 
-    /// Engine `n`'s log follower hands it every entry up to `upto` it has not read (sometimes the last
-    /// twice); agreement is checked after each.
+    /// Engine `n`'s log follower hands it every entry up to `upto` it has not read, passing over purged ones
+    /// (sometimes the last twice); agreement is checked after each the engine read (one past a hole it does
+    /// not read: it waits for a snapshot).
     pub(super) fn deliver_log(&mut self, n: usize, upto: u64) {
         let upto = upto.min(self.log.len());
         while self.nodes[n].log.cursor < upto && self.violation.is_none() && self.nodes[n].is_running() {
             let seq = self.nodes[n].log.cursor + 1;
             self.nodes[n].log.cursor = seq;
+            if !self.log.present(seq) {
+                continue;
+            }
             let entry = self.log.entry(seq).clone();
             self.step(n, Some(Input::Log { seq, entry }));
-            self.check_agreement(n, seq);
+            self.check_agreement_read(n, seq);
         }
         let cur = self.nodes[n].log.cursor;
-        if cur > 0 && self.nodes[n].is_running() && self.chance(self.params.duplicate) {
+        if cur > 0 && self.nodes[n].is_running() && self.chance(self.params.duplicate) && self.log.present(cur) {
             let entry = self.log.entry(cur).clone();
             self.step(n, Some(Input::Log { seq: cur, entry }));
-            self.check_agreement(n, cur);
+            self.check_agreement_read(n, cur);
+        }
+    }
+
+    /// Agreement after engine `n` was handed the entry at `seq`, if it read it.
+    fn check_agreement_read(&mut self, n: usize, seq: u64) {
+        if self.nodes[n].engine().is_some_and(|e| e.reader().position() == seq) {
+            self.check_agreement(n, seq);
         }
     }
 

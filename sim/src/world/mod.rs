@@ -18,6 +18,8 @@
 //! - [`sink`] and [`sql`]: sink processes and their SQL store, with invariant 10 (issue 9).
 //! - [`notifier`]: notifier processes (`jaque_core::notifier::Notifier`), their store traffic and faults, and
 //!   the checker of invariant 9; [`endpoint`]: the webhook endpoints they send to, and the HTTP between them.
+//! - [`snapshots`]: the snapshot store, the engines' snapshot writes and purges, every reader's start from a
+//!   snapshot and jump past a hole, the objects whose history was lost, and the checker of invariant 11.
 //!
 //! Randomness comes from sub-seeds: the network, the faults, the workload, the ui, the simulated truth and
 //! each process draw from their own streams.
@@ -31,6 +33,7 @@ mod net;
 mod notifier;
 mod process;
 mod sink;
+mod snapshots;
 mod sql;
 mod store;
 mod workload;
@@ -43,6 +46,7 @@ pub use notifier::{
 };
 pub use process::Process;
 pub use sink::{SinkProc, SinkRole, SinkStats, SinkWorldCounters};
+pub use snapshots::{LostBy, SnapStats};
 pub use sql::{Sql, SqlCounters, MARKER};
 pub use workload::{Submission, Via};
 
@@ -60,6 +64,7 @@ use notifier::{NEv, Notify};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use sink::{SinkEv, Sinks};
+use snapshots::{SnapEv, Snaps};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 use store::Store;
@@ -206,6 +211,8 @@ enum Ev {
     Sink(SinkEv),
     /// The notifiers' events (their processes, store traffic, HTTP and faults): `notifier.rs`.
     Notify(NEv),
+    /// The snapshot store's and the readers' snapshot events: `snapshots.rs`.
+    Snap(SnapEv),
 }
 
 impl Ev {
@@ -256,6 +263,7 @@ impl Ev {
             Ev::ClogStart { .. } => 27,
             Ev::Sink(e) => 100 + e.code(),
             Ev::Notify(_) => 28,
+            Ev::Snap(e) => 500 + e.code(),
         }
     }
 }
@@ -286,6 +294,7 @@ pub struct Stats {
     /// The sinks and their store (filled in at the end of a run).
     pub sink: sink::SinkStats,
     pub notify: NotifyStats,
+    pub snap: SnapStats,
 }
 
 pub struct Sim {
@@ -310,6 +319,7 @@ pub struct Sim {
     checks: Checks,
     sinks: Sinks,
     notify: Notify,
+    snaps: Snaps,
     pub phase: Phase,
     pub violation: Option<Violation>,
     pub stats: Stats,
@@ -355,6 +365,7 @@ impl Sim {
             checks: Checks::new(params.objects),
             sinks: Sinks::new(&params),
             notify: Notify::new(&params),
+            snaps: Snaps::new(seed),
             phase: Phase::Safety,
             violation: None,
             stats: Stats::default(),
@@ -583,6 +594,7 @@ impl Sim {
             Ev::LivenessCheck => self.liveness_check(),
             Ev::Sink(e) => self.sink_event(e),
             Ev::Notify(e) => self.notify_event(e),
+            Ev::Snap(e) => self.snap_event(e),
         }
     }
 

@@ -34,6 +34,7 @@
 use super::endpoint::{EndpointParams, Request, SimEndpoint};
 use super::log::brief_entry;
 use super::process::{Follow, Process};
+use super::snapshots::{LostBy, Whose};
 use super::{exp, ms, Category, Ev, Phase, Sim, TICK};
 use crate::params::{stream, Params, Stream};
 use jaque_core::notifier::{
@@ -723,6 +724,11 @@ impl Sim {
         self.notify.slots[s].run(role);
         let inc = self.notify.slots[s].inc;
         self.tr(|| format!("n{} starts as incarnation {inc}", s + 1));
+        // From the latest snapshot, handed in before `Start` as the shell does: it follows the log after it.
+        if let Some(reader) = self.start_reader(Whose::Notifier(s)) {
+            self.notify.slots[s].log.cursor = reader.position();
+            self.nstep(s, Some(Input::Restore(Box::new(reader))), None);
+        }
         self.nstep(s, Some(Input::Start), None);
         let d = self.notify.slots[s].rng.random_range(0..=self.params.boot_delay_max_ms);
         self.after(d, Ev::Notify(NEv::Boot { slot: s, inc }));
@@ -1033,16 +1039,20 @@ impl Sim {
         }
     }
 
+    /// Notifier `s`'s log follower hands it every entry up to `upto` it has not read, passing over purged ones.
     fn ndeliver_log(&mut self, s: usize, upto: u64) {
         let upto = upto.min(self.log.len());
         while self.notify.slots[s].log.cursor < upto && self.violation.is_none() && self.notify.slots[s].is_running() {
             let seq = self.notify.slots[s].log.cursor + 1;
             self.notify.slots[s].log.cursor = seq;
+            if !self.log.present(seq) {
+                continue;
+            }
             let entry = self.log.entry(seq).clone();
             self.nstep(s, Some(Input::Log { seq, entry }), None);
         }
         let cur = self.notify.slots[s].log.cursor;
-        if cur > 0 && self.notify.slots[s].is_running() && self.nduplicate(s) {
+        if cur > 0 && self.notify.slots[s].is_running() && self.nduplicate(s) && self.log.present(cur) {
             let entry = self.log.entry(cur).clone();
             self.nstep(s, Some(Input::Log { seq: cur, entry }), None);
         }
@@ -1066,7 +1076,7 @@ impl Sim {
 
     /// One step of notifier `s`: an input (or its timer), its self-check, every output carried out, the timer
     /// re-armed. `attempt` is the send a `Sent` answers.
-    fn nstep(&mut self, s: usize, input: Option<Input>, attempt: Option<u64>) {
+    pub(super) fn nstep(&mut self, s: usize, input: Option<Input>, attempt: Option<u64>) {
         if self.violation.is_some() {
             return;
         }
@@ -1087,6 +1097,7 @@ impl Sim {
         }
         let role = self.notify.slots[s].role.as_mut().expect("step of a running notifier");
         let failed = role.n.counters.failed;
+        let lost_before = role.n.role().counters.objects_lost_history;
         match input {
             Some(i) => role.n.handle(now, i),
             None => role.n.handle_timeout(now),
@@ -1096,6 +1107,11 @@ impl Sim {
         if let Err(e) = role.n.check_invariants() {
             self.fail(Category::Safety, "notifier self-check", format!("n{}: {e}", s + 1));
             return;
+        }
+        let lost = role.n.role().counters.objects_lost_history - lost_before;
+        if lost > 0 {
+            let named: Vec<_> = role.n.role().history_lost().iter().cloned().collect();
+            self.note_lost_history(LostBy::Notifier, Whose::Notifier(s), lost, named.iter());
         }
         if let Some(a) = attempt.filter(|_| gave_up) {
             let at = &self.notify.attempts[a as usize];
@@ -1166,8 +1182,7 @@ impl Sim {
             self.tr(|| line);
         }
         match out {
-            // The simulated log has no holes yet (nothing purges it): no snapshot is ever asked for.
-            Output::NeedSnapshot { covering } => unreachable!("a hole at {covering} in a log that is never purged"),
+            Output::NeedSnapshot { covering } => self.need_snapshot(Whose::Notifier(s), covering),
             Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => self.nheartbeat(s, member, ttl),
             Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
                 let now = self.now;
@@ -1327,9 +1342,8 @@ impl Sim {
                 Input::Progress { token, result: Ok(out) }
             }
             StoreOp::Replay { token, from, to } => {
-                let len = self.log.len();
-                let entries = (from.max(1)..=to.min(len)).map(|seq| (seq, self.log.entry(seq).clone())).collect();
-                Input::Replayed { token, result: Ok((to.min(len), entries)) }
+                let upto = to.min(self.log.len());
+                Input::Replayed { token, result: Ok((upto, self.log.read_range(from, upto))) }
             }
             StoreOp::Write { op, object, endpoint, record, expect } => {
                 let value = serde_json::to_string(&record).expect("a record serializes");
@@ -1458,13 +1472,17 @@ impl Sim {
             let n = self.notify.delivered.entry((ep, rec.seq)).or_default();
             *n += 1;
             if *n == 1 {
+                // A transition said lost (purged) whose claim was orphaned at a fault may still come from the
+                // notifier that held it, after the next owner, which could not send it, went on to later ones.
+                let late = self.lost_to_purge(LostBy::Notifier, rec.seq, &rec.object)
+                    && self.notify.orphaned.contains(&(rec.by.clone(), id, rec.object.clone(), rec.seq));
                 let last = self.notify.first.entry((ep, rec.object.clone())).or_default();
-                if rec.seq <= *last {
+                if rec.seq <= *last && !late {
                     let msg = format!("{what}: its first delivery came after that of seq {} of the same object", *last);
                     self.fail(Category::Safety, "9 notifications", msg);
                     return;
                 }
-                *last = rec.seq;
+                *last = (*last).max(rec.seq);
             }
         }
     }
@@ -1476,7 +1494,8 @@ impl Sim {
     }
 
     /// The deliveries invariant 9 requires up to log position `cutoff` that have not arrived: how many, and
-    /// the first few.
+    /// the first few. A transition purged before it was delivered is not required if a notifier said its
+    /// object lost history over it (issue 11).
     fn missing(&self, cutoff: u64) -> (usize, Vec<String>) {
         let mut n = 0;
         let mut first = Vec::new();
@@ -1491,7 +1510,10 @@ impl Sim {
             };
             for (seq, t) in self.notify.transitions.range(start + 1..).take_while(|(seq, _)| **seq <= cutoff) {
                 let key = (i, *seq);
-                if !self.notify.delivered.contains_key(&key) && !self.notify.gave_up.contains(&key) {
+                if !self.notify.delivered.contains_key(&key)
+                    && !self.notify.gave_up.contains(&key)
+                    && !self.lost_to_purge(LostBy::Notifier, *seq, &t.object)
+                {
                     n += 1;
                     if first.len() < 5 {
                         first.push(format!("hook{} never got seq {seq} ({}, landed at {})", i + 1, t.object, t.at));
@@ -1541,7 +1563,8 @@ impl Sim {
                     if let Some(g) = gap.get(&t.object) {
                         return Err(format!("hook{} got seq {seq} of {} but never seq {g} before it", i + 1, t.object));
                     }
-                } else if !self.notify.gave_up.contains(&key) {
+                } else if !self.notify.gave_up.contains(&key) && !self.lost_to_purge(LostBy::Notifier, *seq, &t.object)
+                {
                     gap.entry(&t.object).or_insert(*seq);
                 }
             }
@@ -1721,6 +1744,7 @@ fn brief_input(i: &Input) -> String {
         Input::Replayed { token, result: Ok((upto, entries)) } => {
             format!("replayed #{token} up to {upto}: {} entries", entries.len())
         }
+        Input::Restore(r) => format!("restore: the snapshot at {}", r.position()),
         other => format!("{other:?}"),
     }
 }

@@ -33,6 +33,8 @@ pub struct Process<R> {
     pub(super) store_in_cut: u32,
     /// Scenarios: the log follower is held (a slow reader); released with a catch-up.
     pub(super) log_held: bool,
+    /// A load of the latest snapshot is out (the shell's one at a time).
+    pub(super) loading: bool,
 }
 
 /// How far a follower (of the log, or of the membership bucket) has read, and when its last delivery is
@@ -72,6 +74,7 @@ impl<R> Process<R> {
             store_out_cut: 0,
             store_in_cut: 0,
             log_held: false,
+            loading: false,
         }
     }
 
@@ -107,6 +110,7 @@ impl<R> Process<R> {
         self.armed = None;
         self.paused_until = None;
         self.leave_started = None;
+        self.loading = false;
     }
 
     pub(super) fn run(&mut self, role: R) {

@@ -12,6 +12,7 @@
 //! itself goes down now and then on its own schedule. Everything here draws from the sinks' own streams.
 
 use super::process::Process;
+use super::snapshots::{LostBy, Whose};
 use super::sql::{degraded_event, Answer, Pending, Req, Sql, MARKER};
 use super::{exp, log::brief_entry, Category, Ev, Phase, Sim};
 use crate::params::{mix, stream, FaultKind, Params, Stream};
@@ -328,13 +329,18 @@ impl Sim {
         self.sinks.sql.lose_answers = n;
     }
 
-    /// Starts (or restarts) sink `s` as a new incarnation.
+    /// Starts (or restarts) sink `s` as a new incarnation, from the latest snapshot if there is one (handed in
+    /// before `Start`, as the shell does): it follows the log from the position after it.
     pub fn start_sink(&mut self, s: usize) {
         self.sinks.procs[s].begin(self.now);
         let cfg = config(&self.params, self.sinks.procs[s].member());
         self.sinks.procs[s].run(SinkRole { sink: Sink::new(cfg), writes: BTreeMap::new() });
         let inc = self.sinks.procs[s].inc;
         self.tr(|| format!("s{} starts as incarnation {inc}", s + 1));
+        if let Some(reader) = self.start_reader(Whose::Sink(s)) {
+            self.sinks.procs[s].log.cursor = reader.position();
+            self.sink_step(s, Some(Input::Restore(Box::new(reader))));
+        }
         self.sink_step(s, Some(Input::Start));
         let d = self.sinks.procs[s].rng.random_range(0..=self.params.boot_delay_max_ms);
         self.after(d, Ev::Sink(SinkEv::Boot { s, inc }));
@@ -793,17 +799,25 @@ impl Sim {
         self.sink_step(s, Some(Input::CaughtUp));
     }
 
-    /// Sink `s`'s log follower hands it every entry up to `upto` it has not read (sometimes the last twice).
+    /// Sink `s`'s log follower hands it every entry up to `upto` it has not read, passing over purged ones
+    /// (sometimes the last twice).
     fn sink_deliver_log(&mut self, s: usize, upto: u64) {
         let upto = upto.min(self.log.len());
         while self.sinks.procs[s].log.cursor < upto && self.violation.is_none() && self.sinks.procs[s].is_running() {
             let seq = self.sinks.procs[s].log.cursor + 1;
             self.sinks.procs[s].log.cursor = seq;
+            if !self.log.present(seq) {
+                continue;
+            }
             let entry = self.log.entry(seq).clone();
             self.sink_step(s, Some(Input::Log { seq, entry }));
         }
         let cur = self.sinks.procs[s].log.cursor;
-        if cur > 0 && self.sinks.procs[s].is_running() && self.sink_chance(self.params.duplicate) {
+        if cur > 0
+            && self.sinks.procs[s].is_running()
+            && self.sink_chance(self.params.duplicate)
+            && self.log.present(cur)
+        {
             let entry = self.log.entry(cur).clone();
             self.sink_step(s, Some(Input::Log { seq: cur, entry }));
         }
@@ -859,6 +873,7 @@ impl Sim {
             _ => None,
         };
         let skipped_before = role.sink.counters.rows_skipped;
+        let lost_before = role.sink.role().counters.objects_lost_history;
         match input {
             Some(i) => role.sink.handle(now, i),
             None => role.sink.handle_timeout(now),
@@ -869,6 +884,11 @@ impl Sim {
         let done = role.sink.is_done();
         if let Err(e) = checked {
             return self.fail(Category::Safety, "sink self-check", format!("s{}: {e}", s + 1));
+        }
+        let lost = role.sink.role().counters.objects_lost_history - lost_before;
+        if lost > 0 {
+            let named: Vec<_> = role.sink.role().history_lost().iter().cloned().collect();
+            self.note_lost_history(LostBy::Sink, Whose::Sink(s), lost, named.iter());
         }
         if skipped > 0 {
             // The sink skips a row only answering a refused transaction of that one row (and its object's).
@@ -919,8 +939,7 @@ impl Sim {
             self.tr(|| line);
         }
         match out {
-            // The simulated log has no holes yet (nothing purges it): no snapshot is ever asked for.
-            Output::NeedSnapshot { covering } => unreachable!("a hole at {covering} in a log that is never purged"),
+            Output::NeedSnapshot { covering } => self.need_snapshot(Whose::Sink(s), covering),
             Output::Membership(MembershipOutput::PutHeartbeat { bucket, member, ttl }) => {
                 let p = &self.sinks.procs[s];
                 let (hb_loss, can_send) = (p.hb_loss > 0, p.can_send());
@@ -960,7 +979,7 @@ impl Sim {
         }
         let end = to.min(self.log.len());
         let upto = if end > from && self.sink_chance(0.2) { self.sinks.rng.random_range(from..end) } else { end };
-        let entries = (from.max(1)..=upto).map(|seq| (seq, self.log.entry(seq).clone())).collect();
+        let entries = self.log.read_range(from, upto);
         let d = self.sink_delay(s) + self.sink_delay(s);
         self.after(d, Ev::Sink(SinkEv::Replayed { s, inc, token, result: Ok((upto, entries)) }));
     }
@@ -979,6 +998,7 @@ fn brief_input(i: &Input) -> String {
             Err(e) => format!("replayed {token}: {e}"),
         },
         Input::Written { batch, result } => format!("written {batch}: {result:?}"),
+        Input::Restore(r) => format!("restore: the snapshot at {}", r.position()),
         other => format!("{other:?}"),
     }
 }

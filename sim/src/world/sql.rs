@@ -13,10 +13,12 @@
 //!
 //! Invariant 10 (DESIGN §4) is checked here against the log, read independently through the oracle's
 //! verdicts: at every commit, no fenced or altered row and, per object, a prefix of its accepted events
-//! (skipped rows aside); at the end of the liveness phase, every accepted event exactly once, each object's
-//! row at its last accepted event, except exactly the rows the sinks counted as skipped.
+//! (skipped rows and purged events aside); at the end of the liveness phase, every accepted event exactly once,
+//! each object's row at its last accepted event, except exactly the rows the sinks counted as skipped and the
+//! events purged before any sink stored them whose loss a sink counted for their object (issue 11).
 
 use super::sink::SinkEv;
+use super::snapshots::LostBy;
 use super::{Category, Ev, Phase, Sim};
 use crate::params::mix;
 use jaque_core::role::{After, Owned};
@@ -323,12 +325,17 @@ impl Sim {
     }
 
     /// Per object, the store holds its accepted events up to some position and none after a gap (a counted
-    /// skip is no gap).
+    /// skip is no gap, nor is an event purged before any sink stored it: whether its loss was counted is
+    /// checked at the end).
     fn check_prefix(&mut self, o: &ObjectId) -> Result<(), String> {
-        let sk = &mut self.sinks;
+        let (sk, log) = (&mut self.sinks, &self.log);
         let Some(seqs) = sk.accepted.get(o) else { return Ok(()) };
         let ptr = sk.prefix.entry(o.clone()).or_insert(0);
-        while *ptr < seqs.len() && (sk.sql.copies(seqs[*ptr]) > 0 || sk.skipped_events.contains(&seqs[*ptr])) {
+        while *ptr < seqs.len() {
+            let seq = seqs[*ptr];
+            if sk.sql.copies(seq) == 0 && !sk.skipped_events.contains(&seq) && !log.purged(seq) {
+                break;
+            }
             *ptr += 1;
         }
         let covered = if *ptr == 0 { 0 } else { seqs[*ptr - 1] };
@@ -341,7 +348,8 @@ impl Sim {
     }
 
     /// Invariant 10 over the log up to `upto`: every accepted event there is in the store exactly once unless a
-    /// sink counted it skipped, no other row is, and each object's row is at least at its last accepted event
+    /// sink counted it skipped or it was purged before any sink stored it and a sink said its object lost
+    /// history over a range that holds it (`Sim::lost_to_purge`), no other row is, and each object's row is at least at its last accepted event
     /// up to `upto` (unless a row at least that new was counted skipped); a row at the object's very last event holds what
     /// the log says of the object.
     pub fn check_sink_store_upto(&self, upto: u64) -> Result<(), String> {
@@ -362,6 +370,15 @@ impl Sim {
             match sk.sql.copies(seq) {
                 1 => {}
                 0 if sk.skipped_events.contains(&seq) => {}
+                0 if self.lost_to_purge(LostBy::Sink, seq, &e.object) => {}
+                0 if self.log.purged(seq) => {
+                    return Err(format!(
+                        "the accepted event at {seq} ({}) was purged before any sink stored it, and no sink said {} lost history over it ({:?})",
+                        e.object,
+                        e.object,
+                        self.lost_history(LostBy::Sink, &e.object)
+                    ))
+                }
                 0 => return Err(format!("the accepted event at {seq} ({}) is not in the store", e.object)),
                 n => return Err(format!("the accepted event at {seq} ({}) is in the store {n} times", e.object)),
             }

@@ -1,0 +1,672 @@
+//! Snapshots and compaction (issue 11), carried out for the core as the shell does (`shell/src/snapshots.rs`,
+//! the `WriteSnapshot`, `Purge` and `NeedSnapshot` arms of its role loops), and the checker of invariant 11.
+//!
+//! **The store** keeps snapshots by position, the newest two (`SNAPSHOTS_KEPT` in `shell/src/coord`), so a
+//! late write of an older one never hides a newer one. An engine's `WriteSnapshot` reaches it after the
+//! network and the store's own time and is answered with `SnapshotWritten`; in the safety phase a write may be
+//! refused, stored with its answer lost, or stored after its client gave up (an object store put on NATS is
+//! no more certain than a publish). A `Purge` removes the log's events below its position from what processes
+//! read (`log.rs`); the oracle and the checkers keep the whole log.
+//!
+//! **Readers** start from the latest snapshot: an engine with `Engine::with_reader`, a sink or notifier with
+//! `Restore` before `Start`, each following the log from the position after it (a process cut from the store
+//! starts from the log's first position, as the shell does when the load fails, and meets the hole there). A
+//! reader that meets a hole asks with `NeedSnapshot`; one load at a time, the latest snapshot is read after a
+//! delay and handed in as `Restore` — through `wire::encode_snapshot` and `decode_snapshot`, so its bytes are
+//! exercised — if it reaches the hole; if the reader jumped, its log is delivered again from the position after
+//! the snapshot (the shell's refollow). A snapshot short of the hole is not handed in: the core asks again at
+//! its next heartbeat.
+//!
+//! **Lost history**: after every step of a sink or notifier, the objects its resumes found with purged history
+//! (`LogRole::history_lost`) are recorded with their ranges; invariants 9 and 10 let an accepted event be
+//! missing only when it was purged and such a range of its object holds it.
+//!
+//! **Invariant 11**: at sampled moments — a snapshot landing in the store, a log entry landing (then the reader
+//! of a random running process is snapshotted: any position, lagging or at a hole), and the end of the run
+//! (the older stored snapshot) — a reader is started from the snapshot through the wire and fed the log after it as
+//! processes now read it. At its own position and at every position it reads it must hold what the oracle held
+//! there (as invariant 2 asks of engines); it must report a hole exactly where purged positions are skipped;
+//! and if it reads to the end of the log it must hold exactly the oracle's state (all of it: objects, epoch
+//! records, applied command ids, log clock and its marks, counters but the duplicate deliveries it saw).
+//! Engines that jumped are held to invariants 1–8 as any engine (agreement is checked at the position they
+//! jumped to).
+
+use super::{Category, Ev, Phase, Sim};
+use crate::params::{stream, Stream};
+use jaque_core::log::{LogReader, Read, ReaderSnapshot};
+use jaque_core::{wire, ObjectId, Time};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How many snapshots the store keeps (the shell's `SNAPSHOTS_KEPT`).
+const KEPT: usize = 2;
+
+/// How many readers the checker of invariant 11 starts from snapshots in a run, of each kind (stored ones as
+/// they land, random processes' readers as entries land), spread over the safety phase: each costs the state
+/// plus the tail, so a fixed number keeps a long run's checks from growing with the square of its log; and fewer
+/// in a world of more than `SAMPLED_OBJECTS` objects, whose state costs more to copy and compare.
+const SAMPLES: u64 = 8;
+const SAMPLED_OBJECTS: u64 = 100;
+
+/// A process whose reader asks for a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Whose {
+    Engine(usize),
+    Sink(usize),
+    Notifier(usize),
+}
+
+impl std::fmt::Display for Whose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Whose::Engine(n) => write!(f, "e{}", n + 1),
+            Whose::Sink(s) => write!(f, "s{}", s + 1),
+            Whose::Notifier(k) => write!(f, "n{}", k + 1),
+        }
+    }
+}
+
+/// The snapshot store's and the readers' events.
+#[derive(Clone, Debug)]
+pub(super) enum SnapEv {
+    /// Engine `node`'s write reaches the store: stored unless refused; answered if its client still waits
+    /// (`answer_by`), else its timeout answers.
+    Land {
+        node: usize,
+        inc: u64,
+        snapshot: Box<ReaderSnapshot>,
+        refused: bool,
+        answer_by: Option<Time>,
+    },
+    /// The store's answer to the write of the snapshot at `position`.
+    Written {
+        node: usize,
+        inc: u64,
+        position: u64,
+        result: Result<(), String>,
+    },
+    Purge {
+        below: u64,
+    },
+    /// A reader's load of the latest snapshot reaches the store.
+    Read {
+        whose: Whose,
+        inc: u64,
+        covering: u64,
+        answer_by: Time,
+    },
+    /// Its answer (`None`: nothing stored, or the load failed).
+    Loaded {
+        whose: Whose,
+        inc: u64,
+        covering: u64,
+        snapshot: Option<Box<ReaderSnapshot>>,
+    },
+}
+
+impl SnapEv {
+    pub fn code(&self) -> u64 {
+        match self {
+            SnapEv::Land { .. } => 1,
+            SnapEv::Written { .. } => 2,
+            SnapEv::Purge { .. } => 3,
+            SnapEv::Read { .. } => 4,
+            SnapEv::Loaded { .. } => 5,
+        }
+    }
+}
+
+/// What snapshots and compaction did in a run, for reports.
+#[derive(Clone, Debug, Default)]
+pub struct SnapStats {
+    /// `WriteSnapshot` outputs; writes stored (late ones too); refused; stored with their answer lost; stored
+    /// after their client gave up.
+    pub writes: u64,
+    pub stored: u64,
+    pub refused: u64,
+    pub answers_lost: u64,
+    pub late: u64,
+    /// Purges that reached the store, and the highest point purged below.
+    pub purges: u64,
+    pub purged_below: u64,
+    /// Processes started from a snapshot; loads after `NeedSnapshot`; those that made a reader jump.
+    pub starts: u64,
+    pub loads: u64,
+    pub jumps: u64,
+    /// Objects the sinks and the notifiers said lost history (each time a resume says so).
+    pub lost_sink: u64,
+    pub lost_notifier: u64,
+    /// Readers invariant 11 started from a snapshot: all, those that read to the log's end, those that stopped
+    /// at a hole.
+    pub checks: u64,
+    pub checks_to_end: u64,
+    pub checks_at_hole: u64,
+}
+
+pub(super) struct Snaps {
+    /// The store: snapshots by position, the newest `KEPT`.
+    stored: BTreeMap<u64, ReaderSnapshot>,
+    /// The store's faults and latencies.
+    rng: ChaCha8Rng,
+    /// The checker's samples (never moves the world), and when it takes the next of each kind.
+    sample: ChaCha8Rng,
+    next_stored_check: Time,
+    next_process_check: Time,
+    /// Per object, the ranges `(stored, last]` a sink (a notifier) said its purged events were lost from.
+    sink_lost: BTreeMap<ObjectId, Vec<(u64, u64)>>,
+    notifier_lost: BTreeMap<ObjectId, Vec<(u64, u64)>>,
+    pub stats: SnapStats,
+}
+
+impl Snaps {
+    pub fn new(seed: u64) -> Snaps {
+        Snaps {
+            stored: BTreeMap::new(),
+            rng: stream(seed, Stream::Snapshots, 0),
+            sample: stream(seed, Stream::Snapshots, 1),
+            next_stored_check: Time::ZERO,
+            next_process_check: Time::ZERO,
+            sink_lost: BTreeMap::new(),
+            notifier_lost: BTreeMap::new(),
+            stats: SnapStats::default(),
+        }
+    }
+}
+
+/// Which role's lost history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LostBy {
+    Sink,
+    Notifier,
+}
+
+/// Runs `$body` with `$p` bound to the process of `$whose`, whatever its role.
+macro_rules! with_process {
+    ($sim:expr, $whose:expr, $p:ident => $body:expr) => {
+        match $whose {
+            Whose::Engine(i) => {
+                let $p = &mut $sim.nodes[i];
+                $body
+            }
+            Whose::Sink(i) => {
+                let $p = &mut $sim.sinks.procs[i];
+                $body
+            }
+            Whose::Notifier(i) => {
+                let $p = &mut $sim.notify.slots[i];
+                $body
+            }
+        }
+    };
+}
+
+/// A snapshot's state without what depends on how the log reached its reader (duplicate deliveries).
+fn comparable(r: &LogReader) -> ReaderSnapshot {
+    let mut s = r.snapshot();
+    s.counters.duplicate_positions_total = 0;
+    s
+}
+
+/// The first part in which two reader states differ.
+fn first_difference(a: &ReaderSnapshot, b: &ReaderSnapshot) -> String {
+    if a.position != b.position {
+        return format!("position {} vs {}", a.position, b.position);
+    }
+    if a.epochs != b.epochs {
+        return format!("epoch records ({} vs {})", a.epochs.len(), b.epochs.len());
+    }
+    if a.objects != b.objects {
+        let differs = a.objects.iter().zip(&b.objects).find(|(x, y)| x != y).map(|(x, _)| x.0.to_string());
+        return format!("objects ({} vs {}; first differing {differs:?})", a.objects.len(), b.objects.len());
+    }
+    if a.applied != b.applied {
+        return format!("applied command ids ({} vs {})", a.applied.len(), b.applied.len());
+    }
+    if a.log_time != b.log_time || a.marks != b.marks {
+        return format!("log clock {} vs {} ({} vs {} marks)", a.log_time, b.log_time, a.marks.len(), b.marks.len());
+    }
+    format!("counters {:?} vs {:?}", a.counters, b.counters)
+}
+
+impl Sim {
+    // ---- public API of scenarios and tests ----
+
+    pub fn snap_stats(&self) -> &SnapStats {
+        &self.snaps.stats
+    }
+
+    /// The positions of the snapshots in the store.
+    pub fn stored_snapshots(&self) -> Vec<u64> {
+        self.snaps.stored.keys().copied().collect()
+    }
+
+    /// Events below this position are purged from what processes read.
+    pub fn purged_below(&self) -> u64 {
+        self.log.purged_below()
+    }
+
+    /// Whether the entry at `seq` is an event purged from what processes read.
+    pub fn is_purged(&self, seq: u64) -> bool {
+        self.log.purged(seq)
+    }
+
+    /// The ranges `(stored, last]` of `object` whose purged events a sink (or a notifier) said it lost.
+    pub fn lost_history(&self, by: LostBy, object: &ObjectId) -> &[(u64, u64)] {
+        let lost = match by {
+            LostBy::Sink => &self.snaps.sink_lost,
+            LostBy::Notifier => &self.snaps.notifier_lost,
+        };
+        lost.get(object).map_or(&[], |v| v.as_slice())
+    }
+
+    /// Whether the accepted event at `seq` of `object` may be missing from what `by` made of the log: it was
+    /// purged, and a range its role said lost holds it.
+    pub fn lost_to_purge(&self, by: LostBy, seq: u64, object: &ObjectId) -> bool {
+        self.log.purged(seq) && self.lost_history(by, object).iter().any(|(stored, last)| *stored < seq && seq <= *last)
+    }
+
+    /// Scenarios: purges the log's events below `below` at once, as a purge landing now would.
+    pub fn purge_now(&mut self, below: u64) {
+        self.purge_land(below);
+    }
+
+    // ---- the engines' writes and purges ----
+
+    /// Store-side latency of one request, and one hop to or from a process (clogged: held for seconds).
+    fn store_ms(&mut self) -> u64 {
+        self.snaps.rng.random_range(1..=self.params.snapshots.store_ms_max.max(1))
+    }
+
+    fn hop_ms(&mut self, whose: Whose) -> u64 {
+        let clogged = with_process!(self, whose, p => p.clog > 0);
+        let mut d = 1 + self.snaps.rng.random_range(0..=self.params.net_delay_max_ms);
+        if clogged {
+            d += self.snaps.rng.random_range(500..=3_000);
+        }
+        d
+    }
+
+    /// Engine `n`'s `WriteSnapshot`.
+    pub(super) fn write_snapshot(&mut self, n: usize, snapshot: Box<ReaderSnapshot>) {
+        self.snaps.stats.writes += 1;
+        let (inc, position) = (self.nodes[n].inc, snapshot.position);
+        let timeout = self.params.append_timeout_ms;
+        let by = self.now + Duration::from_millis(timeout);
+        let timed_out = |inc| Ev::Snap(SnapEv::Written { node: n, inc, position, result: Err("timeout".into()) });
+        if !self.nodes[n].can_send() {
+            self.after(timeout, timed_out(inc));
+            return;
+        }
+        let k = &self.params.snapshots;
+        let (fail, lost, late) = (k.write_fail, k.write_fail + k.answer_loss, k.write_fail + k.answer_loss + k.late);
+        let roll: f64 = if self.phase == Phase::Safety { self.snaps.rng.random() } else { 1.0 };
+        let there = self.hop_ms(Whose::Engine(n)) + self.store_ms();
+        let land = |refused, answer_by| Ev::Snap(SnapEv::Land { node: n, inc, snapshot, refused, answer_by });
+        if roll < fail {
+            self.after(there, land(true, Some(by)));
+        } else if roll < lost {
+            self.snaps.stats.answers_lost += 1;
+            self.after(there, land(false, None));
+            self.after(timeout, timed_out(inc));
+        } else if roll < late {
+            self.snaps.stats.late += 1;
+            let at = timeout + self.snaps.rng.random_range(1..=2_000);
+            self.after(at, land(false, None));
+            self.after(timeout, timed_out(inc));
+        } else {
+            self.after(there, land(false, Some(by)));
+        }
+    }
+
+    fn snapshot_land(&mut self, n: usize, inc: u64, snapshot: Box<ReaderSnapshot>, refused: bool, by: Option<Time>) {
+        let position = snapshot.position;
+        self.h(0x5_0a00 ^ position << 8 ^ u64::from(refused));
+        self.tr(|| {
+            format!(
+                "snapshot store: e{}'s snapshot at {position}: {}",
+                n + 1,
+                ["stored", "refused"][usize::from(refused)]
+            )
+        });
+        let result = if refused {
+            self.snaps.stats.refused += 1;
+            Err("the snapshot store refused the write".to_string())
+        } else {
+            self.snaps.stats.stored += 1;
+            if self.now >= self.snaps.next_stored_check {
+                self.snaps.next_stored_check = self.now + self.sample_period();
+                self.check_snapshot(&snapshot, &format!("the snapshot e{} stored at {position}", n + 1), true);
+            }
+            self.snaps.stored.insert(position, *snapshot);
+            while self.snaps.stored.len() > KEPT {
+                self.snaps.stored.pop_first();
+            }
+            Ok(())
+        };
+        let Some(by) = by else { return };
+        if !self.alive(n, inc) {
+            return;
+        }
+        let back = self.now + Duration::from_millis(self.hop_ms(Whose::Engine(n)));
+        let (at, result) =
+            if self.nodes[n].can_recv() && back <= by { (back, result) } else { (by, Err("timeout".into())) };
+        self.push(at, Ev::Snap(SnapEv::Written { node: n, inc, position, result }));
+    }
+
+    /// Engine `n`'s `Purge`: lost with its connection when the engine cannot reach the store (the next purge
+    /// covers its range too, as the shell's log line says).
+    pub(super) fn send_purge(&mut self, n: usize, below: u64) {
+        if self.nodes[n].can_send() {
+            let d = self.hop_ms(Whose::Engine(n)) + self.store_ms();
+            self.after(d, Ev::Snap(SnapEv::Purge { below }));
+        }
+    }
+
+    fn purge_land(&mut self, below: u64) {
+        self.snaps.stats.purges += 1;
+        self.log.purge(below);
+        self.snaps.stats.purged_below = self.log.purged_below();
+        self.h(0x5_0b00 ^ below << 8);
+        self.tr(|| format!("log: events below {below} purged"));
+    }
+
+    // ---- readers: starting from a snapshot, holes, restores ----
+
+    /// The snapshot's reader, through the wire's bytes (encoded and decoded as the shell stores and loads it);
+    /// `None` (and a violation) if they do not decode. That they hold what went in is the checker's to see.
+    fn through_wire(&mut self, snapshot: &ReaderSnapshot, what: &str) -> Option<LogReader> {
+        let bytes = wire::encode_snapshot(snapshot);
+        match wire::decode_snapshot(&bytes) {
+            Ok(reader) => Some(reader),
+            Err(e) => {
+                self.fail(Category::Safety, "11 snapshots", format!("{what} does not decode: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The reader a process starting now begins with: the latest stored snapshot, if it can reach the store.
+    pub(super) fn start_reader(&mut self, whose: Whose) -> Option<LogReader> {
+        let reaches = with_process!(self, whose, p => p.can_send() && p.can_recv());
+        let latest = self.snaps.stored.values().next_back().filter(|_| reaches)?.clone();
+        self.snaps.stats.starts += 1;
+        self.tr(|| format!("{whose} starts from the snapshot at {}", latest.position));
+        self.through_wire(&latest, &format!("the snapshot {whose} starts from"))
+    }
+
+    /// A reader's `NeedSnapshot`: the latest snapshot is loaded unless a load is out already.
+    pub(super) fn need_snapshot(&mut self, whose: Whose, covering: u64) {
+        let (inc, loading, reaches) = with_process!(self, whose, p => (p.inc, std::mem::replace(&mut p.loading, true), p.can_send() && p.can_recv()));
+        if loading {
+            return;
+        }
+        self.snaps.stats.loads += 1;
+        let timeout = self.params.append_timeout_ms;
+        let answer_by = self.now + Duration::from_millis(timeout);
+        if reaches {
+            let d = self.hop_ms(whose) + self.store_ms();
+            self.after(d, Ev::Snap(SnapEv::Read { whose, inc, covering, answer_by }));
+        } else {
+            self.push(answer_by, Ev::Snap(SnapEv::Loaded { whose, inc, covering, snapshot: None }));
+        }
+    }
+
+    fn snapshot_read(&mut self, whose: Whose, inc: u64, covering: u64, answer_by: Time) {
+        let (current, hears) = with_process!(self, whose, p => (p.is_current(inc), p.can_recv()));
+        if !current {
+            return;
+        }
+        let snapshot = self.snaps.stored.values().next_back().cloned().map(Box::new);
+        let back = self.now + Duration::from_millis(self.hop_ms(whose));
+        let (at, snapshot) = if hears && back <= answer_by { (back, snapshot) } else { (answer_by, None) };
+        self.push(at, Ev::Snap(SnapEv::Loaded { whose, inc, covering, snapshot }));
+    }
+
+    /// The load's answer: handed in as `Restore` when it reaches the hole; a reader that jumped follows the log
+    /// again from the position after the snapshot.
+    fn snapshot_loaded(&mut self, whose: Whose, inc: u64, covering: u64, snapshot: Option<Box<ReaderSnapshot>>) {
+        let (current, paused) = with_process!(self, whose, p => (p.is_current(inc), p.is_paused()));
+        if !current {
+            return;
+        }
+        if paused {
+            let ev = Ev::Snap(SnapEv::Loaded { whose, inc, covering, snapshot });
+            with_process!(self, whose, p => p.hold(ev));
+            return;
+        }
+        with_process!(self, whose, p => p.loading = false);
+        let Some(snapshot) = snapshot.filter(|s| s.position >= covering) else {
+            self.tr(|| format!("{whose}: no snapshot reaches the hole up to {covering} yet"));
+            return;
+        };
+        let Some(reader) = self.through_wire(&snapshot, &format!("the snapshot {whose} loaded")) else { return };
+        let before = self.reader_position(whose);
+        match whose {
+            Whose::Engine(n) => self.step(n, Some(jaque_core::Input::Restore(Box::new(reader)))),
+            Whose::Sink(s) => self.sink_step(s, Some(jaque_core::sink::Input::Restore(Box::new(reader)))),
+            Whose::Notifier(k) => self.nstep(k, Some(jaque_core::notifier::Input::Restore(Box::new(reader))), None),
+        }
+        let Some(after) = self.reader_position(whose).filter(|a| Some(*a) > before) else { return };
+        self.snaps.stats.jumps += 1;
+        self.tr(|| format!("{whose} jumped to the snapshot at {after}; follows the log from {}", after + 1));
+        if let Whose::Engine(n) = whose {
+            self.check_agreement(n, after);
+        }
+        self.refollow(whose, after);
+    }
+
+    /// Where the reader of `whose`'s running process stands.
+    fn reader_position(&self, whose: Whose) -> Option<u64> {
+        match whose {
+            Whose::Engine(n) => self.nodes[n].engine().map(|e| e.reader().position()),
+            Whose::Sink(s) => self.sinks.procs[s].sink().map(|k| k.role().reader().position()),
+            Whose::Notifier(k) => self.notify.slots[k].notifier().map(|n| n.role().reader().position()),
+        }
+    }
+
+    /// The shell follows the log again from after `position` (a new consumer): deliveries start there.
+    fn refollow(&mut self, whose: Whose, position: u64) {
+        let d = self.hop_ms(whose);
+        let end = self.log.len();
+        let due = self.now + Duration::from_millis(d);
+        let (inc, at) = with_process!(self, whose, p => {
+            p.log.cursor = position;
+            (p.inc, p.log.schedule(due))
+        });
+        let ev = match whose {
+            Whose::Engine(node) => Ev::LogDeliver { node, inc, upto: end },
+            Whose::Sink(s) => Ev::Sink(super::sink::SinkEv::LogDeliver { s, inc, upto: end }),
+            Whose::Notifier(slot) => Ev::Notify(super::notifier::NEv::LogDeliver { slot, inc, upto: end }),
+        };
+        self.push(at, ev);
+    }
+
+    /// The objects a step of a sink or notifier found with lost history: the last `new` of `named`.
+    pub(super) fn note_lost_history<'a>(
+        &mut self,
+        by: LostBy,
+        whose: Whose,
+        new: u64,
+        named: impl DoubleEndedIterator<Item = &'a (ObjectId, u64, u64)> + ExactSizeIterator,
+    ) {
+        if new == 0 {
+            return;
+        }
+        if new as usize > named.len() {
+            let msg = format!("{whose} counted {new} objects with lost history but names {}", named.len());
+            return self.fail(Category::Safety, "11 snapshots", msg);
+        }
+        let found: Vec<(ObjectId, u64, u64)> = named.rev().take(new as usize).cloned().collect();
+        let (lost, count) = match by {
+            LostBy::Sink => (&mut self.snaps.sink_lost, &mut self.snaps.stats.lost_sink),
+            LostBy::Notifier => (&mut self.snaps.notifier_lost, &mut self.snaps.stats.lost_notifier),
+        };
+        *count += new;
+        let said: Vec<String> = found.iter().map(|(o, stored, last)| format!("{o} ({stored}, {last}]")).collect();
+        for (object, stored, last) in found {
+            lost.entry(object).or_default().push((stored, last));
+        }
+        self.tr(|| format!("{whose} says these lost history to a purge: {}", said.join(", ")));
+    }
+
+    pub(super) fn snap_event(&mut self, e: SnapEv) {
+        match e {
+            SnapEv::Land { node, inc, snapshot, refused, answer_by } => {
+                self.snapshot_land(node, inc, snapshot, refused, answer_by)
+            }
+            SnapEv::Written { node, inc, position, result } => {
+                if !self.alive(node, inc) {
+                    return;
+                }
+                if self.nodes[node].is_paused() {
+                    self.nodes[node].hold(Ev::Snap(SnapEv::Written { node, inc, position, result }));
+                    return;
+                }
+                self.step(node, Some(jaque_core::Input::SnapshotWritten { position, result }));
+            }
+            SnapEv::Purge { below } => self.purge_land(below),
+            SnapEv::Read { whose, inc, covering, answer_by } => self.snapshot_read(whose, inc, covering, answer_by),
+            SnapEv::Loaded { whose, inc, covering, snapshot } => self.snapshot_loaded(whose, inc, covering, snapshot),
+        }
+    }
+
+    // ---- invariant 11 ----
+
+    /// The time to the checker's next sample of a kind: `SAMPLES` in a safety phase, give or take (fewer with
+    /// many objects).
+    fn sample_period(&mut self) -> Duration {
+        let size = (self.params.objects as u64).div_ceil(SAMPLED_OBJECTS).max(1);
+        let mean = (self.params.safety_ms / SAMPLES * size).max(1_000);
+        Duration::from_millis(self.snaps.sample.random_range(mean / 2..=mean * 3 / 2))
+    }
+
+    /// A log entry landed: now and then a random running process's reader is snapshotted and checked.
+    pub(super) fn sample_reader(&mut self) {
+        if self.violation.is_some() || self.now < self.snaps.next_process_check {
+            return;
+        }
+        self.snaps.next_process_check = self.now + self.sample_period();
+        let running = self.nodes.iter().enumerate().filter(|(_, p)| p.is_running()).map(|(n, _)| Whose::Engine(n));
+        let sinks = self.sinks.procs.iter().enumerate().filter(|(_, p)| p.is_running()).map(|(s, _)| Whose::Sink(s));
+        let notifiers =
+            self.notify.slots.iter().enumerate().filter(|(_, p)| p.is_running()).map(|(k, _)| Whose::Notifier(k));
+        let readers: Vec<Whose> = running.chain(sinks).chain(notifiers).collect();
+        if readers.is_empty() {
+            return;
+        }
+        let whose = readers[self.snaps.sample.random_range(0..readers.len())];
+        let snapshot = match whose {
+            Whose::Engine(n) => self.nodes[n].engine().map(|e| e.reader().snapshot()),
+            Whose::Sink(s) => self.sinks.procs[s].sink().map(|k| k.role().reader().snapshot()),
+            Whose::Notifier(k) => self.notify.slots[k].notifier().map(|n| n.role().reader().snapshot()),
+        }
+        .expect("a running process");
+        let what = format!("a snapshot of {whose}'s reader at {}", snapshot.position);
+        self.check_snapshot(&snapshot, &what, false);
+    }
+
+    /// The end of the run: a reader from the older stored snapshot (the longer tail) reads the log after it.
+    pub(super) fn final_snapshot_checks(&mut self) {
+        if let Some(s) = self.snaps.stored.values().next().cloned() {
+            self.check_snapshot(&s, &format!("the stored snapshot at {}", s.position), true);
+        }
+    }
+
+    /// Invariant 11 for one snapshot (see the module documentation); `wire`: through its bytes, as stored
+    /// snapshots are (a process's reader sampled in passing is restored directly: its bytes are those of any
+    /// snapshot, and every start and jump exercises them).
+    fn check_snapshot(&mut self, snapshot: &ReaderSnapshot, what: &str, wire: bool) {
+        if self.violation.is_some() {
+            return;
+        }
+        let restored = if wire {
+            self.through_wire(snapshot, what)
+        } else {
+            LogReader::from_snapshot(snapshot.clone())
+                .map_err(|e| self.fail(Category::Safety, "11 snapshots", format!("{what} does not restore: {e}")))
+                .ok()
+        };
+        let Some(mut reader) = restored else { return };
+        self.snaps.stats.checks += 1;
+        let fail = |sim: &mut Sim, msg: String| sim.fail(Category::Safety, "11 snapshots", format!("{what}: {msg}"));
+        let back = reader.snapshot();
+        if back != *snapshot {
+            return fail(self, format!("changed through the wire: {}", first_difference(&back, snapshot)));
+        }
+        let start = reader.position();
+        if start > 0 {
+            if let Some(why) = self.differs_from_oracle(&reader, start) {
+                return fail(self, format!("at its own position: {why}"));
+            }
+        }
+        let mut skipped = None;
+        for seq in start + 1..=self.log.len() {
+            if !self.log.present(seq) {
+                skipped.get_or_insert(seq);
+                continue;
+            }
+            let read = reader.read(seq, self.log.entry(seq));
+            match (read, skipped) {
+                (Read::Gap { expected, got }, Some(first)) if expected == first && got == seq => {
+                    self.snaps.stats.checks_at_hole += 1;
+                    return;
+                }
+                (Read::Gap { expected, got }, _) => {
+                    return fail(
+                        self,
+                        format!("reports a hole {expected}..{got}; the purged positions start at {skipped:?}"),
+                    );
+                }
+                (_, Some(first)) => {
+                    return fail(
+                        self,
+                        format!("read {seq} past the purged position {first} as if nothing were missing"),
+                    );
+                }
+                _ => {}
+            }
+            if let Some(why) = self.differs_from_oracle(&reader, seq) {
+                return fail(self, format!("after reading {seq}: {why}"));
+            }
+        }
+        if skipped.is_some() {
+            // Purged positions at the very end: nothing after them to show the hole.
+            self.snaps.stats.checks_at_hole += 1;
+            return;
+        }
+        let (mine, want) = (comparable(&reader), comparable(&self.oracle.reader));
+        if mine != want {
+            return fail(
+                self,
+                format!("at the end of the log it differs from the oracle: {}", first_difference(&mine, &want)),
+            );
+        }
+        self.snaps.stats.checks_to_end += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::params::{Params, SnapshotParams};
+
+    /// What `scripts/test.sh` sweeps (seeds 1..=200) draws of snapshots and compaction.
+    #[test]
+    fn the_ci_sweep_runs_snapshots_off_in_some_seeds_and_every_kind_of_compaction_in_the_others() {
+        let drawn: Vec<SnapshotParams> = (1..=200).map(|seed| Params::draw(seed).snapshots).collect();
+        let off = drawn.iter().filter(|k| !k.on).count();
+        assert!((20..70).contains(&off), "{off} of 200 seeds without snapshots");
+        let on: Vec<&SnapshotParams> = drawn.iter().filter(|k| k.on).collect();
+        for every in [5, 20, 50, 200] {
+            assert!(on.iter().any(|k| k.every == every), "every {every}");
+        }
+        // Purges that leave lagging readers nothing (0), ones that come only in long runs, and none at all.
+        for retention in [0, 10_000, 30_000, 7 * 24 * 3_600_000] {
+            assert!(on.iter().any(|k| k.retention_ms == retention), "retention {retention}ms");
+        }
+        assert!(on.iter().any(|k| k.interval_ms == 1_000) && on.iter().any(|k| k.interval_ms == 300_000));
+        assert!(on.iter().any(|k| k.write_fail > 0.0 && k.answer_loss > 0.0 && k.late > 0.0), "every store fault");
+        assert!(on.iter().any(|k| k.write_fail == 0.0 && k.answer_loss == 0.0 && k.late == 0.0), "a faultless store");
+    }
+}
