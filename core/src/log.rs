@@ -297,6 +297,12 @@ impl TimeMarks {
     }
 }
 
+/// How long, in log time, a reader remembers an object id that has no view (deleted, or named by a command
+/// before it existed): longer than any sensible `-log-retention`, since past the retention the events it stands
+/// for are purged anyway. A sink or notifier whose store is further behind than this on a deleted object does not
+/// learn of the delete.
+pub const TOMBSTONE_HORIZON: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// Follows the log: fence, fold, and the record of applied command ids.
 #[derive(Clone, Debug, Default)]
 pub struct LogReader {
@@ -305,10 +311,14 @@ pub struct LogReader {
     /// Whether any position was read yet: a log numbered from 0 has a real position 0 that can be re-delivered.
     started: bool,
     objects: BTreeMap<ObjectId, ObjectView>,
-    /// Every object id with an accepted event — deleted ones, and ones a command named that never existed, too —
-    /// with the position of its last one: what a sink or notifier starting from a snapshot needs to know which
-    /// objects its store may be behind on (an object's view records neither a delete nor an ignored event).
-    last_accepted: BTreeMap<ObjectId, u64>,
+    /// Object ids with accepted events that have no view — deleted ones, and ones a command named that never
+    /// existed — with the position and log time of their last one: with the views' `last_seq`, what a sink or
+    /// notifier starting from a snapshot needs to know which objects its store may be behind on. Forgotten
+    /// `TOMBSTONE_HORIZON` of log time after that event, so they stay bounded however many objects come and go.
+    tombstones: BTreeMap<ObjectId, (u64, Time)>,
+    /// The tombstones by log time (non-decreasing; an entry whose tombstone was replaced is skipped): what to
+    /// forget first.
+    tombstone_order: VecDeque<(Time, ObjectId)>,
     applied: BTreeMap<CommandId, Outcome>,
     /// The applied command ids by the log time they were applied at (non-decreasing): what to forget first.
     applied_order: VecDeque<(Time, CommandId)>,
@@ -352,12 +362,18 @@ impl LogReader {
         self.objects.get(id)
     }
 
-    /// The outcome a command id got when it was applied, if it was and is still within the window.
-    /// Every object id with an accepted event, deleted ones too, and the position of its last one.
-    pub fn last_accepted(&self) -> &BTreeMap<ObjectId, u64> {
-        &self.last_accepted
+    /// Every object id with an accepted event, deleted ones too (within `TOMBSTONE_HORIZON`), and the position
+    /// of its last one.
+    pub fn last_accepted(&self) -> impl Iterator<Item = (&ObjectId, u64)> {
+        self.objects.iter().map(|(id, v)| (id, v.last_seq)).chain(self.tombstones.iter().map(|(id, (s, _))| (id, *s)))
     }
 
+    /// The position of the last accepted event of `id`, deleted ones too (within `TOMBSTONE_HORIZON`).
+    pub fn last_accepted_of(&self, id: &ObjectId) -> Option<u64> {
+        self.objects.get(id).map(|v| v.last_seq).or_else(|| self.tombstones.get(id).map(|(s, _)| *s))
+    }
+
+    /// The outcome a command id got when it was applied, if it was and is still within the window.
     pub fn applied(&self, id: &CommandId) -> Option<&Outcome> {
         self.applied.get(id)
     }
@@ -419,7 +435,11 @@ impl LogReader {
                 .zip(self.fence.records.iter().map(|(r, _)| r.clone()))
                 .collect(),
             objects: self.objects.iter().map(|(id, v)| (id.clone(), v.clone())).collect(),
-            last_accepted: self.last_accepted.iter().map(|(id, seq)| (id.clone(), *seq)).collect(),
+            tombstones: {
+                let mut t: Vec<_> = self.tombstones.iter().map(|(id, (seq, at))| (id.clone(), *seq, *at)).collect();
+                t.sort_by_key(|(_, seq, at)| (*at, *seq));
+                t
+            },
             applied: self.applied_order.iter().map(|(at, id)| (id.clone(), self.applied[id].clone(), *at)).collect(),
             log_time: self.log_time,
             marks: self.marks.0.iter().copied().collect(),
@@ -458,10 +478,16 @@ impl LogReader {
                 return Err(SnapshotError::Invalid(format!("{id} appears twice")));
             }
         }
-        for (id, seq) in s.last_accepted {
-            if seq > s.position || reader.last_accepted.insert(id.clone(), seq).is_some() {
+        for (id, seq, at) in s.tombstones {
+            if seq > s.position
+                || at > s.log_time
+                || reader.objects.contains_key(&id)
+                || reader.tombstone_order.back().is_some_and(|(last, _)| *last > at)
+                || reader.tombstones.insert(id.clone(), (seq, at)).is_some()
+            {
                 return Err(SnapshotError::Invalid(format!("{id}'s last accepted event out of place")));
             }
+            reader.tombstone_order.push_back((at, id));
         }
         for (id, outcome, at) in s.applied {
             if !matches!(outcome, Outcome::Applied { .. }) || reader.applied.insert(id.clone(), outcome).is_some() {
@@ -512,13 +538,9 @@ impl LogReader {
                 let key = hrw::key(event.object.as_str());
                 let verdict = self.fence.verdict_for_key(key, event.epoch, &event.writer);
                 let effect = if verdict.is_accepted() {
-                    match self.last_accepted.get_mut(&event.object) {
-                        Some(last) => *last = seq,
-                        None => {
-                            self.last_accepted.insert(event.object.clone(), seq);
-                        }
-                    }
-                    self.fold(seq, key, event)
+                    let effect = self.fold(seq, key, event);
+                    self.note_accepted(seq, &event.object);
+                    effect
                 } else {
                     self.counters.stale_epoch_total += 1;
                     Effect::None
@@ -558,6 +580,15 @@ impl LogReader {
             self.marks.advance(seq, self.log_time, at);
         }
         self.log_time = self.log_time.max(at);
+        while let Some((t, id)) = self.tombstone_order.front() {
+            if self.log_time.saturating_since(*t) <= TOMBSTONE_HORIZON {
+                break;
+            }
+            if self.tombstones.get(id).is_some_and(|(_, at)| at == t) {
+                self.tombstones.remove(id);
+            }
+            self.tombstone_order.pop_front();
+        }
         let Some(window) = self.idempotency_window() else { return };
         while let Some((applied_at, _)) = self.applied_order.front() {
             if self.log_time.saturating_since(*applied_at) <= window {
@@ -566,6 +597,20 @@ impl LogReader {
             let (_, id) = self.applied_order.pop_front().expect("front exists");
             self.applied.remove(&id);
             self.counters.commands_forgotten_total += 1;
+        }
+    }
+
+    /// Records `seq` as the last accepted event of `object`, whatever it did: on its view, or as a tombstone.
+    fn note_accepted(&mut self, seq: u64, object: &ObjectId) {
+        match self.objects.get_mut(object) {
+            Some(view) => {
+                view.last_seq = seq;
+                self.tombstones.remove(object);
+            }
+            None => {
+                self.tombstones.insert(object.clone(), (seq, self.log_time));
+                self.tombstone_order.push_back((self.log_time, object.clone()));
+            }
         }
     }
 
@@ -678,10 +723,10 @@ pub struct ReaderSnapshot {
     /// Each installed epoch record with its log position, in order.
     pub epochs: Vec<(u64, EpochRecord)>,
     pub objects: Vec<(ObjectId, ObjectView)>,
-    /// Every object id with an accepted event, deleted ones too, and the position of its last one (empty in a
-    /// snapshot from before it was kept: a role started from one knows only the objects' views).
+    /// Object ids with accepted events and no view (deleted, or never created) with the position and log time
+    /// of their last one, oldest first.
     #[serde(default)]
-    pub last_accepted: Vec<(ObjectId, u64)>,
+    pub tombstones: Vec<(ObjectId, u64, Time)>,
     /// The remembered command ids with their outcomes and the log time they were applied at, oldest first.
     pub applied: Vec<(CommandId, Outcome, Time)>,
     /// The log clock (see the module documentation).

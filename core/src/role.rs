@@ -183,9 +183,6 @@ pub struct LogRole {
     follow: Follower,
     /// HRW over this member's view of its bucket.
     owners: Ownership,
-    /// Every object id that ever had an accepted event, deleted ones too, with its last accepted position: a
-    /// gained object whose delete its previous owner never stored must still be resumed.
-    known: BTreeMap<ObjectId, u64>,
     resumes: VecDeque<Resume>,
     next_token: u64,
     work: VecDeque<Work>,
@@ -199,24 +196,14 @@ pub struct LogRole {
 
 /// A resume now ends at `position`: its held events are dropped (its replay reads them again), and an object
 /// the store already had complete has to be read again past its old end too.
-fn extend_resume(r: &mut Resume, position: u64, known: &BTreeMap<ObjectId, u64>) {
+fn extend_resume(r: &mut Resume, position: u64, reader: &LogReader) {
     r.held.clear();
     r.at = position;
     for (id, last) in r.objects.iter_mut() {
         if let Stage::Replaying { need, .. } = &mut r.stage {
             need.entry(id.clone()).or_insert(*last);
         }
-        *last = known.get(id).copied().unwrap_or(*last);
-    }
-}
-
-/// What a reader restored from a snapshot says of the objects with accepted events: each one's last position
-/// (from the objects' views too, for a snapshot written before it kept them all).
-fn learn_known(known: &mut BTreeMap<ObjectId, u64>, reader: &LogReader) {
-    let views = reader.objects().iter().map(|(id, v)| (id, v.last_seq));
-    for (id, seq) in views.chain(reader.last_accepted().iter().map(|(id, seq)| (id, *seq))) {
-        let last = known.entry(id.clone()).or_insert(seq);
-        *last = (*last).max(seq);
+        *last = reader.last_accepted_of(id).unwrap_or(*last);
     }
 }
 
@@ -230,14 +217,11 @@ impl LogRole {
     /// (`LogReader::last_accepted`), so it resumes whatever the store may lack of them.
     pub fn with_reader(cfg: RoleConfig, reader: LogReader) -> LogRole {
         let salt = hrw::key(cfg.me.id.as_str()) ^ cfg.me.incarnation;
-        let mut known = BTreeMap::new();
-        learn_known(&mut known, &reader);
         LogRole {
             follow: Follower::with_reader(cfg.bucket, cfg.me.clone(), cfg.ttl, reader),
             backoff: Backoff::new(cfg.retry_base, cfg.retry_max, salt),
             cfg,
             owners: Ownership::default(),
-            known,
             resumes: VecDeque::new(),
             next_token: 0,
             work: VecDeque::new(),
@@ -249,6 +233,12 @@ impl LogRole {
     }
 
     // ---- getters ----
+
+    /// Every object id with an accepted event, deleted ones too (within the reader's tombstone horizon): a
+    /// gained object whose delete its previous owner never stored must still be resumed.
+    fn known(&self) -> impl Iterator<Item = &ObjectId> {
+        self.follow.reader().last_accepted().map(|(id, _)| id)
+    }
 
     pub fn me(&self) -> &MemberRef {
         &self.cfg.me
@@ -322,7 +312,7 @@ impl LogRole {
         if self.follow.is_leaving() {
             return;
         }
-        let gained: Vec<ObjectId> = self.known.keys().filter(|id| self.owns(id)).cloned().collect();
+        let gained: Vec<ObjectId> = self.known().filter(|id| self.owns(id)).cloned().collect();
         self.push_resume(gained);
     }
 
@@ -358,12 +348,9 @@ impl LogRole {
         let read = self.follow.read(seq, entry);
         self.note_hole(had_hole);
         if let (Read::Event { verdict, .. }, LogEntry::Event(event)) = (&read, entry) {
-            if verdict.is_accepted() {
-                self.known.insert(event.object.clone(), seq);
-                if self.follow.is_caught_up() && self.owns(&event.object) {
-                    let after = After::Live(self.reader().object(&event.object).cloned());
-                    self.hand_out(Owned { seq, event: event.clone(), after });
-                }
+            if verdict.is_accepted() && self.follow.is_caught_up() && self.owns(&event.object) {
+                let after = After::Live(self.reader().object(&event.object).cloned());
+                self.hand_out(Owned { seq, event: event.clone(), after });
             }
         }
         read
@@ -388,18 +375,16 @@ impl LogRole {
             return false;
         }
         self.counters.restores += 1;
-        learn_known(&mut self.known, self.follow.reader());
         if !self.follow.is_caught_up() || self.follow.is_leaving() {
             return true;
         }
         let position = self.follow.reader().position();
         let mut resuming = BTreeSet::new();
         for r in &mut self.resumes {
-            extend_resume(r, position, &self.known);
+            extend_resume(r, position, self.follow.reader());
             resuming.extend(r.objects.keys().cloned());
         }
-        let rest: Vec<ObjectId> =
-            self.known.keys().filter(|id| self.owns(id) && !resuming.contains(*id)).cloned().collect();
+        let rest: Vec<ObjectId> = self.known().filter(|id| self.owns(id) && !resuming.contains(*id)).cloned().collect();
         self.push_resume(rest);
         true
     }
@@ -519,7 +504,7 @@ impl LogRole {
         if !self.follow.is_caught_up() || self.follow.is_leaving() {
             return;
         }
-        let owned: Vec<ObjectId> = self.known.keys().filter(|id| self.owns(id)).cloned().collect();
+        let owned: Vec<ObjectId> = self.known().filter(|id| self.owns(id)).cloned().collect();
         self.push_resume(owned);
     }
 
@@ -623,7 +608,7 @@ impl LogRole {
         if r.held.len() > max_held {
             // Read them again instead of holding them: the resume now ends here.
             self.counters.held_dropped += 1;
-            extend_resume(r, position, &self.known);
+            extend_resume(r, position, self.follow.reader());
         }
     }
 
@@ -634,7 +619,7 @@ impl LogRole {
         let objects = gained
             .into_iter()
             .map(|id| {
-                let last = self.known.get(&id).copied().unwrap_or(0);
+                let last = self.follow.reader().last_accepted_of(&id).unwrap_or(0);
                 (id, last)
             })
             .collect();
@@ -686,7 +671,7 @@ impl LogRole {
         }
         let me = &self.cfg.me;
         let (mut gained, mut lost) = (Vec::new(), Vec::new());
-        for id in self.known.keys() {
+        for (id, _) in self.follow.reader().last_accepted() {
             let key = hrw::key(id.as_str());
             let (was, is) = (before.is_owner(key, me), self.owners.is_owner(key, me));
             if is && !was {

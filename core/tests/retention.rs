@@ -92,3 +92,61 @@ fn a_week_long_retention_after_months_is_cut_within_a_fraction_of_it() {
     let bytes = wire::encode_snapshot(&r.snapshot()).len();
     assert!(bytes < 200_000, "snapshot of {bytes} bytes");
 }
+
+fn delete(i: u64, at: u64) -> LogEntry {
+    LogEntry::Event(Event {
+        object: ObjectId::new(format!("gone-{i}")).unwrap(),
+        epoch: 1,
+        writer: owner(),
+        at: Time(at),
+        command_id: None,
+        body: EventBody::Delete,
+    })
+}
+
+#[test]
+fn deleted_objects_are_remembered_for_the_tombstone_horizon_then_forgotten() {
+    // 10,000 objects created and deleted on day 0, then one event a day for 40 days.
+    let mut r = LogReader::new();
+    r.read(1, &epoch());
+    let day = 86_400_000u64;
+    let t0 = 1_700_000_000_000u64;
+    let mut seq = 1;
+    for i in 0..10_000 {
+        seq += 1;
+        let mut e = put(0, t0);
+        if let LogEntry::Event(ev) = &mut e {
+            ev.object = ObjectId::new(format!("gone-{i}")).unwrap();
+        }
+        r.read(seq, &e);
+        seq += 1;
+        r.read(seq, &delete(i, t0));
+    }
+    let gone = ObjectId::new("gone-17").unwrap();
+    // gone-17 was put at position 2 + 2 * 17 and deleted right after.
+    assert_eq!(r.last_accepted_of(&gone), Some(2 + 2 * 17 + 1), "a deleted object is known");
+    let big = wire::encode_snapshot(&r.snapshot()).len();
+    let mut day_10 = None;
+    for d in 1..=40 {
+        seq += 1;
+        r.read(seq, &put(d, t0 + d * day));
+        if d == 10 {
+            day_10 = Some(LogReader::from_snapshot(r.snapshot()).unwrap());
+        }
+        if d == 29 {
+            assert!(r.last_accepted_of(&gone).is_some(), "remembered within the horizon");
+        }
+    }
+    assert_eq!(r.last_accepted_of(&gone), None, "forgotten past the horizon");
+    assert!(r.last_accepted().all(|(id, _)| !id.as_str().starts_with("gone-")));
+    let small = wire::encode_snapshot(&r.snapshot()).len();
+    assert!(small * 20 < big, "the snapshot shrank back: {big} bytes with the tombstones, {small} after");
+    // A reader from a snapshot taken on day 10 forgets them at the same position.
+    let mut restored = day_10.unwrap();
+    let mut at = restored.position();
+    for d in 11..=40 {
+        at += 1;
+        restored.read(at, &put(d, t0 + d * day));
+    }
+    assert!(restored == r, "the reader from the day-10 snapshot differs");
+}
