@@ -37,14 +37,6 @@ use std::sync::Arc;
 use store::Store;
 use tokio::sync::{mpsc, watch};
 
-/// Ends the process when a part it cannot run without has stopped: a supervisor restarts it whole, which is
-/// simpler and safer than rebuilding a view that may have missed changes.
-pub fn fatal(msg: &str) -> ! {
-    let msg = nats::explain(msg);
-    tracing::error!("{msg}");
-    std::process::exit(1)
-}
-
 fn main() -> ExitCode {
     let argv = cli::normalize_args(std::env::args());
     let args = match cli::Args::try_parse_from(argv) {
@@ -113,8 +105,9 @@ async fn run(cfg: Config) -> Result<(), String> {
 
     let name = format!("jaque {me}");
     let needs_coordination = cfg.roles.engine || cfg.roles.ui || cfg.roles.notifier || cfg.roles.sink;
+    let ping = nats::ping_interval(cfg.ttl);
     let coord_link = match &cfg.coordination {
-        Endpoint::Nats(url) if needs_coordination => Some(nats::connect(url, &cfg.nats, &name).await?),
+        Endpoint::Nats(url) if needs_coordination => Some(nats::connect(url, &cfg.nats, &name, ping).await?),
         _ => None,
     };
     let coord = match &coord_link {
@@ -126,7 +119,7 @@ async fn run(cfg: Config) -> Result<(), String> {
     let queue_link = match &cfg.queue {
         Some(Endpoint::Nats(url)) if cfg.roles.engine || cfg.roles.worker => match &coord_link {
             Some(link) if &link.url == url => Some(link.clone()),
-            _ => Some(nats::connect(url, &cfg.nats, &name).await?),
+            _ => Some(nats::connect(url, &cfg.nats, &name, ping).await?),
         },
         _ => None,
     };
