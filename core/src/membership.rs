@@ -6,7 +6,7 @@
 
 use crate::model::{Bucket, MemberId, MemberRef};
 use crate::time::Time;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// A change to a bucket's keys, as a store watcher reports it.
@@ -24,6 +24,27 @@ pub enum MemberChange {
     Up(MemberRef),
     /// The key is gone: deleted on a clean leave, or expired.
     Down(MemberId),
+}
+
+impl MemberChange {
+    /// The member whose key changed.
+    pub fn id(&self) -> &MemberId {
+        match self {
+            MemberChange::Up(m) => &m.id,
+            MemberChange::Down(id) => id,
+        }
+    }
+}
+
+/// What a view must observe to catch up with a fresh snapshot of its bucket (`LiveSet::resync`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resync {
+    /// In revision order, each above the view's revision: feed them to the view (and to the member's
+    /// `Membership`) as if the watch had reported them.
+    pub observations: Vec<MemberObservation>,
+    /// Members that should go down but for which no revision was left (the store lost keys without writing
+    /// markers, say an operator purged the bucket). They stay live in the view: a caller logs them.
+    pub unplaced: Vec<MemberId>,
 }
 
 /// What a bucket's observers agree on: the live members as of a store revision.
@@ -68,6 +89,41 @@ impl LiveSet {
     /// Live members sorted by id (the epoch record's order).
     pub fn members(&self) -> Vec<MemberRef> {
         self.live.iter().map(|(id, inc)| MemberRef { id: id.clone(), incarnation: *inc }).collect()
+    }
+
+    /// Catches the view up with a fresh snapshot of the store after the watch that fed it was lost: `snapshot`
+    /// is the last change of every key still in the store (any bucket; a put, or a delete or expiry marker while
+    /// the marker lives), each at its real revision, and `upto` a revision the store had reached before the
+    /// snapshot was read, so every change a new watch reports after the snapshot is above it.
+    ///
+    /// Changes the view has already seen (not above its revision) are left out. A member the view holds live
+    /// that the snapshot does not name lost its key while the watch was away, and the marker that said so is
+    /// gone too (markers outlive a key by a bounded time): it goes down, at a revision of its own, the highest
+    /// still free at or below `upto`, above the view's, and not used by a change of this bucket in the
+    /// snapshot. There is one for each such member: the marker that removed its key had one in that range. So
+    /// revisions only grow, a later change is never taken for an old one, and the view never claims to have
+    /// seen the store past `upto`, where the snapshot shows it. (Observing the result in order makes the live
+    /// set the snapshot's.)
+    pub fn resync(&self, bucket: Bucket, snapshot: &[MemberObservation], upto: u64) -> Resync {
+        let ours: Vec<&MemberObservation> = snapshot.iter().filter(|o| o.bucket == bucket).collect();
+        let named: BTreeSet<&MemberId> = ours.iter().map(|o| o.change.id()).collect();
+        let mut observations: Vec<MemberObservation> =
+            ours.iter().filter(|o| o.rev > self.rev).map(|o| (*o).clone()).collect();
+        let taken: BTreeSet<u64> = observations.iter().map(|o| o.rev).collect();
+        let mut free = (self.rev + 1..=upto).rev().filter(|r| !taken.contains(r));
+        let mut unplaced = Vec::new();
+        for id in self.live.keys().filter(|id| !named.contains(id)) {
+            match free.next() {
+                Some(rev) => {
+                    observations.push(MemberObservation { bucket, rev, change: MemberChange::Down(id.clone()) })
+                }
+                None => unplaced.push(id.clone()),
+            }
+        }
+        observations.sort_by_key(|o| o.rev);
+        // A snapshot names each key once, so no two of its changes share a revision; kept strict regardless.
+        observations.dedup_by_key(|o| o.rev);
+        Resync { observations, unplaced }
     }
 
     /// Whether the live set is exactly `members` (sorted by id).
@@ -291,6 +347,92 @@ mod tests {
         ms.handle_observation(Time(0), &obs(2, MemberChange::Up(m("a", 5))));
         ms.handle_observation(Time(0), &obs(3, MemberChange::Up(m("a", 6))));
         assert_eq!(ms.id_conflicts_total, 1, "a second process with our id");
+    }
+
+    fn apply(view: &mut LiveSet, observations: &[MemberObservation]) {
+        for o in observations {
+            view.observe(o.rev, &o.change);
+        }
+    }
+
+    #[test]
+    fn members_missing_from_a_fresh_snapshot_go_down() {
+        let mut view = LiveSet::default();
+        for (rev, id) in [(3, "b"), (4, "c"), (5, "d")] {
+            view.observe(rev, &MemberChange::Up(m(id, 1)));
+        }
+        // While the watch was away: c's key expired (its marker is gone too), d refreshed, e joined; the store
+        // was at revision 12 when the snapshot was read. b was not written since the view saw it.
+        let snapshot = [
+            obs(3, MemberChange::Up(m("b", 1))),
+            obs(8, MemberChange::Up(m("d", 1))),
+            obs(9, MemberChange::Up(m("e", 1))),
+        ];
+        let r = view.resync(Bucket::Engine, &snapshot, 12);
+        assert!(r.unplaced.is_empty());
+        assert_eq!(
+            r.observations,
+            vec![
+                obs(8, MemberChange::Up(m("d", 1))),
+                obs(9, MemberChange::Up(m("e", 1))),
+                obs(12, MemberChange::Down(m("c", 1).id)),
+            ],
+            "what the view saw is not repeated; the missing member goes down at the highest free revision"
+        );
+        let ignored = view.ignored_total;
+        apply(&mut view, &r.observations);
+        assert_eq!(view.ignored_total, ignored, "no observation is taken for an old one");
+        assert_eq!(view.members(), vec![m("b", 1), m("d", 1), m("e", 1)]);
+        assert_eq!(view.rev(), 12);
+        assert!(view.observe(13, &MemberChange::Down(m("e", 1).id)), "the new watch's next change is taken");
+    }
+
+    #[test]
+    fn a_missing_members_down_never_takes_the_revision_of_a_snapshot_change() {
+        let mut view = LiveSet::default();
+        view.observe(4, &MemberChange::Up(m("b", 1)));
+        view.observe(5, &MemberChange::Up(m("c", 1)));
+        let snapshot = [obs(7, MemberChange::Up(m("b", 1)))];
+        let r = view.resync(Bucket::Engine, &snapshot, 7);
+        assert_eq!(
+            r.observations,
+            vec![obs(6, MemberChange::Down(m("c", 1).id)), obs(7, MemberChange::Up(m("b", 1)))],
+            "in revision order"
+        );
+        // No revision left above the view's: the store lost a key without a marker. Said, not invented.
+        let r = view.resync(Bucket::Engine, &[obs(6, MemberChange::Up(m("x", 1))), snapshot[0].clone()], 7);
+        assert_eq!(r.unplaced, vec![m("c", 1).id]);
+        assert_eq!(r.observations.len(), 2);
+    }
+
+    #[test]
+    fn a_marker_still_in_the_snapshot_is_the_members_down() {
+        let mut view = LiveSet::default();
+        view.observe(2, &MemberChange::Up(m("b", 1)));
+        let r = view.resync(Bucket::Engine, &[obs(6, MemberChange::Down(m("b", 1).id))], 9);
+        assert_eq!(r.observations, vec![obs(6, MemberChange::Down(m("b", 1).id))], "at its own revision");
+    }
+
+    #[test]
+    fn the_first_snapshot_is_the_snapshot_itself_and_other_buckets_are_left_out() {
+        let sink = MemberObservation { bucket: Bucket::Sink, rev: 2, change: MemberChange::Up(m("s", 1)) };
+        let snapshot = [obs(1, MemberChange::Up(m("a", 1))), sink, obs(3, MemberChange::Down(m("z", 1).id))];
+        let r = LiveSet::default().resync(Bucket::Engine, &snapshot, 3);
+        assert_eq!(r.observations, vec![snapshot[0].clone(), snapshot[2].clone()]);
+    }
+
+    #[test]
+    fn a_member_whose_own_key_is_missing_from_the_snapshot_writes_it_again_at_once() {
+        let mut ms = Membership::new(Bucket::Engine, m("a", 1), Duration::from_secs(9));
+        ms.join(Time(0));
+        ms.handle_observation(Time(1), &obs(1, MemberChange::Up(m("a", 1))));
+        drain(&mut ms);
+        // The watch was away longer than the ttl and the marker's life: the key expired unseen.
+        let r = ms.view().resync(Bucket::Engine, &[], 40);
+        for o in &r.observations {
+            ms.handle_observation(Time(30_000), o);
+        }
+        assert!(matches!(drain(&mut ms)[..], [MembershipOutput::PutHeartbeat { .. }]));
     }
 
     #[test]

@@ -110,7 +110,7 @@ impl EngineLoop {
                     Done::Restored(reader) => self.restore(reader, &mut follow).await?,
                     d => self.handle_done(d),
                 },
-                Some(req) = ui.recv() => self.handle_ui(req, follow.buckets()),
+                Some(req) = ui.recv() => self.handle_ui(req, &follow),
                 _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => {
                     self.engine.handle_timeout(now());
                 }
@@ -125,7 +125,15 @@ impl EngineLoop {
                 _ = tokio::time::sleep_until(leave_by.unwrap_or_else(far_future)), if leave_by.is_some() => break,
             }
             self.drain();
-            if self.ingress.is_none() && leave_by.is_none() && self.engine.is_ready() {
+            // Out of the ingress queue group while resyncing: its view of the log stops where the follower was
+            // lost, so it could learn no verdict in time and would answer each claimed write `unavailable`
+            // after the reply timeout, while an engine that follows the log can apply it.
+            if follow.is_resyncing() {
+                if let Some(leave) = self.ingress.take() {
+                    tracing::info!("resyncing: left the ingress queue group until the log is followed again");
+                    let _ = leave.send(());
+                }
+            } else if self.ingress.is_none() && leave_by.is_none() && self.engine.is_ready() {
                 self.join_ingress().await?;
             }
             if leave_by.is_some() && self.engine.is_idle() {
@@ -146,7 +154,7 @@ impl EngineLoop {
         let position = self.engine.reader().position();
         if position > before {
             tracing::info!(from = before, to = position, "jumped past a hole in the log to a snapshot");
-            follow.refollow_log(&self.coord, position + 1).await?;
+            follow.refollow_log(&self.coord, position + 1).await;
         }
         Ok(())
     }
@@ -248,7 +256,8 @@ impl EngineLoop {
         ReplyTo(n)
     }
 
-    fn handle_ui(&mut self, req: UiRequest, buckets: &Buckets) {
+    fn handle_ui(&mut self, req: UiRequest, follow: &Follower) {
+        let buckets = follow.buckets();
         let reader = self.engine.reader();
         match req {
             UiRequest::Write { cmd, reply } => {
@@ -267,6 +276,8 @@ impl EngineLoop {
             UiRequest::Health { reply } => {
                 let status = if self.engine.is_leaving() {
                     (false, "leaving".to_string())
+                } else if let Some(reason) = follow.resyncing() {
+                    (false, reason)
                 } else if let Some(covering) = self.engine.needs_snapshot() {
                     (false, jaque_core::compact::hole_reason(covering))
                 } else if self.engine.is_ready() {

@@ -37,10 +37,9 @@ use std::sync::Arc;
 use store::Store;
 use tokio::sync::{mpsc, watch};
 
-/// Ends the process when a part it cannot run without has stopped: a supervisor restarts it whole, which is
-/// simpler and safer than rebuilding a view that may have missed changes.
+/// Ends the process on a failure it cannot go on from (the data directory can no longer be written): logged,
+/// exit 1, so a supervisor restarts it.
 pub fn fatal(msg: &str) -> ! {
-    let msg = nats::explain(msg);
     tracing::error!("{msg}");
     std::process::exit(1)
 }
@@ -123,8 +122,9 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
 
     let name = format!("jaque {me}");
     let needs_coordination = cfg.roles.engine || cfg.roles.ui || cfg.roles.notifier || cfg.roles.sink;
+    let ping = nats::ping_interval(cfg.ttl);
     let coord_link = match &cfg.coordination {
-        Endpoint::Nats(url) if needs_coordination => Some(nats::connect(url, &cfg.nats, &name).await?),
+        Endpoint::Nats(url) if needs_coordination => Some(nats::connect(url, &cfg.nats, &name, ping).await?),
         _ => None,
     };
     let coord = match &coord_link {
@@ -139,7 +139,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
     let queue_link = match &cfg.queue {
         Some(Endpoint::Nats(url)) if cfg.roles.engine || cfg.roles.worker => match &coord_link {
             Some(link) if &link.url == url => Some(link.clone()),
-            _ => Some(nats::connect(url, &cfg.nats, &name).await?),
+            _ => Some(nats::connect(url, &cfg.nats, &name, ping).await?),
         },
         _ => None,
     };

@@ -55,6 +55,7 @@ pub fn process(out: &mut Exposition, worker: bool) {
         out.sample("jaque_wire_decode_errors_total", &[("what", what)], n);
     }
     crate::snapshots::expose(out);
+    crate::coord::expose_followers(out);
     if worker {
         out.header("jaque_worker_checks_total", "counter", "Checks this worker ran, by resulting state.");
         for (i, state) in ["pending", "ok", "warning", "critical", "unknown"].iter().enumerate().skip(1) {

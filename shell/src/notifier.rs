@@ -118,11 +118,11 @@ impl NotifierLoop {
                         let position = self.n.role().reader().position();
                         if position > before {
                             tracing::info!(from = before, to = position, "jumped past a hole in the log to a snapshot");
-                            follow.refollow_log(&self.coord, position + 1).await?;
+                            follow.refollow_log(&self.coord, position + 1).await;
                         }
                     }
                 }
-                Some(req) = requests.recv() => self.answer(req, follow.buckets()),
+                Some(req) = requests.recv() => self.answer(req, &follow),
                 _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => {
                     self.n.handle_timeout(now());
                 }
@@ -154,14 +154,18 @@ impl NotifierLoop {
         Ok(())
     }
 
-    fn answer(&self, req: RoleQuery, buckets: &Buckets) {
+    fn answer(&self, req: RoleQuery, follow: &Follower) {
         match req {
             RoleQuery::Metrics(reply) => {
-                let _ = reply.send(self.metrics(buckets));
+                let _ = reply.send(self.metrics(follow.buckets()));
             }
             RoleQuery::Health(reply) => {
                 let h = self.n.health();
-                let _ = reply.send((h.ready, h.reason));
+                let status = match follow.resyncing() {
+                    Some(reason) if !self.n.role().is_leaving() => (false, reason),
+                    _ => (h.ready, h.reason),
+                };
+                let _ = reply.send(status);
             }
         }
     }

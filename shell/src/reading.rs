@@ -119,9 +119,17 @@ impl<T: Send + 'static> Reading<T> {
     /// Follows the log again from position `from`, after the role's reader jumped to a snapshot.
     pub async fn refollow(&mut self, from: u64) -> Result<(), String> {
         match self.follow.as_mut() {
-            Some(f) => f.refollow_log(&self.coord, from).await,
+            Some(f) => {
+                f.refollow_log(&self.coord, from).await;
+                Ok(())
+            }
             None => self.follow(from).await,
         }
+    }
+
+    /// Why the follower is not following the store right now, while it is being made again.
+    pub fn resyncing(&self) -> Option<String> {
+        self.follow.as_ref().and_then(Follower::resyncing)
     }
 
     pub fn coord(&self) -> &Coordination {

@@ -235,7 +235,10 @@ impl SinkLoop {
             };
         }
         let h = self.sink.health();
-        (h.ready, h.reason)
+        match self.reading.resyncing() {
+            Some(reason) if !self.sink.role().is_leaving() => (false, reason),
+            _ => (h.ready, h.reason),
+        }
     }
 
     fn log_health(&mut self) {

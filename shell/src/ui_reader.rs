@@ -50,7 +50,7 @@ pub async fn run_reader(
                 if r.is_some_and(|r| tail.restore(r)) {
                     let position = tail.reader().position();
                     tracing::info!(from = before, to = position, "ui: jumped past a hole in the log to a snapshot");
-                    follow.refollow_log(&coord, position + 1).await?;
+                    follow.refollow_log(&coord, position + 1).await;
                     publish(tail.reader());
                 }
                 None
@@ -66,10 +66,11 @@ pub async fn run_reader(
                 (Some(UiRequest::Cluster { reply }), reader) => { let _ = reply.send(views::cluster(reader, follow.buckets())); None }
                 (Some(UiRequest::Metrics { reply }), reader) => { let _ = reply.send(metrics(reader, &follow)); None }
                 (Some(UiRequest::Health { reply }), _) => {
-                    let status = match tail.hole() {
-                        Some(covering) => (false, jaque_core::compact::hole_reason(covering)),
-                        None if follow.is_caught_up() => (true, "ready".into()),
-                        None => (false, "reading the log".into()),
+                    let status = match (follow.resyncing(), tail.hole()) {
+                        (Some(reason), _) => (false, reason),
+                        (None, Some(covering)) => (false, jaque_core::compact::hole_reason(covering)),
+                        (None, None) if follow.is_caught_up() => (true, "ready".into()),
+                        (None, None) => (false, "reading the log".into()),
                     };
                     let _ = reply.send(status);
                     None

@@ -120,7 +120,23 @@ pub fn read_log(nats_url: &str) -> Vec<(u64, LogEntry)> {
         let last = stream.info().await.expect("log stream info").state.last_sequence;
         let mut out = Vec::new();
         for seq in 1..=last {
-            let Ok(msg) = stream.get_raw_message(seq).await else { continue };
+            // A position with no message was purged; any other error (a cluster that just had a node back
+            // answers "JetStream system temporarily unavailable" for a moment) is asked again, not taken for a
+            // hole.
+            let started = std::time::Instant::now();
+            let msg = loop {
+                match stream.get_raw_message(seq).await {
+                    Ok(m) => break Some(m),
+                    Err(e) if e.kind() == async_nats::jetstream::stream::RawMessageErrorKind::NoMessageFound => {
+                        break None
+                    }
+                    Err(e) => {
+                        assert!(started.elapsed() < crate::DEADLINE, "reading log entry {seq}: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            };
+            let Some(msg) = msg else { continue };
             let entry = jaque_core::wire::decode_log_entry(&msg.payload)
                 .unwrap_or_else(|e| panic!("log entry {seq} does not decode: {e}"));
             out.push((seq, entry));

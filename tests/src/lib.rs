@@ -236,8 +236,19 @@ impl Nats {
     /// Stops the server (SIGTERM, waits for it) and starts it again on the same port with the same store:
     /// every client must reconnect by itself.
     pub fn restart(&mut self) {
-        self.proc.signal("TERM");
+        self.stop("TERM");
+        self.start_again();
+    }
+
+    /// Stops the server with `sig` (`TERM`: a clean shutdown; `KILL`: no goodbye to anyone) and waits until it
+    /// has exited. `start_again` brings it back.
+    pub fn stop(&mut self, sig: &str) {
+        self.proc.signal(sig);
         self.proc.wait_exit();
+    }
+
+    /// Starts the stopped server again on the same port with the same store.
+    pub fn start_again(&mut self) {
         let port = self.port().to_string();
         let (proc, url) = Nats::spawn(self.dir.path(), &port, &[]);
         assert_eq!(url, self.url, "restarted on the same address");

@@ -176,6 +176,23 @@ impl NatsCluster {
         })
     }
 
+    /// Waits until `stream` has a leader and every replica is current: a node that was stopped and continued,
+    /// or restarted, has caught up and the cluster answers for the stream again.
+    pub fn wait_stream_current(&self, stream: &str) {
+        poll(&format!("every replica of stream {stream} current"), || {
+            self.with_js(async |js| {
+                let mut s = js.get_stream(stream).await.ok()?;
+                let info = s.info().await.ok()?;
+                let cluster = info.cluster.as_ref()?;
+                let replicas = &cluster.replicas;
+                (cluster.leader.is_some()
+                    && replicas.len() + 1 == info.config.num_replicas
+                    && replicas.iter().all(|r| r.current && !r.offline))
+                .then_some(())
+            })
+        })
+    }
+
     /// The replicas `stream` was created with.
     pub fn stream_replicas(&self, stream: &str) -> usize {
         poll(&format!("stream {stream} info"), || {

@@ -177,14 +177,10 @@ impl MemStore {
         let (tx, rx) = unbounded_channel();
         let mut inner = self.lock();
         // The snapshot: each live key at the revision of its last write, in revision order.
-        let mut snapshot: Vec<_> = inner.keys.iter().map(|(k, (v, _, rev))| (*rev, k, v)).collect();
-        snapshot.sort();
-        for (rev, key, value) in snapshot {
-            if let Some(obs) = observe(rev, key, Some(value)) {
-                let _ = tx.send(MemberEvent::Observed(obs));
-            }
-        }
-        let _ = tx.send(MemberEvent::SnapshotDone);
+        let mut keys: Vec<_> = inner.keys.iter().map(|(k, (v, _, rev))| (*rev, k, v)).collect();
+        keys.sort();
+        let observed = keys.into_iter().filter_map(|(rev, key, value)| observe(rev, key, Some(value))).collect();
+        let _ = tx.send(MemberEvent::Snapshot { observed, upto: inner.rev });
         inner.member_watchers.push(tx);
         rx
     }

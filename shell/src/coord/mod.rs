@@ -9,7 +9,7 @@ mod nats;
 
 pub use disk::DataDir;
 pub use memory::MemStore;
-pub use nats::{NatsCoord, EVENT_SUBJECT};
+pub use nats::{expose_followers, NatsCoord, EVENT_SUBJECT};
 
 use crate::metrics;
 use async_nats::jetstream::{self, message::PublishMessage};
@@ -19,15 +19,23 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-/// What a membership watcher reports: every change in revision order, and once, the end of the snapshot of
-/// keys that existed when the watch began.
+/// What a membership watcher reports. A watch that is lost is made again (NATS), so the sequence is: a
+/// snapshot, changes, and after a `Lost` (perhaps several, while the store is away) a fresh snapshot again.
 #[derive(Debug)]
 pub enum MemberEvent {
+    /// The last change of every member key in the store when the watch was made (a put, or a delete or expiry
+    /// marker while it lives), in revision order, and `upto`, the store's revision just before it was read:
+    /// every later change has a higher one (`LiveSet::resync`).
+    Snapshot { observed: Vec<MemberObservation>, upto: u64 },
+    /// A change after the snapshot, in revision order.
     Observed(MemberObservation),
-    SnapshotDone,
+    /// The watch was lost, or could not be made again yet (`error`); a fresh snapshot follows once it is.
+    Lost { error: String },
 }
 
-/// What a log follower reports: every entry in log order, and once, the end of the backlog present at start.
+/// What a log follower reports: every entry in log order, and the end of the backlog present when its
+/// consumer was made. A follower that is lost is made again from the position after the last one it
+/// delivered (NATS), so after a `Lost` (perhaps several) the entries go on and `CaughtUp` comes again.
 #[derive(Clone, Debug)]
 pub enum LogEvent {
     Entry {
@@ -39,6 +47,11 @@ pub enum LogEvent {
         seq: u64,
     },
     CaughtUp,
+    /// The follower was lost, or could not be made again yet (`error`); it follows again from `from`.
+    Lost {
+        from: u64,
+        error: String,
+    },
 }
 
 #[derive(Clone)]
@@ -108,11 +121,21 @@ impl Coordination {
 
     /// Follows the log from position `from` (1: the whole log that is left): every entry at or after it in
     /// order, `CaughtUp` once the entries present at the call have been delivered, then new ones as they land.
-    /// Positions are the log's own: a jump between two delivered positions is a purged range.
+    /// Positions are the log's own: a jump between two delivered positions is a purged range. An error: the
+    /// follower could not be made (at start, a refused subscription, say); once made, a lost one is made again.
     pub async fn follow_log(&self, from: u64) -> Result<UnboundedReceiver<LogEvent>, String> {
         match self {
             Coordination::Memory(m) => Ok(m.follow_log(from)),
             Coordination::Nats(n) => n.follow_log(from).await,
+        }
+    }
+
+    /// Like `follow_log`, but a follower that cannot be made now is reported `Lost` and made as soon as it
+    /// can be (a reader jumping to a snapshot while the store is away keeps running).
+    pub async fn refollow_log(&self, from: u64) -> UnboundedReceiver<LogEvent> {
+        match self {
+            Coordination::Memory(m) => m.follow_log(from),
+            Coordination::Nats(n) => n.refollow_log(from).await,
         }
     }
 

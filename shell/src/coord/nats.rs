@@ -2,16 +2,20 @@
 //! object store.
 
 use super::{key, observe, LogEvent, MemberEvent};
-use crate::metrics;
+use crate::metrics::{self, Exposition};
 use crate::nats::{self, NatsLink};
 use async_nats::jetstream::{self, consumer, context::PublishErrorKind, message::PublishMessage, object_store, stream};
 use futures_util::StreamExt;
+use jaque_core::backoff::Backoff;
 use jaque_core::wire::{self, Heartbeat};
-use jaque_core::{Bucket, EpochRecord, LogEntry, MemberRef};
+use jaque_core::{Bucket, EpochRecord, LogEntry, MemberObservation, MemberRef};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::OnceCell;
 
 pub const KV_BUCKET: &str = "jaque_membership";
@@ -220,14 +224,16 @@ impl NatsCoord {
         }
     }
 
-    /// An ordered push consumer over a stream, reporting the number of messages pending at its creation.
+    /// An ordered push consumer over a stream: the number of messages pending at its creation, the stream's last
+    /// sequence just before it was made, and its messages.
     async fn ordered(
         &self,
         stream: &str,
         filter: &str,
         deliver_policy: consumer::DeliverPolicy,
-    ) -> Result<(u64, consumer::push::Ordered), String> {
+    ) -> Result<(u64, u64, consumer::push::Ordered), String> {
         let s = self.js.get_stream(stream).await.map_err(|e| format!("opening stream {stream}: {e}"))?;
+        let last = s.cached_info().state.last_sequence;
         let c = s
             .create_consumer(consumer::push::OrderedConfig {
                 deliver_subject: self.link.client.new_inbox(),
@@ -239,58 +245,289 @@ impl NatsCoord {
             .map_err(|e| format!("following stream {stream}: {e}"))?;
         let pending = c.cached_info().num_pending;
         let messages = c.messages().await.map_err(|e| format!("following stream {stream}: {e}"))?;
-        Ok((pending, messages))
+        Ok((pending, last, messages))
     }
 
     pub(super) async fn watch_members(&self) -> Result<UnboundedReceiver<MemberEvent>, String> {
-        let prefix = format!("$KV.{KV_BUCKET}.");
-        // The last entry per key is the snapshot; every later change follows in revision order. Member keys are
-        // one subject token (`membership/<id>`: ids have no dots); the bucket's other keys (a notifier's
-        // `notify.…` progress records) have several, so `*` leaves them out while the stream sequence each
-        // member change comes with is still the bucket-wide revision the records are written at.
-        let (pending, messages) = self
-            .ordered(&format!("KV_{KV_BUCKET}"), &format!("{prefix}*"), consumer::DeliverPolicy::LastPerSubject)
-            .await?;
         let (tx, rx) = unbounded_channel();
-        let done = tx.clone();
-        spawn_follower(
-            "membership watch",
-            pending,
-            messages,
-            move |msg, rev| {
-                let key = msg.subject.as_str().strip_prefix(prefix.as_str()).unwrap_or_default();
-                let up = nats::kv_is_put(msg.headers.as_ref()).then_some(&msg.payload[..]);
-                observe(rev, key, up).is_none_or(|obs| tx.send(MemberEvent::Observed(obs)).is_ok())
-            },
-            move || {
-                let _ = done.send(MemberEvent::SnapshotDone);
-            },
-        );
+        let watch = Watch { tx, prefix: format!("$KV.{KV_BUCKET}."), snapshot: None, upto: 0 };
+        self.keep_following(watch, true).await?;
         Ok(rx)
     }
 
     pub(super) async fn follow_log(&self, from: u64) -> Result<UnboundedReceiver<LogEvent>, String> {
-        let policy = consumer::DeliverPolicy::ByStartSequence { start_sequence: from.max(1) };
-        let (pending, messages) = self.ordered(LOG_STREAM, "jaque.log.>", policy).await?;
         let (tx, rx) = unbounded_channel();
-        let done = tx.clone();
-        spawn_follower(
-            "log follower",
-            pending,
-            messages,
-            move |msg, seq| match wire::decode_log_entry(&msg.payload) {
-                Ok(entry) => tx.send(LogEvent::Entry { seq, entry }).is_ok(),
-                Err(e) => {
-                    tracing::warn!(seq, error = %e, "skipping a malformed log entry");
-                    metrics::wire_error("log entry");
-                    tx.send(LogEvent::Unreadable { seq }).is_ok()
-                }
-            },
-            move || {
-                let _ = done.send(LogEvent::CaughtUp);
-            },
-        );
+        self.keep_following(Tail { tx, next: from.max(1) }, true).await?;
         Ok(rx)
+    }
+
+    pub(super) async fn refollow_log(&self, from: u64) -> UnboundedReceiver<LogEvent> {
+        let (tx, rx) = unbounded_channel();
+        // Not strict: a first consumer that cannot be made is reported lost and made again, never an error.
+        let _ = self.keep_following(Tail { tx, next: from.max(1) }, false).await;
+        rx
+    }
+
+    /// Makes a first consumer for `f` (an error when `strict` and it cannot be made), then follows in a task
+    /// for as long as `f`'s receiver is there: a consumer that is lost — the connection dropped, the server
+    /// restarted and forgot it, its heartbeats stopped (a stopped server), the stream ended — is reported to `f`
+    /// and made again once the connection is up, retried with a bounded backoff while the server cannot make
+    /// it. The process and its membership carry on meanwhile.
+    async fn keep_following<F: Follow>(&self, mut f: F, strict: bool) -> Result<(), String> {
+        let (stream, filter) = f.subjects();
+        let disconnects = self.link.state.borrow().disconnects;
+        let first = match self.ordered(&stream, &filter, f.policy()).await {
+            Ok(made) => Some((made, disconnects)),
+            Err(e) if strict => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "{}: cannot be made yet; retrying", F::WHAT);
+                if !f.lost(&e) {
+                    return Ok(());
+                }
+                None
+            }
+        };
+        let coord = self.clone();
+        tokio::spawn(async move { coord.follow(f, first, stream, filter).await });
+        Ok(())
+    }
+
+    async fn follow<F: Follow>(
+        self,
+        mut f: F,
+        mut made: Option<((u64, u64, consumer::push::Ordered), u64)>,
+        stream: String,
+        filter: String,
+    ) {
+        let mut state = self.link.state.clone();
+        let mut gone = f.gone();
+        // Jitter from the process: many processes that lost one server do not all come back in step.
+        let salt = u64::from(std::process::id());
+        let mut retry = Backoff::new(FOLLOW_RETRY, FOLLOW_RETRY_MAX, salt);
+        loop {
+            let ((pending, upto, mut messages), disconnects) = match made.take() {
+                Some(m) => m,
+                None => {
+                    // While the connection is down a request would only wait in the client's queue.
+                    tokio::select! {
+                        r = state.wait_for(|s| s.connected) => if r.is_err() { return },
+                        _ = &mut gone => return,
+                    }
+                    let disconnects = state.borrow().disconnects;
+                    let attempt = tokio::select! {
+                        r = self.ordered(&stream, &filter, f.policy()) => r,
+                        _ = &mut gone => return,
+                    };
+                    match attempt {
+                        Ok(m) => (m, disconnects),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "{}: cannot be made again yet; retrying", F::WHAT);
+                            if !f.lost(&e) {
+                                return;
+                            }
+                            tokio::select! {
+                                _ = tokio::time::sleep(retry.next_delay()) => continue,
+                                _ = &mut gone => return,
+                            }
+                        }
+                    }
+                }
+            };
+            f.made(upto);
+            let mut backlog = pending > 0;
+            if !backlog {
+                retry.reset();
+                if !f.backlog_done() {
+                    return;
+                }
+            }
+            let error = loop {
+                tokio::select! {
+                    m = messages.next() => match m {
+                        Some(Ok(msg)) => {
+                            let Ok(info) = msg.info() else { continue };
+                            let (seq, left) = (info.stream_sequence, info.pending);
+                            if !f.message(&msg, seq) {
+                                return;
+                            }
+                            if backlog && left == 0 {
+                                backlog = false;
+                                retry.reset();
+                                if !f.backlog_done() {
+                                    return;
+                                }
+                            }
+                        }
+                        Some(Err(e)) => break format!("{e}"),
+                        None => break "the consumer ended".to_string(),
+                    },
+                    r = state.wait_for(|s| s.disconnects != disconnects) => {
+                        if r.is_err() {
+                            return;
+                        }
+                        break "the NATS connection was lost".to_string();
+                    }
+                    _ = &mut gone => return,
+                }
+            };
+            F::LOST.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error, "{} lost; making it again", F::WHAT);
+            if !f.lost(&error) {
+                return;
+            }
+        }
+    }
+}
+
+/// Retries of a consumer that cannot be made: from this, doubling (with jitter) up to `FOLLOW_RETRY_MAX`, so a
+/// server that is back is found within seconds and one that is not is not hammered.
+const FOLLOW_RETRY: Duration = Duration::from_millis(200);
+const FOLLOW_RETRY_MAX: Duration = Duration::from_secs(5);
+
+static LOG_FOLLOWERS_LOST: AtomicU64 = AtomicU64::new(0);
+static WATCHES_LOST: AtomicU64 = AtomicU64::new(0);
+
+/// `jaque_follow_lost_total{follower}`, process-wide.
+pub fn expose_followers(m: &mut Exposition) {
+    m.header(
+        "jaque_follow_lost_total",
+        "counter",
+        "Log followers and membership watches lost (connection lost, server restarted, heartbeats missed) and made \
+         again: the log from the position after the last one read, the watch with a fresh snapshot.",
+    );
+    m.sample("jaque_follow_lost_total", &[("follower", "log")], LOG_FOLLOWERS_LOST.load(Ordering::Relaxed));
+    m.sample("jaque_follow_lost_total", &[("follower", "membership")], WATCHES_LOST.load(Ordering::Relaxed));
+}
+
+/// What one kind of follower does with its consumer's messages (`NatsCoord::follow`).
+trait Follow: Send + 'static {
+    /// For logs and reasons: "log follower", "membership watch".
+    const WHAT: &'static str;
+    const LOST: &'static AtomicU64;
+    /// The stream and the filter subject.
+    fn subjects(&self) -> (String, String);
+    /// Where a consumer made now begins.
+    fn policy(&self) -> consumer::DeliverPolicy;
+    /// A consumer was made; `upto` is the stream's last sequence just before.
+    fn made(&mut self, upto: u64);
+    /// A message at stream sequence `seq`. `false`: the receiver is gone, stop.
+    fn message(&mut self, msg: &jetstream::Message, seq: u64) -> bool;
+    /// The messages pending when the consumer was made have been delivered.
+    fn backlog_done(&mut self) -> bool;
+    /// The consumer was lost, or could not be made (`error`).
+    fn lost(&mut self, error: &str) -> bool;
+    /// Resolves once the receiver is gone.
+    fn gone(&self) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
+/// The log, from the position after the last one delivered.
+struct Tail {
+    tx: UnboundedSender<LogEvent>,
+    next: u64,
+}
+
+impl Follow for Tail {
+    const WHAT: &'static str = "log follower";
+    const LOST: &'static AtomicU64 = &LOG_FOLLOWERS_LOST;
+
+    fn subjects(&self) -> (String, String) {
+        (LOG_STREAM.into(), "jaque.log.>".into())
+    }
+
+    fn policy(&self) -> consumer::DeliverPolicy {
+        consumer::DeliverPolicy::ByStartSequence { start_sequence: self.next }
+    }
+
+    fn made(&mut self, _upto: u64) {}
+
+    fn message(&mut self, msg: &jetstream::Message, seq: u64) -> bool {
+        // The client remakes a consumer by itself after a reconnect, before this follower noticed: from the
+        // start of the stream if it had delivered nothing yet. Each entry goes to the reader once.
+        if seq < self.next {
+            return true;
+        }
+        self.next = seq + 1;
+        match wire::decode_log_entry(&msg.payload) {
+            Ok(entry) => self.tx.send(LogEvent::Entry { seq, entry }).is_ok(),
+            Err(e) => {
+                tracing::warn!(seq, error = %e, "skipping a malformed log entry");
+                metrics::wire_error("log entry");
+                self.tx.send(LogEvent::Unreadable { seq }).is_ok()
+            }
+        }
+    }
+
+    fn backlog_done(&mut self) -> bool {
+        self.tx.send(LogEvent::CaughtUp).is_ok()
+    }
+
+    fn lost(&mut self, error: &str) -> bool {
+        self.tx.send(LogEvent::Lost { from: self.next, error: error.to_string() }).is_ok()
+    }
+
+    fn gone(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let tx = self.tx.clone();
+        Box::pin(async move { tx.closed().await })
+    }
+}
+
+/// The membership keys: each consumer begins with the last change of every key (a fresh snapshot, handed over
+/// whole), then every change in revision order.
+struct Watch {
+    tx: UnboundedSender<MemberEvent>,
+    /// `$KV.<bucket>.`: a key's subject without it is the key.
+    prefix: String,
+    /// While the snapshot is being read.
+    snapshot: Option<Vec<MemberObservation>>,
+    upto: u64,
+}
+
+impl Follow for Watch {
+    const WHAT: &'static str = "membership watch";
+    const LOST: &'static AtomicU64 = &WATCHES_LOST;
+
+    fn subjects(&self) -> (String, String) {
+        // Member keys are one subject token (`membership/<id>`: ids have no dots); the bucket's other keys (a
+        // notifier's `notify.…` progress records) have several, so `*` leaves them out while the stream
+        // sequence each member change comes with is still the bucket-wide revision the records are written at.
+        (format!("KV_{KV_BUCKET}"), format!("{}*", self.prefix))
+    }
+
+    fn policy(&self) -> consumer::DeliverPolicy {
+        consumer::DeliverPolicy::LastPerSubject
+    }
+
+    fn made(&mut self, upto: u64) {
+        self.snapshot = Some(Vec::new());
+        self.upto = upto;
+    }
+
+    fn message(&mut self, msg: &jetstream::Message, rev: u64) -> bool {
+        let key = msg.subject.as_str().strip_prefix(self.prefix.as_str()).unwrap_or_default();
+        let up = nats::kv_is_put(msg.headers.as_ref()).then_some(&msg.payload[..]);
+        let Some(obs) = observe(rev, key, up) else { return true };
+        match &mut self.snapshot {
+            Some(s) => {
+                s.push(obs);
+                true
+            }
+            None => self.tx.send(MemberEvent::Observed(obs)).is_ok(),
+        }
+    }
+
+    fn backlog_done(&mut self) -> bool {
+        let observed = self.snapshot.take().unwrap_or_default();
+        self.tx.send(MemberEvent::Snapshot { observed, upto: self.upto }).is_ok()
+    }
+
+    fn lost(&mut self, error: &str) -> bool {
+        self.snapshot = None;
+        self.tx.send(MemberEvent::Lost { error: error.to_string() }).is_ok()
+    }
+
+    fn gone(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let tx = self.tx.clone();
+        Box::pin(async move { tx.closed().await })
     }
 }
 
@@ -298,7 +535,7 @@ impl NatsCoord {
     pub(super) async fn replay(&self, from: u64, to: u64) -> Result<(u64, Vec<(u64, LogEntry)>), String> {
         let from = from.max(1);
         let policy = consumer::DeliverPolicy::ByStartSequence { start_sequence: from };
-        let (pending, mut messages) = self.ordered(LOG_STREAM, "jaque.log.>", policy).await?;
+        let (pending, _, mut messages) = self.ordered(LOG_STREAM, "jaque.log.>", policy).await?;
         let mut out = Vec::new();
         if pending == 0 || from > to {
             return Ok((to, out));
@@ -329,47 +566,6 @@ impl NatsCoord {
             .map_err(|_| format!("replaying the log from {from} to {to}: no answer in time"))??;
         Ok((to, out))
     }
-}
-
-/// Runs an ordered consumer in a task: every message goes to `on_message` with its stream sequence (a `false`
-/// answer means the receiver is gone: stop), and `caught_up` is called once the backlog that was pending when the
-/// consumer was made has been delivered. Errors (missed heartbeats, reconnects) are logged and the ordered
-/// consumer carries on; if it ends, the process ends, since its view could no longer follow the stream.
-fn spawn_follower(
-    what: &'static str,
-    pending: u64,
-    mut messages: consumer::push::Ordered,
-    mut on_message: impl FnMut(&jetstream::Message, u64) -> bool + Send + 'static,
-    caught_up: impl FnOnce() + Send + 'static,
-) {
-    let mut caught_up = Some(caught_up);
-    if pending == 0 {
-        if let Some(f) = caught_up.take() {
-            f();
-        }
-    }
-    tokio::spawn(async move {
-        while let Some(msg) = messages.next().await {
-            let msg = match msg {
-                Ok(m) => m,
-                Err(e) => {
-                    tracing::warn!(error = %e, "{what}");
-                    continue;
-                }
-            };
-            let Ok(info) = msg.info() else { continue };
-            let (seq, left) = (info.stream_sequence, info.pending);
-            if !on_message(&msg, seq) {
-                return;
-            }
-            if left == 0 {
-                if let Some(f) = caught_up.take() {
-                    f();
-                }
-            }
-        }
-        crate::fatal(&format!("the {what} ended; restart to follow the stream again"));
-    });
 }
 
 /// `Some` when the stream exists (a replicas mismatch with `-log-replicas` logged), `None` when it does not.
