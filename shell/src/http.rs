@@ -55,11 +55,12 @@ pub fn router(state: Arc<Http>) -> Router {
     routes(state.ui).into_iter().fold(Router::new(), |r, (path, methods)| r.route(path, methods)).with_state(state)
 }
 
-/// Every route of a process.
-fn routes(ui: bool) -> Vec<(&'static str, MethodRouter<Arc<Http>>)> {
+/// Every route of a process, as a list so the OpenAPI document can be checked against it (`openapi.rs`).
+pub(crate) fn routes(ui: bool) -> Vec<(&'static str, MethodRouter<Arc<Http>>)> {
     let mut r = vec![("/metrics", get(metrics_text)), ("/healthz", get(healthz))];
     if ui {
         r.extend([
+            ("/api/openapi.json", get(openapi)),
             ("/api/objects", get(list_objects)),
             ("/api/objects/{id}", put(put_object).delete(delete_object).get(get_object)),
             ("/api/objects/{id}/actions/{action}", post(action)),
@@ -365,6 +366,10 @@ async fn summary(State(s): State<Arc<Http>>) -> Response {
         }
         None => no_reader(),
     }
+}
+
+async fn openapi(State(s): State<Arc<Http>>) -> Response {
+    Json(crate::openapi::document(s.write_token.is_some())).into_response()
 }
 
 async fn cluster(State(s): State<Arc<Http>>) -> Response {
