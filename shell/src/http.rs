@@ -290,7 +290,7 @@ fn page_query(raw: &str) -> Result<PageQuery, String> {
                 if v.chars().count() > Q_MAX {
                     return Err(format!("q: at most {Q_MAX} characters (an object id is no longer)"));
                 }
-                q.q = v.into_owned();
+                q.q = v.to_ascii_lowercase();
             }
             "sort" => {
                 q.sort = match v.as_ref() {

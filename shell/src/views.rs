@@ -127,7 +127,7 @@ pub struct PageQuery {
     pub limit: usize,
     /// Empty: every state.
     pub states: StateSet,
-    /// Part of the id, any case; empty: every id.
+    /// Part of the id, in lower case (ids match in any case); empty: every id.
     pub q: String,
     pub sort: Sort,
     pub after: Option<Cursor>,
@@ -243,8 +243,15 @@ fn since_ms(v: &ObjectView) -> u64 {
     v.last_transition.as_ref().map_or(v.anchor, |t| t.at).as_millis()
 }
 
+/// `needle` is lower case. Every id is looked at for a search, so most windows are ruled out on one byte.
 fn contains_ignore_case(hay: &str, needle: &str) -> bool {
-    needle.is_empty() || hay.as_bytes().windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+    let (hay, needle) = (hay.as_bytes(), needle.as_bytes());
+    let Some((&first, rest)) = needle.split_first() else { return true };
+    hay.len() >= needle.len()
+        && (0..=hay.len() - needle.len()).any(|i| {
+            hay[i].to_ascii_lowercase() == first
+                && hay[i + 1..i + needle.len()].iter().zip(rest).all(|(h, n)| h.to_ascii_lowercase() == *n)
+        })
 }
 
 impl PageQuery {
@@ -484,7 +491,7 @@ mod tests {
         q.states.insert(State::Critical);
         q.states.insert(State::Warning);
         assert_eq!(walk(&r, q.clone()), [vec!["db-1"], vec!["web-1"], vec!["web-3"]]);
-        q.q = "WEB".into();
+        q.q = "web".into();
         assert_eq!(walk(&r, q), [vec!["web-1"], vec!["web-3"]]);
         let mut q = query(10, Sort::Id);
         q.q = "eb-".into();
