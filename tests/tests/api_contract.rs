@@ -101,3 +101,85 @@ fn schemathesis_finds_nothing_on_a_ui_that_cannot_take_writes() {
     j.wait_ready();
     schemathesis(j.addr, true, &[]);
 }
+
+/// The `Link` of a page: the path of the next one.
+fn next_page(r: &jaque_tests::Response) -> Option<String> {
+    let link = r.header("link")?;
+    Some(link.strip_prefix('<')?.split_once(">; rel=\"next\"")?.0.to_string())
+}
+
+fn ids(r: &jaque_tests::Response) -> Vec<String> {
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json().as_array().expect("a page is an array").iter().map(|o| o["id"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn paging_through_the_links_sees_every_object_once_while_objects_come_and_go() {
+    let j = Jaque::start("jaque", &["-target", "engine,worker,ui", "-queue", "memory"]);
+    j.wait_ready();
+    let target = jaque_tests::Target::start();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap(); // dropped: refuses
+    let define = |id: &str, addr: &str| {
+        let def = serde_json::json!({"probe": {"type": "tcp", "addr": addr}, "interval": "1h"});
+        assert_eq!(j.put(&format!("/api/objects/{id}"), &def).status, 200);
+    };
+    for i in 0..10 {
+        define(&format!("up-{i:02}"), &target.addr.to_string());
+        define(&format!("down-{i:02}"), &closed.to_string());
+    }
+    // A new object is checked at once.
+    jaque_tests::poll("every object checked", || {
+        let s = j.get("/api/summary").json();
+        (s["states"]["ok"] == 10 && s["states"]["critical"] == 10).then_some(())
+    });
+
+    // By id, three a page; after the second page its last object is deleted (the cursor points at it), one is
+    // added before the cursor (not seen: the walk is past it) and one after it (seen).
+    let mut seen = Vec::new();
+    let mut next = Some("/api/objects?limit=3".to_string());
+    let mut pages = 0;
+    let mut deleted = String::new();
+    while let Some(path) = next {
+        let r = j.get(&path);
+        let page = ids(&r);
+        assert!(page.len() <= 3);
+        seen.extend(page.iter().cloned());
+        next = next_page(&r);
+        pages += 1;
+        if pages == 2 {
+            let cursor = page.last().unwrap();
+            assert_eq!(j.request("DELETE", &format!("/api/objects/{cursor}"), &[], None).status, 200);
+            deleted = cursor.clone();
+            define("a-before", &target.addr.to_string());
+            define("zz-after", &target.addr.to_string());
+        }
+    }
+    let mut want: Vec<String> = (0..10).flat_map(|i| [format!("down-{i:02}"), format!("up-{i:02}")]).collect();
+    want.sort();
+    want.push("zz-after".into());
+    assert_eq!(seen, want, "each object once, in id order, the one added behind the cursor not seen");
+
+    // Problems first: only the critical ones, the longest critical first, in pages of four.
+    let mut problems = Vec::new();
+    let mut next = Some("/api/objects?limit=4&state=critical,unknown,warning&sort=severity".to_string());
+    while let Some(path) = next {
+        let r = j.get(&path);
+        let page: Vec<serde_json::Value> = r.json().as_array().unwrap().clone();
+        problems.extend(page);
+        next = next_page(&r);
+    }
+    let since: Vec<u64> = problems.iter().map(|o| o["state_since_ms"].as_u64().unwrap()).collect();
+    assert!(problems.iter().all(|o| o["state"] == "critical"), "{problems:?}");
+    assert!(since.windows(2).all(|w| w[0] <= w[1]), "the longest in its state first: {since:?}");
+    let down: std::collections::BTreeSet<&str> = problems.iter().map(|o| o["id"].as_str().unwrap()).collect();
+    assert_eq!(down.len(), problems.len(), "each once");
+    let want: std::collections::BTreeSet<String> =
+        (0..10).map(|i| format!("down-{i:02}")).filter(|id| *id != deleted).collect();
+    assert_eq!(down, want.iter().map(String::as_str).collect());
+
+    // A search, any case; and what a bad parameter says.
+    assert_eq!(ids(&j.get("/api/objects?q=UP-0")), (0..10).map(|i| format!("up-{i:02}")).collect::<Vec<_>>());
+    let r = j.get("/api/objects?limit=10001");
+    assert_eq!(r.status, 400);
+    assert!(r.json()["reason"].as_str().unwrap().contains("from 1 to 10000"), "{}", r.text());
+}
