@@ -10,7 +10,7 @@ use crate::store::{parse_rfc3339_ms, HistoryQuery, Store};
 use crate::subjects::{cmd_subject, INGRESS_SUBJECT};
 use crate::ui_reader::Owners;
 use crate::views::{self, Cursor, PageQuery, Read, Rendered, Sort, StateSet, UiRequest};
-use axum::extract::rejection::PathRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -418,9 +418,14 @@ async fn put_object(
     State(s): State<Arc<Http>>,
     id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Response {
-    write(&s, path_id(id), &headers, || parse_def(&body).map(|def| CommandKind::Put { def })).await
+    write(&s, path_id(id), &headers, || match body {
+        Ok(body) => parse_def(&body).map(|def| CommandKind::Put { def }).map_err(|e| (StatusCode::BAD_REQUEST, e)),
+        // Past axum's limit (2 MiB; a definition is a few KiB at most), or a body that broke off.
+        Err(e) => Err((e.status(), format!("the body: {}", e.body_text()))),
+    })
+    .await
 }
 
 async fn delete_object(
@@ -445,7 +450,9 @@ async fn action(
         "resume" => Ok(CommandKind::Resume),
         "check" => Ok(CommandKind::CheckNow),
         "ack" => Ok(CommandKind::Ack),
-        other => Err(format!("unknown action {other:?}; actions are pause, resume, check, ack")),
+        other => {
+            Err((StatusCode::BAD_REQUEST, format!("unknown action {other:?}; actions are pause, resume, check, ack")))
+        }
     })
     .await
 }
@@ -456,7 +463,7 @@ async fn write(
     s: &Http,
     id: Result<ObjectId, String>,
     headers: &HeaderMap,
-    kind: impl FnOnce() -> Result<CommandKind, String>,
+    kind: impl FnOnce() -> Result<CommandKind, (StatusCode, String)>,
 ) -> Response {
     if let Some(token) = &s.write_token {
         let given = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
@@ -482,7 +489,7 @@ async fn write(
     };
     let kind = match kind() {
         Ok(k) => k,
-        Err(e) => return bad_request(e),
+        Err((status, reason)) => return error(status, "rejected", reason),
     };
     let command_id = match headers.get("idempotency-key") {
         Some(v) => {

@@ -354,6 +354,7 @@ mod tests {
         store.write(&Batch { id: 1, events, objects: vec![], progress }).await.unwrap();
         let def = r#"{"probe": {"type": "tcp", "addr": "127.0.0.1:9"}, "interval": "1m"}"#;
         let auth = [("authorization", "Bearer s3cret")];
+        let big = format!(r#"{{"probe": {{"type": "exec", "plugin": "p", "args": ["{}"]}}}}"#, "x".repeat(3 << 20));
         let key = [("idempotency-key", "k-1")];
         // (which app, method, request path, documented path, headers, body)
         type Case<'a> = (usize, &'a str, &'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
@@ -376,6 +377,7 @@ mod tests {
             (0, "GET", "/api/objects/%FF", "/api/objects/{id}", &[], ""),
             (0, "PUT", "/api/objects/n", "/api/objects/{id}", &key, def),
             (0, "PUT", "/api/objects/n", "/api/objects/{id}", &[], "{"),
+            (0, "PUT", "/api/objects/n", "/api/objects/{id}", &[], &big),
             (0, "PUT", "/api/objects/n", "/api/objects/{id}", &[("idempotency-key", "a b")], def),
             (0, "DELETE", "/api/objects/a", "/api/objects/{id}", &[], ""),
             (0, "DELETE", "/api/objects/zz", "/api/objects/{id}", &[], ""),
