@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark table: every figure beside the floor it is built on, measured side by side in the same run on
-# this machine. Prints one markdown table (P1-P15) to stdout; progress and process logs go to stderr.
+# this machine. Prints one markdown table (P1-P16) to stdout; progress and process logs go to stderr.
 # Usage: scripts/bench.sh > table.md     (takes a few minutes; needs nothing running)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,4 +28,4 @@ echo "$core" | grep -E '^\| P7 '
 echo "$procs" | grep -E '^\| P8 '
 echo "$procs" | grep -E '^\| P11 '
 echo "$procs" | grep -E '^\| P12 '
-echo "$procs" | grep -E '^\| P1[345] '
+echo "$procs" | grep -E '^\| P1[3456] '

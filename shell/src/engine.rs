@@ -264,8 +264,8 @@ impl EngineLoop {
                 let to = self.waiter(Waiter::Http(reply));
                 self.engine.handle(now(), Input::Command { reply: to, cmd });
             }
-            UiRequest::Objects { id, reply } => {
-                let _ = reply.send(views::objects(reader, id.as_ref()));
+            UiRequest::Objects { read, reply } => {
+                let _ = reply.send(views::objects(reader, read));
             }
             UiRequest::Cluster { reply } => {
                 let _ = reply.send(views::cluster(reader, buckets));

@@ -9,11 +9,12 @@ use crate::reading::RoleHandle;
 use crate::store::{parse_rfc3339_ms, HistoryQuery, Store};
 use crate::subjects::{cmd_subject, INGRESS_SUBJECT};
 use crate::ui_reader::Owners;
-use crate::views::UiRequest;
-use axum::extract::{Path, Query, State};
+use crate::views::{self, Cursor, PageQuery, Read, Rendered, Sort, StateSet, UiRequest};
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{get, post, put, MethodRouter};
 use axum::{Json, Router};
 use jaque_core::ui::{http_status, submit_to, Submit, WriteRoute, RETRY_AFTER_SECS};
 use jaque_core::wire;
@@ -51,16 +52,24 @@ pub struct Http {
 }
 
 pub fn router(state: Arc<Http>) -> Router {
-    let mut r = Router::new().route("/metrics", get(metrics_text)).route("/healthz", get(healthz));
-    if state.ui {
-        r = r
-            .route("/api/objects", get(list_objects))
-            .route("/api/objects/{id}", put(put_object).delete(delete_object).get(get_object))
-            .route("/api/objects/{id}/actions/{action}", post(action))
-            .route("/api/objects/{id}/history", get(history))
-            .route("/api/cluster", get(cluster));
+    routes(state.ui).into_iter().fold(Router::new(), |r, (path, methods)| r.route(path, methods)).with_state(state)
+}
+
+/// Every route of a process, as a list so the OpenAPI document can be checked against it (`openapi.rs`).
+pub(crate) fn routes(ui: bool) -> Vec<(&'static str, MethodRouter<Arc<Http>>)> {
+    let mut r = vec![("/metrics", get(metrics_text)), ("/healthz", get(healthz))];
+    if ui {
+        r.extend([
+            ("/api/openapi.json", get(openapi)),
+            ("/api/objects", get(list_objects)),
+            ("/api/objects/{id}", put(put_object).delete(delete_object).get(get_object)),
+            ("/api/objects/{id}/actions/{action}", post(action)),
+            ("/api/objects/{id}/history", get(history)),
+            ("/api/summary", get(summary)),
+            ("/api/cluster", get(cluster)),
+        ]);
     }
-    r.with_state(state)
+    r
 }
 
 fn error(status: StatusCode, outcome: &str, reason: impl Into<String>) -> Response {
@@ -143,7 +152,7 @@ const HISTORY_DEFAULT: usize = 100;
 /// first; `next` is the `before` of the following page (null on the last one).
 async fn history(
     State(s): State<Arc<Http>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     params: Result<Query<BTreeMap<String, String>>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let Some(store) = &s.history else {
@@ -155,7 +164,7 @@ async fn history(
         )
             .into_response();
     };
-    let object = match parse_id(&id) {
+    let object = match path_id(id) {
         Ok(o) => o,
         Err(e) => return bad_request(e),
     };
@@ -209,34 +218,164 @@ fn parse_id(id: &str) -> Result<ObjectId, String> {
     ObjectId::new(id).map_err(|e| format!("object id: {e}"))
 }
 
+/// The `{id}` of a path; a path that does not decode (bad percent-encoding, not UTF-8) is a 400 like a bad id.
+fn path_id(id: Result<Path<String>, PathRejection>) -> Result<ObjectId, String> {
+    id.map_err(|e| e.body_text()).and_then(|Path(id)| parse_id(&id))
+}
+
 fn json_bytes(body: Vec<u8>) -> Response {
     ([("content-type", "application/json")], body).into_response()
 }
 
-async fn list_objects(State(s): State<Arc<Http>>) -> Response {
-    match ask(&s, |reply| UiRequest::Objects { id: None, reply }).await {
-        Some(Some(body)) => json_bytes(body),
-        Some(None) => error(StatusCode::INTERNAL_SERVER_ERROR, "unavailable", "rendering the object list failed"),
-        None => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no log reader in this process"),
+/// Objects one page holds when `limit` is not given, and at most. A page is rendered in the loop that holds the
+/// log, so the maximum bounds how long one request holds it (10,000 objects: about 10 ms).
+pub const PAGE_DEFAULT: usize = 1000;
+pub const PAGE_MAX: usize = 10_000;
+/// Longest `q`: an object id is at most 200 bytes, so a longer part of one matches nothing.
+const Q_MAX: usize = ObjectId::MAX_LEN;
+
+/// `GET /api/objects?limit=&state=&q=&sort=&cursor=`: one page as a JSON array; when more follow, a
+/// `Link: <...>; rel="next"` header with the same parameters and the next cursor.
+async fn list_objects(State(s): State<Arc<Http>>, RawQuery(raw): RawQuery) -> Response {
+    let query = match page_query(raw.as_deref().unwrap_or_default()) {
+        Ok(q) => q,
+        Err(e) => return bad_request(e),
+    };
+    let link = |next: &Cursor| next_link(&query, next);
+    match ask(&s, |reply| UiRequest::Objects { read: Read::Page(query.clone()), reply }).await {
+        Some(Rendered { body: Some(body), next }) => {
+            let mut resp = json_bytes(body);
+            if let Some(v) = next.as_ref().and_then(|n| HeaderValue::from_str(&link(n)).ok()) {
+                resp.headers_mut().insert("link", v);
+            }
+            resp
+        }
+        Some(Rendered { body: None, .. }) => {
+            error(StatusCode::INTERNAL_SERVER_ERROR, "unavailable", "rendering the object list failed")
+        }
+        None => no_reader(),
     }
 }
 
-async fn get_object(State(s): State<Arc<Http>>, Path(id): Path<String>) -> Response {
-    let id = match parse_id(&id) {
+fn page_query(raw: &str) -> Result<PageQuery, String> {
+    let mut q =
+        PageQuery { limit: PAGE_DEFAULT, states: StateSet::default(), q: String::new(), sort: Sort::Id, after: None };
+    let mut seen: Vec<String> = Vec::new();
+    let mut cursor = None;
+    for (k, v) in url::form_urlencoded::parse(raw.as_bytes()) {
+        if k != "state" {
+            if seen.iter().any(|s| *s == k) {
+                return Err(format!("{k} is given twice"));
+            }
+            seen.push(k.to_string());
+        }
+        match k.as_ref() {
+            "limit" => {
+                q.limit = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=PAGE_MAX).contains(n))
+                    .ok_or_else(|| format!("limit: {v:?} is not a number from 1 to {PAGE_MAX}"))?
+            }
+            "state" => {
+                // `state=critical,warning` and `state=critical&state=warning` alike.
+                for name in v.split(',') {
+                    let state = views::STATES.into_iter().find(|s| s.as_str() == name).ok_or_else(|| {
+                        format!("state: {name:?} is not a state; states are pending, ok, warning, critical, unknown")
+                    })?;
+                    q.states.insert(state);
+                }
+            }
+            "q" => {
+                if v.chars().count() > Q_MAX {
+                    return Err(format!("q: at most {Q_MAX} characters (an object id is no longer)"));
+                }
+                q.q = v.to_ascii_lowercase();
+            }
+            "sort" => {
+                q.sort = match v.as_ref() {
+                    "id" => Sort::Id,
+                    "severity" => Sort::Severity,
+                    other => return Err(format!("sort: {other:?} is not an order; sort by id or severity")),
+                }
+            }
+            "cursor" => {
+                cursor = Some(Cursor::decode(&v).ok_or_else(|| {
+                    format!("cursor: {v:?} is not a cursor; pass the one in the previous page's Link rel=\"next\"")
+                })?)
+            }
+            other => {
+                return Err(format!("unknown parameter {other:?}; the object list takes limit, state, q, sort, cursor"))
+            }
+        }
+    }
+    if let Some(c) = &cursor {
+        if c.sort() != q.sort {
+            return Err(format!(
+                "cursor: it continues a list sorted by {}, this one is sorted by {}",
+                c.sort().as_str(),
+                q.sort.as_str()
+            ));
+        }
+    }
+    q.after = cursor;
+    Ok(q)
+}
+
+/// The next page: the same parameters, the next cursor. A reference relative to this server, as the request's.
+fn next_link(q: &PageQuery, next: &Cursor) -> String {
+    let mut params = url::form_urlencoded::Serializer::new(String::new());
+    params.append_pair("limit", &q.limit.to_string());
+    if !q.states.is_empty() {
+        params.append_pair("state", &q.states.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(","));
+    }
+    if !q.q.is_empty() {
+        params.append_pair("q", &q.q);
+    }
+    if q.sort != Sort::Id {
+        params.append_pair("sort", q.sort.as_str());
+    }
+    params.append_pair("cursor", &next.encode());
+    format!("</api/objects?{}>; rel=\"next\"", params.finish())
+}
+
+fn no_reader() -> Response {
+    error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no log reader in this process")
+}
+
+async fn get_object(State(s): State<Arc<Http>>, id: Result<Path<String>, PathRejection>) -> Response {
+    let id = match path_id(id) {
         Ok(id) => id,
         Err(e) => return bad_request(e),
     };
-    match ask(&s, |reply| UiRequest::Objects { id: Some(id.clone()), reply }).await {
-        Some(Some(body)) => json_bytes(body),
-        Some(None) => (StatusCode::NOT_FOUND, Json(json!({ "error": format!("no object {id}") }))).into_response(),
-        None => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no log reader in this process"),
+    match ask(&s, |reply| UiRequest::Objects { read: Read::One(id.clone()), reply }).await {
+        Some(Rendered { body: Some(body), .. }) => json_bytes(body),
+        Some(Rendered { body: None, .. }) => {
+            (StatusCode::NOT_FOUND, Json(json!({ "error": format!("no object {id}") }))).into_response()
+        }
+        None => no_reader(),
     }
+}
+
+/// `GET /api/summary`: how many objects are in each state (the header of a status page), counted in one pass.
+async fn summary(State(s): State<Arc<Http>>) -> Response {
+    match ask(&s, |reply| UiRequest::Objects { read: Read::Summary, reply }).await {
+        Some(Rendered { body: Some(body), .. }) => json_bytes(body),
+        Some(Rendered { body: None, .. }) => {
+            error(StatusCode::INTERNAL_SERVER_ERROR, "unavailable", "rendering the summary failed")
+        }
+        None => no_reader(),
+    }
+}
+
+async fn openapi(State(s): State<Arc<Http>>) -> Response {
+    Json(crate::openapi::document(s.write_token.is_some())).into_response()
 }
 
 async fn cluster(State(s): State<Arc<Http>>) -> Response {
     match ask(&s, |reply| UiRequest::Cluster { reply }).await {
         Some(v) => Json(v).into_response(),
-        None => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no log reader in this process"),
+        None => no_reader(),
     }
 }
 
@@ -277,28 +416,43 @@ fn parse_def(body: &[u8]) -> Result<ObjectDef, String> {
 
 async fn put_object(
     State(s): State<Arc<Http>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Response {
-    write(&s, &id, &headers, || parse_def(&body).map(|def| CommandKind::Put { def })).await
+    write(&s, path_id(id), &headers, || match body {
+        Ok(body) => parse_def(&body).map(|def| CommandKind::Put { def }).map_err(|e| (StatusCode::BAD_REQUEST, e)),
+        // Past axum's limit (2 MiB; a definition is a few KiB at most), or a body that broke off.
+        Err(e) => Err((e.status(), format!("the body: {}", e.body_text()))),
+    })
+    .await
 }
 
-async fn delete_object(State(s): State<Arc<Http>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
-    write(&s, &id, &headers, || Ok(CommandKind::Delete)).await
+async fn delete_object(
+    State(s): State<Arc<Http>>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Response {
+    write(&s, path_id(id), &headers, || Ok(CommandKind::Delete)).await
 }
 
 async fn action(
     State(s): State<Arc<Http>>,
-    Path((id, action)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
-    write(&s, &id, &headers, || match action.as_str() {
+    let (id, action) = match path {
+        Ok(Path((id, action))) => (parse_id(&id), action),
+        Err(e) => (Err(e.body_text()), String::new()),
+    };
+    write(&s, id, &headers, || match action.as_str() {
         "pause" => Ok(CommandKind::Pause),
         "resume" => Ok(CommandKind::Resume),
         "check" => Ok(CommandKind::CheckNow),
         "ack" => Ok(CommandKind::Ack),
-        other => Err(format!("unknown action {other:?}; actions are pause, resume, check, ack")),
+        other => {
+            Err((StatusCode::BAD_REQUEST, format!("unknown action {other:?}; actions are pause, resume, check, ack")))
+        }
     })
     .await
 }
@@ -307,15 +461,16 @@ async fn action(
 /// the id and body, then the command goes out and its outcome comes back as the answer.
 async fn write(
     s: &Http,
-    id: &str,
+    id: Result<ObjectId, String>,
     headers: &HeaderMap,
-    kind: impl FnOnce() -> Result<CommandKind, String>,
+    kind: impl FnOnce() -> Result<CommandKind, (StatusCode, String)>,
 ) -> Response {
     if let Some(token) = &s.write_token {
         let given = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
         if given != Some(token.as_str()) {
             return (
                 StatusCode::UNAUTHORIZED,
+                [("www-authenticate", "Bearer")],
                 Json(json!({ "error": "writes need Authorization: Bearer <token> (the -write-token)" })),
             )
                 .into_response();
@@ -328,13 +483,13 @@ async fn write(
             "this ui has no engine and no NATS coordination to submit writes to; run it with -coordination nats://host:port",
         );
     }
-    let object = match parse_id(id) {
+    let object = match id {
         Ok(o) => o,
         Err(e) => return bad_request(e),
     };
     let kind = match kind() {
         Ok(k) => k,
-        Err(e) => return bad_request(e),
+        Err((status, reason)) => return error(status, "rejected", reason),
     };
     let command_id = match headers.get("idempotency-key") {
         Some(v) => {

@@ -10,6 +10,7 @@ mod http;
 mod metrics;
 mod nats;
 mod notifier;
+mod openapi;
 mod progress;
 mod reading;
 mod sink;

@@ -62,7 +62,7 @@ pub async fn run_reader(
             }
             req = ui.recv() => match (req, tail.reader()) {
                 (None, _) => return Ok(()),
-                (Some(UiRequest::Objects { id, reply }), reader) => { let _ = reply.send(views::objects(reader, id.as_ref())); None }
+                (Some(UiRequest::Objects { read, reply }), reader) => { let _ = reply.send(views::objects(reader, read)); None }
                 (Some(UiRequest::Cluster { reply }), reader) => { let _ = reply.send(views::cluster(reader, follow.buckets())); None }
                 (Some(UiRequest::Metrics { reply }), reader) => { let _ = reply.send(metrics(reader, &follow)); None }
                 (Some(UiRequest::Health { reply }), _) => {

@@ -1,12 +1,16 @@
 //! What the ui asks of the loop that holds the log (an engine's, or a ui's own reader) and the JSON it gets
-//! back. Rendering reads a `LogReader` and the live sets; it decides nothing.
+//! back. Rendering reads a `LogReader` and the live sets; it decides nothing. The loop renders one page of
+//! objects at a time, so a large installation never holds it for the whole list.
 
 use crate::follow::Buckets;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use jaque_core::log::ObjectView;
 use jaque_core::{Bucket, Command, LiveSet, LogReader, MemberId, ObjectId, Outcome, Probe, State};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::ops::Bound;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -17,11 +21,10 @@ pub enum UiRequest {
         cmd: Command,
         reply: oneshot::Sender<Outcome>,
     },
-    /// `GET /api/objects` (`None`) or `GET /api/objects/{id}` (`Some`), rendered to JSON where the log is;
-    /// `None` back for an absent id.
+    /// A read of objects (one, a page, the counts), rendered to JSON where the log is.
     Objects {
-        id: Option<ObjectId>,
-        reply: oneshot::Sender<Option<Vec<u8>>>,
+        read: Read,
+        reply: oneshot::Sender<Rendered>,
     },
     Cluster {
         reply: oneshot::Sender<Value>,
@@ -47,6 +50,8 @@ struct ObjectJson<'a> {
     id: &'a ObjectId,
     definition: DefinitionJson<'a>,
     state: State,
+    /// When it entered that state (`since_ms` below): what "for how long" is counted from.
+    state_since_ms: u64,
     paused: bool,
     acknowledged: bool,
     owner: Option<&'a str>,
@@ -82,6 +87,7 @@ fn object<'a>(reader: &'a LogReader, id: &'a ObjectId, view: &'a ObjectView) -> 
             timeout: duration(view.def.timeout_ms),
         },
         state: view.state,
+        state_since_ms: since_ms(view),
         paused: view.paused,
         acknowledged: view.acked,
         owner: reader.owner(id).map(|o| o.id.as_str()),
@@ -99,18 +105,253 @@ fn object<'a>(reader: &'a LogReader, id: &'a ObjectId, view: &'a ObjectView) -> 
     }
 }
 
-/// `GET /api/objects` (`id` `None`: every object) or `GET /api/objects/{id}` as JSON; `None` for an absent id.
-pub fn objects(reader: &LogReader, id: Option<&ObjectId>) -> Option<Vec<u8>> {
-    let json = match id {
-        Some(id) => serde_json::to_vec(&object(reader, id, reader.object(id)?)),
-        None => {
-            let all: Vec<ObjectJson> = reader.objects().iter().map(|(id, v)| object(reader, id, v)).collect();
-            serde_json::to_vec(&all)
+/// A read of objects.
+pub enum Read {
+    /// `GET /api/objects/{id}`: `body` is `None` for an absent id.
+    One(ObjectId),
+    /// `GET /api/objects`: one page, and where the next one starts.
+    Page(PageQuery),
+    /// `GET /api/summary`: counts per state.
+    Summary,
+}
+
+/// What the loop hands back: the JSON, and for a page that is not the last, the cursor of the next one.
+pub struct Rendered {
+    pub body: Option<Vec<u8>>,
+    pub next: Option<Cursor>,
+}
+
+/// Which objects a page of `GET /api/objects` holds, in which order, and where it starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageQuery {
+    pub limit: usize,
+    /// Empty: every state.
+    pub states: StateSet,
+    /// Part of the id, in lower case (ids match in any case); empty: every id.
+    pub q: String,
+    pub sort: Sort,
+    pub after: Option<Cursor>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sort {
+    /// By id, as strings compare: the log's own order, read straight from where the cursor points.
+    Id,
+    /// Problems first (critical, unknown, warning, then pending, ok), within a state the longest in it first,
+    /// then by id: what a status page shows at the top.
+    Severity,
+}
+
+impl Sort {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sort::Id => "id",
+            Sort::Severity => "severity",
+        }
+    }
+}
+
+/// A set of states, one bit each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateSet(u8);
+
+pub const STATES: [State; 5] = [State::Pending, State::Ok, State::Warning, State::Critical, State::Unknown];
+
+fn index(s: State) -> usize {
+    STATES.iter().position(|x| *x == s).unwrap_or(0)
+}
+
+impl StateSet {
+    fn bit(s: State) -> u8 {
+        1 << index(s)
+    }
+
+    pub fn insert(&mut self, s: State) {
+        self.0 |= StateSet::bit(s);
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// An empty set holds every state: no filter.
+    fn admits(self, s: State) -> bool {
+        self.0 == 0 || self.0 & StateSet::bit(s) != 0
+    }
+
+    /// The states in the set, in `STATES` order.
+    pub fn iter(self) -> impl Iterator<Item = State> {
+        STATES.into_iter().filter(move |s| self.0 & StateSet::bit(*s) != 0)
+    }
+}
+
+/// Where a page ended: the key of its last object in the page's order. A key rather than an offset, so the next
+/// page starts right after it however many objects were added or deleted meanwhile, even that one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cursor {
+    Id(ObjectId),
+    Severity { rank: u8, since_ms: u64, id: ObjectId },
+}
+
+impl Cursor {
+    /// Opaque to clients (base64url of `id:<id>` or `severity:<rank>:<since>:<id>`), so its form may change.
+    pub fn encode(&self) -> String {
+        let plain = match self {
+            Cursor::Id(id) => format!("id:{id}"),
+            Cursor::Severity { rank, since_ms, id } => format!("severity:{rank}:{since_ms}:{id}"),
+        };
+        URL_SAFE_NO_PAD.encode(plain)
+    }
+
+    pub fn decode(s: &str) -> Option<Cursor> {
+        let plain = String::from_utf8(URL_SAFE_NO_PAD.decode(s).ok()?).ok()?;
+        let (kind, rest) = plain.split_once(':')?;
+        match kind {
+            "id" => Some(Cursor::Id(ObjectId::new(rest).ok()?)),
+            "severity" => {
+                let mut parts = rest.splitn(3, ':');
+                let rank = parts.next()?.parse().ok().filter(|r| usize::from(*r) < STATES.len())?;
+                let since_ms = parts.next()?.parse().ok()?;
+                let id = ObjectId::new(parts.next()?).ok()?;
+                Some(Cursor::Severity { rank, since_ms, id })
+            }
+            _ => None,
+        }
+    }
+
+    pub fn sort(&self) -> Sort {
+        match self {
+            Cursor::Id(_) => Sort::Id,
+            Cursor::Severity { .. } => Sort::Severity,
+        }
+    }
+}
+
+/// Problems first, the worst first.
+fn rank(s: State) -> u8 {
+    match s {
+        State::Critical => 0,
+        State::Unknown => 1,
+        State::Warning => 2,
+        State::Pending => 3,
+        State::Ok => 4,
+    }
+}
+
+/// When the object entered its state: its last transition, or for one never checked, its definition.
+fn since_ms(v: &ObjectView) -> u64 {
+    v.last_transition.as_ref().map_or(v.anchor, |t| t.at).as_millis()
+}
+
+/// `needle` is lower case. Every id is looked at for a search, so most windows are ruled out on one byte.
+fn contains_ignore_case(hay: &str, needle: &str) -> bool {
+    let (hay, needle) = (hay.as_bytes(), needle.as_bytes());
+    let Some((&first, rest)) = needle.split_first() else { return true };
+    hay.len() >= needle.len()
+        && (0..=hay.len() - needle.len()).any(|i| {
+            hay[i].to_ascii_lowercase() == first
+                && hay[i + 1..i + needle.len()].iter().zip(rest).all(|(h, n)| h.to_ascii_lowercase() == *n)
+        })
+}
+
+impl PageQuery {
+    fn admits(&self, id: &ObjectId, v: &ObjectView) -> bool {
+        self.states.admits(v.state) && contains_ignore_case(id.as_str(), &self.q)
+    }
+}
+
+/// Renders a read. These types always serialize (no maps with non-string keys); were it ever to fail, a page
+/// or the counts answer 500 and a single object reads as absent.
+pub fn objects(reader: &LogReader, read: Read) -> Rendered {
+    match read {
+        Read::One(id) => {
+            let body = reader.object(&id).and_then(|v| serde_json::to_vec(&object(reader, &id, v)).ok());
+            Rendered { body, next: None }
+        }
+        Read::Page(q) => page(reader, &q),
+        Read::Summary => Rendered { body: serde_json::to_vec(&summary(reader)).ok(), next: None },
+    }
+}
+
+fn page(reader: &LogReader, q: &PageQuery) -> Rendered {
+    let (ids, more): (Vec<&ObjectId>, bool) = match q.sort {
+        Sort::Id => {
+            let start = match &q.after {
+                Some(Cursor::Id(id)) => Bound::Excluded(id),
+                _ => Bound::Unbounded,
+            };
+            let mut matching =
+                reader.objects().range((start, Bound::Unbounded)).filter(|(id, v)| q.admits(id, v)).map(|(id, _)| id);
+            let ids: Vec<&ObjectId> = matching.by_ref().take(q.limit).collect();
+            let more = ids.len() == q.limit && matching.next().is_some();
+            (ids, more)
+        }
+        Sort::Severity => {
+            // Every object has to be looked at (the order is not the map's), but only `limit + 1` keys are kept:
+            // one pass, no sort of the whole set, nothing serialized but the page.
+            let after = match &q.after {
+                Some(Cursor::Severity { rank, since_ms, id }) => Some((*rank, *since_ms, id)),
+                _ => None,
+            };
+            let mut best: BinaryHeap<(u8, u64, &ObjectId)> = BinaryHeap::with_capacity(q.limit + 1);
+            for (id, v) in reader.objects() {
+                if !q.admits(id, v) {
+                    continue;
+                }
+                let key = (rank(v.state), since_ms(v), id);
+                if after.is_some_and(|a| key <= a) {
+                    continue;
+                }
+                if best.len() <= q.limit {
+                    best.push(key);
+                } else if best.peek().is_some_and(|worst| key < *worst) {
+                    best.pop();
+                    best.push(key);
+                }
+            }
+            let mut keys = best.into_sorted_vec();
+            let more = keys.len() > q.limit;
+            keys.truncate(q.limit);
+            (keys.into_iter().map(|(_, _, id)| id).collect(), more)
         }
     };
-    // These types always serialize (no maps with non-string keys); were it ever to fail, the list answers 500
-    // and a single object reads as absent.
-    json.ok()
+    let items: Vec<ObjectJson> = ids.iter().filter_map(|id| reader.object(id).map(|v| object(reader, id, v))).collect();
+    let next = match (more, ids.last()) {
+        (true, Some(last)) => Some(match q.sort {
+            Sort::Id => Cursor::Id((*last).clone()),
+            Sort::Severity => {
+                let v = reader.object(last).expect("a key of the page is in the map");
+                Cursor::Severity { rank: rank(v.state), since_ms: since_ms(v), id: (*last).clone() }
+            }
+        }),
+        _ => None,
+    };
+    Rendered { body: serde_json::to_vec(&items).ok(), next }
+}
+
+#[derive(Serialize, Default)]
+struct SummaryJson {
+    objects: u64,
+    states: BTreeMap<&'static str, u64>,
+    /// Problems someone acknowledged (the mark goes with the next transition).
+    acknowledged: u64,
+    paused: u64,
+    epoch: u64,
+    log_position: u64,
+}
+
+/// One pass over the objects, counting; nothing else is rendered.
+fn summary(reader: &LogReader) -> SummaryJson {
+    let mut counts = [0u64; STATES.len()];
+    let mut s = SummaryJson { epoch: reader.epoch(), log_position: reader.position(), ..Default::default() };
+    for v in reader.objects().values() {
+        counts[index(v.state)] += 1;
+        s.acknowledged += u64::from(v.acked);
+        s.paused += u64::from(v.paused);
+    }
+    s.objects = counts.iter().sum();
+    s.states = STATES.iter().zip(counts).map(|(st, n)| (st.as_str(), n)).collect();
+    s
 }
 
 /// Per bucket: its live members; for the engine bucket also the epoch in force, its members, and how many
@@ -149,4 +390,162 @@ pub fn cluster(reader: &LogReader, buckets: &Buckets) -> Value {
         })
         .collect();
     json!({ "log_position": reader.position(), "buckets": out })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jaque_core::{EpochRecord, Event, EventBody, LogEntry, MemberRef, ObjectDef, Time};
+
+    /// A reader holding `objects` (id, state, time of its transition), in that order in the log.
+    fn reader(objects: &[(&str, State, u64)]) -> LogReader {
+        let me = MemberRef { id: MemberId::new("e1").unwrap(), incarnation: 1 };
+        let mut r = LogReader::new();
+        r.read(
+            1,
+            &LogEntry::Epoch(EpochRecord {
+                epoch: 1,
+                members: vec![me.clone()],
+                members_rev: 1,
+                idempotency_window_ms: None,
+            }),
+        );
+        let mut seq = 1;
+        for (id, state, at) in objects {
+            let mut append = |body: EventBody, at: u64| {
+                seq += 1;
+                let ev = Event {
+                    object: ObjectId::new(*id).unwrap(),
+                    epoch: 1,
+                    writer: me.clone(),
+                    at: Time(at),
+                    command_id: None,
+                    body,
+                };
+                r.read(seq, &LogEntry::Event(ev));
+            };
+            let def =
+                ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 60_000, timeout_ms: 1000 };
+            append(EventBody::Put { def }, 1);
+            if *state != State::Pending {
+                append(EventBody::Transition { from: State::Pending, to: *state, output: String::new() }, *at);
+            }
+        }
+        r
+    }
+
+    fn query(limit: usize, sort: Sort) -> PageQuery {
+        PageQuery { limit, states: StateSet::default(), q: String::new(), sort, after: None }
+    }
+
+    fn ids(body: &[u8]) -> Vec<String> {
+        let v: Vec<Value> = serde_json::from_slice(body).unwrap();
+        v.iter().map(|o| o["id"].as_str().unwrap().to_string()).collect()
+    }
+
+    /// Every page of `q`, following the cursors, as ids per page.
+    fn walk(r: &LogReader, mut q: PageQuery) -> Vec<Vec<String>> {
+        let mut pages = Vec::new();
+        loop {
+            let page = objects(r, Read::Page(q.clone()));
+            pages.push(ids(&page.body.unwrap()));
+            match page.next {
+                Some(next) => q.after = Some(next.clone()),
+                None => return pages,
+            }
+            assert!(pages.len() < 100, "the cursors go round");
+        }
+    }
+
+    #[test]
+    fn pages_by_id_cover_every_object_once_and_the_last_has_no_next() {
+        let r = reader(&[
+            ("c", State::Ok, 5),
+            ("a", State::Ok, 5),
+            ("e", State::Critical, 5),
+            ("b", State::Ok, 5),
+            ("d", State::Ok, 5),
+        ]);
+        assert_eq!(walk(&r, query(2, Sort::Id)), [vec!["a", "b"], vec!["c", "d"], vec!["e"]]);
+        assert_eq!(walk(&r, query(5, Sort::Id)), [vec!["a", "b", "c", "d", "e"]], "a full page with nothing after");
+    }
+
+    #[test]
+    fn a_cursor_at_a_deleted_object_continues_after_where_it_was() {
+        let r = reader(&[("a", State::Ok, 5), ("c", State::Ok, 5), ("d", State::Ok, 5)]);
+        let mut q = query(10, Sort::Id);
+        q.after = Some(Cursor::Id(ObjectId::new("b").unwrap()));
+        assert_eq!(walk(&r, q), [vec!["c", "d"]]);
+    }
+
+    #[test]
+    fn state_and_id_filters_combine() {
+        let r = reader(&[
+            ("web-1", State::Critical, 5),
+            ("Web-2", State::Ok, 5),
+            ("db-1", State::Critical, 5),
+            ("web-3", State::Warning, 5),
+            ("web-4", State::Pending, 0),
+        ]);
+        let mut q = query(1, Sort::Id);
+        q.states.insert(State::Critical);
+        q.states.insert(State::Warning);
+        assert_eq!(walk(&r, q.clone()), [vec!["db-1"], vec!["web-1"], vec!["web-3"]]);
+        q.q = "web".into();
+        assert_eq!(walk(&r, q), [vec!["web-1"], vec!["web-3"]]);
+        let mut q = query(10, Sort::Id);
+        q.q = "eb-".into();
+        assert_eq!(walk(&r, q), [vec!["Web-2", "web-1", "web-3", "web-4"]]);
+    }
+
+    #[test]
+    fn severity_puts_problems_first_the_longest_first_and_pages_through_the_same_order() {
+        let r = reader(&[
+            ("ok-old", State::Ok, 10),
+            ("crit-new", State::Critical, 90),
+            ("warn", State::Warning, 50),
+            ("crit-old", State::Critical, 20),
+            ("unknown", State::Unknown, 70),
+            ("crit-tie-b", State::Critical, 20),
+            ("pending", State::Pending, 0),
+        ]);
+        let order = ["crit-old", "crit-tie-b", "crit-new", "unknown", "warn", "pending", "ok-old"];
+        assert_eq!(walk(&r, query(100, Sort::Severity)), [order.to_vec()]);
+        for limit in 1..order.len() {
+            let pages = walk(&r, query(limit, Sort::Severity));
+            assert!(pages.iter().all(|p| p.len() <= limit));
+            assert_eq!(pages.concat(), order, "limit {limit}");
+        }
+        let mut problems = query(2, Sort::Severity);
+        for s in [State::Critical, State::Unknown, State::Warning] {
+            problems.states.insert(s);
+        }
+        assert_eq!(walk(&r, problems), [vec!["crit-old", "crit-tie-b"], vec!["crit-new", "unknown"], vec!["warn"]]);
+    }
+
+    #[test]
+    fn cursors_survive_their_encoding_and_anything_else_is_refused() {
+        for c in [
+            Cursor::Id(ObjectId::new("a:b@c.d-e").unwrap()),
+            Cursor::Severity { rank: 4, since_ms: u64::MAX, id: ObjectId::new("x:1").unwrap() },
+        ] {
+            assert_eq!(Cursor::decode(&c.encode()), Some(c));
+        }
+        for bad in ["", "!!", "aWQ6", "c2V2ZXJpdHk6OTox", "c2V2ZXJpdHk6MTp4Ong", "Zm9vOmJhcg"] {
+            assert_eq!(Cursor::decode(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_each_state_in_one_pass() {
+        let r = reader(&[
+            ("a", State::Critical, 5),
+            ("b", State::Critical, 5),
+            ("c", State::Ok, 5),
+            ("d", State::Pending, 0),
+        ]);
+        let s: Value = serde_json::from_slice(&objects(&r, Read::Summary).body.unwrap()).unwrap();
+        assert_eq!(s["objects"], 4);
+        assert_eq!(s["states"], json!({"pending": 1, "ok": 1, "warning": 0, "critical": 2, "unknown": 0}));
+    }
 }

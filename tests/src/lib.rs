@@ -4,6 +4,7 @@
 //! own PID on drop, and nothing else.
 
 pub mod checker;
+pub mod loopback_probes;
 pub mod nats_cluster;
 pub mod pki;
 pub mod postgres;
@@ -61,6 +62,20 @@ pub fn nats_server_bin() -> PathBuf {
     assert!(
         bin.is_file(),
         "nats-server not found: set JAQUE_NATS_SERVER or run scripts/install-nats.sh (scripts/test.sh does)"
+    );
+    bin
+}
+
+/// `JAQUE_SCHEMATHESIS`, else the `st` that `scripts/install-schemathesis.sh` puts in `.tools/bin`.
+pub fn schemathesis_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("JAQUE_SCHEMATHESIS") {
+        return PathBuf::from(p);
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is inside the workspace");
+    let bin = workspace.join(".tools/bin/st");
+    assert!(
+        bin.is_file(),
+        "schemathesis not found: set JAQUE_SCHEMATHESIS or run scripts/install-schemathesis.sh (scripts/test.sh does)"
     );
     bin
 }

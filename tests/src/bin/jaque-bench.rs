@@ -17,6 +17,8 @@
 //! P14 a new engine's time to ready with 1,000 objects behind a history of 1,000,000 events, beside the same
 //! with 1,000 (start time independent of history: snapshots).
 //! P15 the log stream's size and every process's resident memory over a run of 1,000,000 transitions.
+//! P16 pages of `GET /api/objects` (problems first, one state, a search) and `GET /api/summary` at 100,000
+//! objects, beside `/healthz` of the same process.
 
 use futures_util::StreamExt;
 use jaque_core::role::{After, Owned};
@@ -264,40 +266,51 @@ fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
-/// Loads `n` objects straight into the log (as written by a departed engine), then starts an engine that
-/// takes them all over; its resident memory before any object and with all of them, and how long it takes to
-/// list them (`GET /api/objects`, p50 of 5).
-fn engine_memory(n: usize) -> (u64, u64, Duration) {
-    let nats = Nats::start();
-    let servers = Servers::one(&nats);
+/// Writes `n` objects straight into a fresh log (as a departed engine would have), object `i` then moved to
+/// `state(i)` by a transition when that is not pending; returns the resident memory of the engine that made
+/// the log, before it left.
+fn load_log(servers: &Servers, n: usize, state: impl Fn(usize) -> jaque_core::State) -> u64 {
     // The first engine creates the log stream and the membership bucket, then leaves.
-    let mut warmup = engine(&servers, "warmup");
+    let mut warmup = engine(servers, "warmup");
     warmup.wait_ready();
     let idle_rss = rss_kib(warmup.proc.pid());
     warmup.proc.signal("TERM");
     warmup.proc.wait_exit();
     rt().block_on(async {
-        let client = async_nats::connect(&nats.url).await.unwrap();
+        let client = async_nats::connect(&servers.url).await.unwrap();
         let js = async_nats::jetstream::new(client);
         let loader = MemberRef { id: MemberId::new("loader").unwrap(), incarnation: 1 };
         let record =
             EpochRecord { epoch: 2, members: vec![loader.clone()], members_rev: 0, idempotency_window_ms: None };
         js.publish("jaque.log.epoch", wire::encode(&LogEntry::Epoch(record)).into()).await.unwrap().await.unwrap();
         // Defined an hour ago on a daily interval: nothing is due when the new engine takes over.
-        let at = Time(unix_ms() - 3_600_000);
+        let at = unix_ms() - 3_600_000;
         let def =
             ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 86_400_000, timeout_ms: 1000 };
         let mut acks = Vec::new();
         for i in 0..n {
-            let ev = Event {
-                object: ObjectId::new(format!("object-{i:06}")).unwrap(),
-                epoch: 2,
-                writer: loader.clone(),
-                at,
-                command_id: None,
-                body: EventBody::Put { def: def.clone() },
-            };
-            acks.push(js.publish("jaque.log.event", wire::encode(&LogEntry::Event(ev)).into()).await.unwrap());
+            let object = ObjectId::new(format!("object-{i:06}")).unwrap();
+            let mut bodies = vec![(at, EventBody::Put { def: def.clone() })];
+            let to = state(i);
+            if to != jaque_core::State::Pending {
+                // In that state for a time that differs per object, so "the longest first" has work to do.
+                let since = at + 1 + (i as u64 * 7919) % 3_000_000;
+                bodies.push((
+                    since,
+                    EventBody::Transition { from: jaque_core::State::Pending, to, output: "bench".into() },
+                ));
+            }
+            for (at, body) in bodies {
+                let ev = Event {
+                    object: object.clone(),
+                    epoch: 2,
+                    writer: loader.clone(),
+                    at: Time(at),
+                    command_id: None,
+                    body,
+                };
+                acks.push(js.publish("jaque.log.event", wire::encode(&LogEntry::Event(ev)).into()).await.unwrap());
+            }
             if acks.len() >= 1000 {
                 for a in acks.drain(..) {
                     a.await.unwrap();
@@ -308,22 +321,122 @@ fn engine_memory(n: usize) -> (u64, u64, Duration) {
             a.await.unwrap();
         }
     });
+    idle_rss
+}
+
+/// Loads `n` objects straight into the log (as written by a departed engine), then starts an engine that
+/// takes them all over; its resident memory before any object and with all of them, and how long it takes to
+/// list them all (`GET /api/objects` page by page at the largest page, p50 of 5).
+fn engine_memory(n: usize) -> (u64, u64, Duration) {
+    let nats = Nats::start();
+    let servers = Servers::one(&nats);
+    let idle_rss = load_log(&servers, n, |_| jaque_core::State::Pending);
     // An engine that also serves the API (its ui reads the engine's own log view: no second copy).
     let e = engine_as(&servers, "rss", "engine,ui");
     poll("the engine owns every loaded object", || {
         (e.metric("jaque_engine_objects_owned") == Some(n as f64)).then_some(())
     });
     let rss = rss_kib(e.proc.pid());
-    // How long the engine takes to list them all (the loop renders the list, and does nothing else meanwhile).
+    // How long the engine takes to list them all (the loop renders each page, and does nothing else meanwhile).
     let mut lists: Vec<Duration> = (0..5)
         .map(|_| {
-            let s = Instant::now();
-            let r = e.get("/api/objects");
-            assert_eq!(r.status, 200);
-            s.elapsed()
+            let (pages, took) = all_pages(&e, "/api/objects?limit=10000");
+            assert_eq!(pages.iter().sum::<usize>(), n);
+            took
         })
         .collect();
     (idle_rss, rss, pct(&mut lists, 0.5))
+}
+
+/// The `Link: <...>; rel="next"` of an object page.
+fn next_page(r: &jaque_tests::Response) -> Option<String> {
+    let link = r.header("link")?;
+    Some(link.strip_prefix('<')?.split_once(">; rel=\"next\"")?.0.to_string())
+}
+
+/// Follows the pages of a list from `first`: the objects on each, and the time the requests took (the bodies
+/// are parsed after each is timed).
+fn all_pages(j: &Jaque, first: &str) -> (Vec<usize>, Duration) {
+    let mut pages = Vec::new();
+    let mut took = Duration::ZERO;
+    let mut at = Some(first.to_string());
+    while let Some(path) = at {
+        let s = Instant::now();
+        let r = j.get(&path);
+        took += s.elapsed();
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        pages.push(r.json().as_array().map_or(0, Vec::len));
+        at = next_page(&r);
+    }
+    (pages, took)
+}
+
+/// P16: what a status page asks of a process holding 100,000 objects (4% of them problems): the first page
+/// problems first, a page of one state, a search, the counts, beside the same process's `/healthz` (an HTTP
+/// exchange and a trip through the same loop, with no work), alternating so load hits both alike. On the
+/// engine (`engine,ui`) and on a separate `-target ui` following the same log.
+fn p16() {
+    const N: usize = 100_000;
+    eprintln!("jaque-bench: P16 object pages at {N} objects...");
+    let nats = Nats::start();
+    let servers = Servers::one(&nats);
+    let state = |i: usize| match i % 100 {
+        0 | 1 => jaque_core::State::Critical,
+        2 => jaque_core::State::Warning,
+        3 => jaque_core::State::Unknown,
+        _ => jaque_core::State::Ok,
+    };
+    load_log(&servers, N, state);
+    let e = engine_as(&servers, "p16", "engine,ui");
+    let ui = Jaque::start("p16-ui", &["-target", "ui", "-coordination", &servers.url, "-id", "p16-ui"]);
+    for j in [&e, &ui] {
+        poll("every loaded object in the list's counts", || {
+            let s = j.get("/api/summary");
+            (s.status == 200 && s.json()["objects"] == N as u64 && j.get("/healthz").status == 200).then_some(())
+        });
+    }
+    let critical = (0..N).filter(|i| state(*i) == jaque_core::State::Critical).count();
+    let requests = [
+        ("first page, problems first (limit=100&sort=severity)", "/api/objects?limit=100&sort=severity", 100),
+        ("a page of one state (limit=100&state=critical)", "/api/objects?limit=100&state=critical", 100),
+        ("search by id (limit=100&q=99999: one match)", "/api/objects?limit=100&q=99999", 1),
+        ("counts per state (GET /api/summary)", "/api/summary", 0),
+        ("first page by id (limit=100)", "/api/objects?limit=100", 100),
+    ];
+    const ROUNDS: usize = 40;
+    for (who, j) in [("engine,ui", &e), ("-target ui", &ui)] {
+        let mut floor = Vec::with_capacity(ROUNDS * requests.len());
+        let mut took: Vec<Vec<Duration>> = vec![Vec::with_capacity(ROUNDS); requests.len()];
+        for round in 0..=ROUNDS {
+            for (k, (_, path, want)) in requests.iter().enumerate() {
+                let s = Instant::now();
+                let h = j.get("/healthz");
+                let f = s.elapsed();
+                let s = Instant::now();
+                let r = j.get(path);
+                let t = s.elapsed();
+                assert_eq!((h.status, r.status), (200, 200), "{path}: {}", r.text());
+                if *want > 0 {
+                    assert_eq!(r.json().as_array().map(Vec::len), Some(*want), "{path}");
+                } else {
+                    assert_eq!(r.json()["states"]["critical"], critical as u64);
+                }
+                // The first round warms up.
+                if round > 0 {
+                    floor.push(f);
+                    took[k].push(t);
+                }
+            }
+        }
+        let f50 = ms(pct(&mut floor, 0.5));
+        for (k, (what, _, _)) in requests.iter().enumerate() {
+            let t50 = ms(pct(&mut took[k], 0.5));
+            println!(
+                "| P16 | {who}, 100k objects (4% problems): {what}, p50 | {t50:.2} ms | {f50:.2} ms (GET /healthz, same process) | {:.1}x | |",
+                t50 / f50
+            );
+        }
+    }
 }
 
 const P12_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -926,7 +1039,7 @@ fn p13() {
     );
 }
 
-/// `jaque-bench [p1 p2 p3 p8 p11 p12 p13 p14 p15 cluster]`: the parts to run (all by default), so one figure can be re-measured alone.
+/// `jaque-bench [p1 p2 p3 p8 p11 p12 p13 p14 p15 p16 cluster]`: the parts to run (all by default), so one figure can be re-measured alone.
 /// Each part prints its rows as soon as it has them.
 fn main() {
     let parts: Vec<String> = std::env::args().skip(1).collect();
@@ -979,7 +1092,7 @@ fn main() {
             (loaded_kib.saturating_sub(idle_kib) * 1024) as f64 / 100_000.0
         );
         println!(
-            "| P8 | GET /api/objects of those 100k objects, p50 (the engine loop renders it) | {:.0} ms | | | |",
+            "| P8 | GET /api/objects of those 100k objects, 10 pages of 10,000, p50 (the engine loop renders each) | {:.0} ms | | | |",
             ms(list)
         );
     }
@@ -997,6 +1110,9 @@ fn main() {
     }
     if want("p15") {
         p15();
+    }
+    if want("p16") {
+        p16();
     }
 }
 
