@@ -3,7 +3,7 @@
 //! the live sets of every bucket, and, for a role that is a member of a bucket, the heartbeat writer and the
 //! leave flush. A role's loop only says what each event means to it.
 
-use crate::coord::{Coordination, LogEvent, MemberEvent};
+use crate::coord::{Coordination, Events, LogEvent, MemberEvent};
 use crate::metrics::Exposition;
 use jaque_core::membership::MembershipOutput;
 use jaque_core::{Bucket, LiveSet, LogEntry, MemberObservation};
@@ -30,7 +30,7 @@ pub enum Followed {
 /// watch starts over with a fresh snapshot, and `resyncing` says so until each has caught up again.
 pub struct Follower {
     members: UnboundedReceiver<MemberEvent>,
-    log: UnboundedReceiver<LogEvent>,
+    log: Events<LogEvent>,
     buckets: Buckets,
     /// A snapshot's changes not yet handed to the role, in revision order.
     queued: VecDeque<MemberObservation>,
@@ -50,7 +50,7 @@ impl Follower {
         Ok(Follower::over(coord.watch_members().await?, coord.follow_log(from).await?))
     }
 
-    fn over(members: UnboundedReceiver<MemberEvent>, log: UnboundedReceiver<LogEvent>) -> Follower {
+    fn over(members: UnboundedReceiver<MemberEvent>, log: Events<LogEvent>) -> Follower {
         Follower {
             members,
             log,
@@ -275,7 +275,7 @@ mod tests {
     fn pair() -> (UnboundedSender<MemberEvent>, UnboundedSender<LogEvent>, Follower) {
         let (members_tx, members) = unbounded_channel();
         let (log_tx, log) = unbounded_channel();
-        (members_tx, log_tx, Follower::over(members, log))
+        (members_tx, log_tx, Follower::over(members, Events::Unbounded(log)))
     }
 
     /// Every event the follower has ready now.

@@ -1,7 +1,7 @@
 //! The JetStream store of `-coordination nats://`: the membership KV bucket, the log stream and the snapshots'
 //! object store.
 
-use super::{key, observe, LogEvent, MemberEvent};
+use super::{key, observe, Events, LogEvent, MemberEvent};
 use crate::metrics::{self, Exposition};
 use crate::nats::{self, NatsLink};
 use async_nats::jetstream::{self, consumer, context::PublishErrorKind, message::PublishMessage, object_store, stream};
@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{self, unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::OnceCell;
 
 pub const KV_BUCKET: &str = "jaque_membership";
@@ -255,17 +255,17 @@ impl NatsCoord {
         Ok(rx)
     }
 
-    pub(super) async fn follow_log(&self, from: u64) -> Result<UnboundedReceiver<LogEvent>, String> {
-        let (tx, rx) = unbounded_channel();
+    pub(super) async fn follow_log(&self, from: u64) -> Result<Events<LogEvent>, String> {
+        let (tx, rx) = mpsc::channel(LOG_FOLLOWER_BUFFER);
         self.keep_following(Tail { tx, next: from.max(1) }, true).await?;
-        Ok(rx)
+        Ok(Events::Bounded(rx))
     }
 
-    pub(super) async fn refollow_log(&self, from: u64) -> UnboundedReceiver<LogEvent> {
-        let (tx, rx) = unbounded_channel();
+    pub(super) async fn refollow_log(&self, from: u64) -> Events<LogEvent> {
+        let (tx, rx) = mpsc::channel(LOG_FOLLOWER_BUFFER);
         // Not strict: a first consumer that cannot be made is reported lost and made again, never an error.
         let _ = self.keep_following(Tail { tx, next: from.max(1) }, false).await;
-        rx
+        Events::Bounded(rx)
     }
 
     /// Makes a first consumer for `f` (an error when `strict` and it cannot be made), then follows in a task
@@ -281,7 +281,7 @@ impl NatsCoord {
             Err(e) if strict => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, "{}: cannot be made yet; retrying", F::WHAT);
-                if !f.lost(&e) {
+                if !f.lost(&e).await {
                     return Ok(());
                 }
                 None
@@ -322,7 +322,7 @@ impl NatsCoord {
                         Ok(m) => (m, disconnects),
                         Err(e) => {
                             tracing::warn!(error = %e, "{}: cannot be made again yet; retrying", F::WHAT);
-                            if !f.lost(&e) {
+                            if !f.lost(&e).await {
                                 return;
                             }
                             tokio::select! {
@@ -337,30 +337,15 @@ impl NatsCoord {
             let mut backlog = pending > 0;
             if !backlog {
                 retry.reset();
-                if !f.backlog_done() {
+                if !f.backlog_done().await {
                     return;
                 }
             }
             let error = loop {
-                tokio::select! {
-                    m = messages.next() => match m {
-                        Some(Ok(msg)) => {
-                            let Ok(info) = msg.info() else { continue };
-                            let (seq, left) = (info.stream_sequence, info.pending);
-                            if !f.message(&msg, seq) {
-                                return;
-                            }
-                            if backlog && left == 0 {
-                                backlog = false;
-                                retry.reset();
-                                if !f.backlog_done() {
-                                    return;
-                                }
-                            }
-                        }
-                        Some(Err(e)) => break format!("{e}"),
-                        None => break "the consumer ended".to_string(),
-                    },
+                // The select only picks what happened: the watch guard `wait_for` yields must not live across
+                // the awaits below (a full receiver makes `message` wait).
+                let next = tokio::select! {
+                    m = messages.next() => m,
                     r = state.wait_for(|s| s.disconnects != disconnects) => {
                         if r.is_err() {
                             return;
@@ -368,11 +353,29 @@ impl NatsCoord {
                         break "the NATS connection was lost".to_string();
                     }
                     _ = &mut gone => return,
+                };
+                match next {
+                    Some(Ok(msg)) => {
+                        let Ok(info) = msg.info() else { continue };
+                        let (seq, left) = (info.stream_sequence, info.pending);
+                        if !f.message(&msg, seq).await {
+                            return;
+                        }
+                        if backlog && left == 0 {
+                            backlog = false;
+                            retry.reset();
+                            if !f.backlog_done().await {
+                                return;
+                            }
+                        }
+                    }
+                    Some(Err(e)) => break format!("{e}"),
+                    None => break "the consumer ended".to_string(),
                 }
             };
             F::LOST.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error, "{} lost; making it again", F::WHAT);
-            if !f.lost(&error) {
+            if !f.lost(&error).await {
                 return;
             }
         }
@@ -383,6 +386,10 @@ impl NatsCoord {
 /// server that is back is found within seconds and one that is not is not hammered.
 const FOLLOW_RETRY: Duration = Duration::from_millis(200);
 const FOLLOW_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Log entries a follower holds for its role before the consumer waits (a role's loop takes them in batches;
+/// a role that is behind leaves the rest on the server, not in its memory).
+const LOG_FOLLOWER_BUFFER: usize = 1024;
 
 static LOG_FOLLOWERS_LOST: AtomicU64 = AtomicU64::new(0);
 static WATCHES_LOST: AtomicU64 = AtomicU64::new(0);
@@ -410,19 +417,20 @@ trait Follow: Send + 'static {
     fn policy(&self) -> consumer::DeliverPolicy;
     /// A consumer was made; `upto` is the stream's last sequence just before.
     fn made(&mut self, upto: u64);
-    /// A message at stream sequence `seq`. `false`: the receiver is gone, stop.
-    fn message(&mut self, msg: &jetstream::Message, seq: u64) -> bool;
+    /// A message at stream sequence `seq`. `false`: the receiver is gone, stop. Waits while the receiver is
+    /// full: the consumer is not polled meanwhile.
+    fn message(&mut self, msg: &jetstream::Message, seq: u64) -> impl Future<Output = bool> + Send;
     /// The messages pending when the consumer was made have been delivered.
-    fn backlog_done(&mut self) -> bool;
+    fn backlog_done(&mut self) -> impl Future<Output = bool> + Send;
     /// The consumer was lost, or could not be made (`error`).
-    fn lost(&mut self, error: &str) -> bool;
+    fn lost(&mut self, error: &str) -> impl Future<Output = bool> + Send;
     /// Resolves once the receiver is gone.
     fn gone(&self) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
 /// The log, from the position after the last one delivered.
 struct Tail {
-    tx: UnboundedSender<LogEvent>,
+    tx: mpsc::Sender<LogEvent>,
     next: u64,
 }
 
@@ -440,29 +448,37 @@ impl Follow for Tail {
 
     fn made(&mut self, _upto: u64) {}
 
-    fn message(&mut self, msg: &jetstream::Message, seq: u64) -> bool {
+    fn message(&mut self, msg: &jetstream::Message, seq: u64) -> impl Future<Output = bool> + Send {
         // The client remakes a consumer by itself after a reconnect, before this follower noticed: from the
         // start of the stream if it had delivered nothing yet. Each entry goes to the reader once.
-        if seq < self.next {
-            return true;
-        }
-        self.next = seq + 1;
-        match wire::decode_log_entry(&msg.payload) {
-            Ok(entry) => self.tx.send(LogEvent::Entry { seq, entry }).is_ok(),
-            Err(e) => {
-                tracing::warn!(seq, error = %e, "skipping a malformed log entry");
-                metrics::wire_error("log entry");
-                self.tx.send(LogEvent::Unreadable { seq }).is_ok()
+        let event = (seq >= self.next).then(|| {
+            self.next = seq + 1;
+            match wire::decode_log_entry(&msg.payload) {
+                Ok(entry) => LogEvent::Entry { seq, entry },
+                Err(e) => {
+                    tracing::warn!(seq, error = %e, "skipping a malformed log entry");
+                    metrics::wire_error("log entry");
+                    LogEvent::Unreadable { seq }
+                }
+            }
+        });
+        let tx = &self.tx;
+        async move {
+            match event {
+                Some(event) => tx.send(event).await.is_ok(),
+                None => true,
             }
         }
     }
 
-    fn backlog_done(&mut self) -> bool {
-        self.tx.send(LogEvent::CaughtUp).is_ok()
+    fn backlog_done(&mut self) -> impl Future<Output = bool> + Send {
+        let tx = &self.tx;
+        async move { tx.send(LogEvent::CaughtUp).await.is_ok() }
     }
 
-    fn lost(&mut self, error: &str) -> bool {
-        self.tx.send(LogEvent::Lost { from: self.next, error: error.to_string() }).is_ok()
+    fn lost(&mut self, error: &str) -> impl Future<Output = bool> + Send {
+        let (tx, event) = (&self.tx, LogEvent::Lost { from: self.next, error: error.to_string() });
+        async move { tx.send(event).await.is_ok() }
     }
 
     fn gone(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -502,27 +518,29 @@ impl Follow for Watch {
         self.upto = upto;
     }
 
-    fn message(&mut self, msg: &jetstream::Message, rev: u64) -> bool {
+    // Membership changes are few (joins, leaves, expiries): the watch's channel is unbounded and never waits.
+    fn message(&mut self, msg: &jetstream::Message, rev: u64) -> impl Future<Output = bool> + Send {
         let key = msg.subject.as_str().strip_prefix(self.prefix.as_str()).unwrap_or_default();
         let up = nats::kv_is_put(msg.headers.as_ref()).then_some(&msg.payload[..]);
-        let Some(obs) = observe(rev, key, up) else { return true };
-        match &mut self.snapshot {
-            Some(s) => {
+        let sent = match (observe(rev, key, up), &mut self.snapshot) {
+            (None, _) => true,
+            (Some(obs), Some(s)) => {
                 s.push(obs);
                 true
             }
-            None => self.tx.send(MemberEvent::Observed(obs)).is_ok(),
-        }
+            (Some(obs), None) => self.tx.send(MemberEvent::Observed(obs)).is_ok(),
+        };
+        std::future::ready(sent)
     }
 
-    fn backlog_done(&mut self) -> bool {
+    fn backlog_done(&mut self) -> impl Future<Output = bool> + Send {
         let observed = self.snapshot.take().unwrap_or_default();
-        self.tx.send(MemberEvent::Snapshot { observed, upto: self.upto }).is_ok()
+        std::future::ready(self.tx.send(MemberEvent::Snapshot { observed, upto: self.upto }).is_ok())
     }
 
-    fn lost(&mut self, error: &str) -> bool {
+    fn lost(&mut self, error: &str) -> impl Future<Output = bool> + Send {
         self.snapshot = None;
-        self.tx.send(MemberEvent::Lost { error: error.to_string() }).is_ok()
+        std::future::ready(self.tx.send(MemberEvent::Lost { error: error.to_string() }).is_ok())
     }
 
     fn gone(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
