@@ -62,9 +62,37 @@ pub struct Args {
     #[arg(long = "plugin-dir", env = "JAQUE_PLUGIN_DIR", value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
 
-    /// When set, ui writes must carry `Authorization: Bearer <token>`.
+    /// When set, ui writes must carry `Authorization: Bearer <token>` (it grants reads too).
     #[arg(long = "write-token", env = "JAQUE_WRITE_TOKEN", hide_env_values = true)]
     pub write_token: Option<String>,
+
+    /// The write token read from a file (kept out of `ps` and shell history).
+    #[arg(long = "write-token-file", env = "JAQUE_WRITE_TOKEN_FILE", value_name = "FILE")]
+    pub write_token_file: Option<PathBuf>,
+
+    /// When set, every read of the ui (`/api/*`, the status page) must carry `Authorization: Bearer <token>`.
+    #[arg(long = "read-token", env = "JAQUE_READ_TOKEN", hide_env_values = true)]
+    pub read_token: Option<String>,
+
+    /// The read token read from a file.
+    #[arg(long = "read-token-file", env = "JAQUE_READ_TOKEN_FILE", value_name = "FILE")]
+    pub read_token_file: Option<PathBuf>,
+
+    /// When set, `/metrics` and `/healthz` need `Authorization: Bearer <token>`.
+    #[arg(long = "metrics-token", env = "JAQUE_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
+
+    /// The metrics token read from a file.
+    #[arg(long = "metrics-token-file", env = "JAQUE_METRICS_TOKEN_FILE", value_name = "FILE")]
+    pub metrics_token_file: Option<PathBuf>,
+
+    /// Serve HTTPS on -listen with this certificate chain (PEM); needs -tls-key.
+    #[arg(long = "tls-cert", env = "JAQUE_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of -tls-cert (PEM).
+    #[arg(long = "tls-key", env = "JAQUE_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
 
     /// How long (in log time) a retried command id is answered with its first outcome; older ids are forgotten.
     #[arg(
@@ -219,7 +247,10 @@ pub struct Config {
     pub id: MemberId,
     pub listen: SocketAddr,
     pub plugin_dir: Option<PathBuf>,
-    pub write_token: Option<String>,
+    /// `-read-token`, `-write-token`, `-metrics-token` (or their files).
+    pub tokens: crate::guard::Tokens,
+    /// `-tls-cert` and `-tls-key`, loaded.
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     pub worker_concurrency: usize,
     pub idempotency_window: Duration,
     /// `-snapshot-every`, `-snapshot-interval`, `-log-retention`.
@@ -464,6 +495,16 @@ impl Config {
             (None, None) => None,
             _ => return err("-nats-tls-cert and -nats-tls-key go together"),
         };
+        let tokens = crate::guard::Tokens {
+            read: token("-read-token", a.read_token, a.read_token_file)?,
+            write: token("-write-token", a.write_token, a.write_token_file)?,
+            metrics: token("-metrics-token", a.metrics_token, a.metrics_token_file)?,
+        };
+        let tls = match (a.tls_cert, a.tls_key) {
+            (Some(c), Some(k)) => Some(crate::serve::load_tls(&c, &k).map_err(ConfigError)?),
+            (None, None) => None,
+            _ => return err("-tls-cert and -tls-key go together"),
+        };
         let log_level = a.log_level.parse::<tracing::Level>().map_err(|_| {
             ConfigError(format!("-log-level: {:?} is not one of error, warn, info, debug, trace", a.log_level))
         })?;
@@ -480,7 +521,8 @@ impl Config {
             id,
             listen,
             plugin_dir: a.plugin_dir,
-            write_token: a.write_token.filter(|t| !t.is_empty()),
+            tokens,
+            tls,
             worker_concurrency: a.worker_concurrency,
             idempotency_window,
             snapshots,
@@ -493,6 +535,30 @@ impl Config {
             log_level,
             log_json,
         })
+    }
+}
+
+/// A token given on the command line (or in the environment) or in a file (its content less a trailing
+/// newline); not both. An empty one is no token on the command line (as before) but an error from a file,
+/// where it is surely a mistake.
+fn token(flag: &str, given: Option<String>, file: Option<PathBuf>) -> Result<Option<String>, ConfigError> {
+    match (given.filter(|t| !t.is_empty()), file) {
+        (Some(_), Some(_)) => Err(ConfigError(format!("{flag} and {flag}-file: give one of them"))),
+        (Some(t), None) => Ok(Some(t)),
+        (None, None) => Ok(None),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| ConfigError(format!("{flag}-file {}: {e}", path.display())))?;
+            let t = text.strip_suffix('\n').unwrap_or(&text);
+            let t = t.strip_suffix('\r').unwrap_or(t);
+            if t.is_empty() || t.chars().any(|c| c.is_control() || c == ' ') {
+                return Err(ConfigError(format!(
+                    "{flag}-file {}: the token must be one line of printable characters without spaces",
+                    path.display()
+                )));
+            }
+            Ok(Some(t.to_string()))
+        }
     }
 }
 

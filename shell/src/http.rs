@@ -465,16 +465,8 @@ async fn write(
     headers: &HeaderMap,
     kind: impl FnOnce() -> Result<CommandKind, (StatusCode, String)>,
 ) -> Response {
-    if let Some(token) = &s.write_token {
-        let given = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-        if given != Some(token.as_str()) {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [("www-authenticate", "Bearer")],
-                Json(json!({ "error": "writes need Authorization: Bearer <token> (the -write-token)" })),
-            )
-                .into_response();
-        }
+    if let Some(denied) = crate::guard::write_denied(s.write_token.as_deref(), headers) {
+        return denied;
     }
     if s.route == WriteRoute::Reject {
         return error(

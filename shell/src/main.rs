@@ -6,6 +6,7 @@ mod clock;
 mod coord;
 mod engine;
 mod follow;
+mod guard;
 mod http;
 mod metrics;
 mod nats;
@@ -13,6 +14,7 @@ mod notifier;
 mod openapi;
 mod progress;
 mod reading;
+mod serve;
 mod sink;
 mod snapshots;
 mod store;
@@ -241,7 +243,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         owners: owners.filter(|_| cfg.ui_writes_to_owner),
         writes_to_owner: AtomicU64::new(0),
         writes_to_ingress: AtomicU64::new(0),
-        write_token: cfg.write_token.clone(),
+        write_token: cfg.tokens.write.clone(),
         worker: cfg.roles.worker,
         id_prefix: format!("{}-{}", me.id, me.incarnation),
         next_id: AtomicU64::new(0),
@@ -249,17 +251,10 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         roles,
         history: if cfg.roles.ui { store.clone() } else { None },
     });
-    let app = http::router(state);
-    let mut http_shutdown = shutdown.clone();
-    tasks.spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = http_shutdown.wait_for(|s| *s).await;
-            })
-            .await
-            .map_err(|e| format!("http server: {e}"))
-    });
-    tracing::info!(%addr, "listening");
+    let tokens = Arc::new(cfg.tokens.clone());
+    let app = serve::layers(http::router(state)).layer(axum::middleware::from_fn_with_state(tokens, guard::guard));
+    tasks.spawn(serve::run(listener, cfg.tls.clone(), app, shutdown.clone()));
+    tracing::info!(%addr, tls = cfg.tls.is_some(), "listening");
 
     let mut shutdown = shutdown;
     if leavers.is_empty() {

@@ -56,6 +56,18 @@ pub fn process(out: &mut Exposition, worker: bool) {
     }
     crate::snapshots::expose(out);
     crate::coord::expose_followers(out);
+    out.header(
+        "jaque_http_unauthorized_total",
+        "counter",
+        "HTTP requests refused with 401 for a wrong or missing token (-read-token, -write-token, -metrics-token).",
+    );
+    out.sample("jaque_http_unauthorized_total", &[], crate::guard::unauthorized_total());
+    out.header(
+        "jaque_http_connections_refused_total",
+        "counter",
+        "HTTP connections closed before a request: a TLS handshake that failed or took too long.",
+    );
+    out.sample("jaque_http_connections_refused_total", &[], crate::serve::refused_total());
     if worker {
         out.header("jaque_worker_checks_total", "counter", "Checks this worker ran, by resulting state.");
         for (i, state) in ["pending", "ok", "warning", "critical", "unknown"].iter().enumerate().skip(1) {
