@@ -307,14 +307,16 @@ fn parse_notify(
     }
     let mut urls: Vec<String> = Vec::new();
     for w in webhooks {
+        // A webhook URL may carry credentials (`https://user:password@…`): refusals show it redacted.
+        let shown = jaque_core::secret::redact_url(&w);
         let url = reqwest::Url::parse(&w).map_err(|e| {
-            ConfigError(format!("-notify-webhook: {w:?} is not a URL ({e}); write e.g. https://example.com/hook"))
+            ConfigError(format!("-notify-webhook: {shown:?} is not a URL ({e}); write e.g. https://example.com/hook"))
         })?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
-            return err(format!("-notify-webhook: {w:?} is not an http:// or https:// URL with a host"));
+            return err(format!("-notify-webhook: {shown:?} is not an http:// or https:// URL with a host"));
         }
         if urls.contains(&w) {
-            return err(format!("-notify-webhook: {w:?} is given twice"));
+            return err(format!("-notify-webhook: {shown:?} is given twice"));
         }
         urls.push(w);
     }

@@ -1,6 +1,7 @@
 //! The worker: takes check work from the `-queue`, runs the probe with its timeout, returns the result.
 //! Probes: `http` (GET, 2xx/3xx ok unless one status is expected), `tcp` (connect), `exec` (a plugin from
-//! `-plugin-dir`, Nagios exit codes, killed at its timeout). A timeout is critical.
+//! `-plugin-dir`, Nagios exit codes, killed at its timeout). A timeout is critical. A check's output passes
+//! through the probe's `scrub`: no credential of its url is ever in it.
 
 use crate::metrics::{self, WORKER_CHECKS};
 use crate::nats::NatsLink;
@@ -48,20 +49,23 @@ impl Prober {
     }
 
     async fn probe(&self, probe: &Probe, timeout: Duration) -> (State, String) {
-        match probe {
-            Probe::Http { url, expect_status } => match self.http.get(url).timeout(timeout).send().await {
+        let (state, output) = match probe {
+            // The one place the url's credentials are used. The client's errors carry the url: left out, and
+            // the url named redacted.
+            Probe::Http { url, expect_status } => match self.http.get(url.expose()).timeout(timeout).send().await {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     (State::from_http_status(status, *expect_status), format!("HTTP {status}"))
                 }
-                Err(e) => (State::Critical, format!("GET {url}: {}", chain(&e))),
+                Err(e) => (State::Critical, format!("GET {url}: {}", chain(&e.without_url()))),
             },
             Probe::Tcp { addr } => match tokio::net::TcpStream::connect(addr.as_str()).await {
                 Ok(_) => (State::Ok, format!("connected to {addr}")),
                 Err(e) => (State::Critical, format!("connect {addr}: {e}")),
             },
             Probe::Exec { plugin, args } => self.exec(plugin, args).await,
-        }
+        };
+        (state, probe.scrub(&output).into_owned())
     }
 
     async fn exec(&self, plugin: &str, args: &[String]) -> (State, String) {
