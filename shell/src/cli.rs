@@ -58,7 +58,8 @@ pub struct Args {
     #[arg(long, env = "JAQUE_LISTEN", default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub listen: String,
 
-    /// Directory of exec probe plugins; an exec probe may only run a file found here.
+    /// Directory of exec probe plugins; an exec probe may only run a file found here. It must be owned by root
+    /// or the worker's user and writable by its owner only.
     #[arg(long = "plugin-dir", env = "JAQUE_PLUGIN_DIR", value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
 
@@ -418,6 +419,10 @@ impl Config {
         if let Some(dir) = &a.plugin_dir {
             if !dir.is_dir() {
                 return err(format!("-plugin-dir: {} is not a directory", dir.display()));
+            }
+            // Only a worker runs plugins: another role given the flag (a shared environment file) ignores it.
+            if roles.worker {
+                crate::plugins::check_dir(dir).map_err(ConfigError)?;
             }
         }
         let idempotency_window = duration("-idempotency-window", &a.idempotency_window, "24h")?;

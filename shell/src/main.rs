@@ -11,6 +11,7 @@ mod metrics;
 mod nats;
 mod notifier;
 mod openapi;
+mod plugins;
 mod progress;
 mod reading;
 mod sink;
