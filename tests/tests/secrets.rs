@@ -1,7 +1,7 @@
 //! Secrets stay secret (issue 15, point 3), against real processes: an http probe whose url carries a password
 //! really authenticates with it (a local server that demands it answers OK), the log keeps it as given, and no
 //! surface anyone reads shows it: every API read, the 400 of a refused write, the sink's SQLite file, the
-//! webhook bodies, `/metrics`, and everything each process wrote to stdout and stderr at `-log-level debug`.
+//! webhook bodies, `/metrics`, and everything each process wrote to stdout and stderr at `-log-level trace`.
 
 use base64::Engine as _;
 use jaque_core::{EventBody, LogEntry, Probe};
@@ -96,7 +96,7 @@ fn a_probe_password_authenticates_and_no_surface_shows_it() {
     // A second endpoint whose url carries credentials too, on a port nobody listens on: its failed deliveries
     // are logged (with the url) and retried.
     let closed_hook = format!("http://hookuser:{PASSWORD}@127.0.0.1:9/hook");
-    let nats_args = ["-coordination", nats.url.as_str(), "-log-level", "debug"];
+    let nats_args = ["-coordination", nats.url.as_str(), "-log-level", "trace"];
     let engine = Jaque::start(
         "engine",
         &[&["-target", "engine,worker", "-queue", &nats.url, "-id", "e1"], &nats_args[..]].concat(),
