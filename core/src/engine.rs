@@ -24,6 +24,7 @@ use crate::model::{
 };
 use crate::schedule;
 use crate::time::Time;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
@@ -908,7 +909,15 @@ impl Engine {
             return;
         };
         self.check_deadlines.remove(&(deadline, result.check_id));
-        let Some(logged) = self.follow.reader().object(&object).map(|v| v.state) else {
+        let Some((logged, output)) = self.follow.reader().object(&object).map(|v| {
+            // The worker scrubs with the probe it ran; this holds for any worker, and for text that echoes a
+            // URL with its userinfo (a plugin's output). Before the cut, which could leave half a secret.
+            let output = match v.def.probe.scrub(&result.output) {
+                Cow::Borrowed(_) => result.output,
+                Cow::Owned(s) => s,
+            };
+            (v.state, output)
+        }) else {
             self.counters.check_results_dropped += 1;
             return;
         };
@@ -936,7 +945,7 @@ impl Engine {
                 writer: self.cfg.me.clone(),
                 at: now,
                 command_id: None,
-                body: EventBody::Transition { from, to: result.state, output: truncate(result.output, 1024) },
+                body: EventBody::Transition { from, to: result.state, output: truncate(output, 1024) },
             }));
         }
         if rerun {

@@ -11,6 +11,7 @@
 //! - [`schedule`]: the check schedule as a function of the log.
 //! - [`engine`]: the engine node that ties them together, driven as `handle` / `poll_output` / `poll_timeout`.
 //! - [`ui`]: where a ui write goes.
+//! - [`secret`]: what is a secret and how reads show it (`***`).
 //! - [`wire`]: encoding and decoding of every message the shell sends and receives.
 
 pub mod backoff;
@@ -25,6 +26,7 @@ pub mod model;
 pub mod notifier;
 pub mod role;
 pub mod schedule;
+pub mod secret;
 pub mod sink;
 pub mod time;
 pub mod ui;
@@ -37,4 +39,5 @@ pub use engine::{
 pub use log::{Effect, Fence, LogReader, Read, ReaderSnapshot, StaleReason, Verdict};
 pub use membership::{LiveSet, MemberChange, MemberObservation, Membership, MembershipOutput};
 pub use model::*;
+pub use secret::SensitiveUrl;
 pub use time::Time;

@@ -1,8 +1,10 @@
 //! The nouns of the product page: members, buckets, objects, checks, commands, outcomes, and the entries of
 //! the shared log (epoch records and events). Everything here is plain data; the machines live elsewhere.
 
+use crate::secret::{self, SensitiveUrl, REDACTED};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
@@ -133,9 +135,10 @@ impl fmt::Display for MemberRef {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Probe {
-    /// GET `url`; 2xx and 3xx are ok unless `expect_status` names the one status that is.
+    /// GET `url`; 2xx and 3xx are ok unless `expect_status` names the one status that is. The url's userinfo
+    /// is a secret (`crate::secret`): reads show it as `***`.
     Http {
-        url: String,
+        url: SensitiveUrl,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expect_status: Option<u16>,
     },
@@ -147,6 +150,33 @@ pub enum Probe {
         #[serde(default)]
         args: Vec<String>,
     },
+}
+
+impl Probe {
+    /// The probe as every read shows it: its secrets as `***` (borrowed when it has none).
+    pub fn redacted(&self) -> Cow<'_, Probe> {
+        match self {
+            Probe::Http { url, expect_status } if url.has_userinfo() => Cow::Owned(Probe::Http {
+                url: SensitiveUrl::new(url.redacted().into_owned()),
+                expect_status: *expect_status,
+            }),
+            _ => Cow::Borrowed(self),
+        }
+    }
+
+    /// `text` (a check's output, an error) without this probe's secrets, and without the userinfo of any URL in
+    /// it: what may be written to the log and shown.
+    pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = secret::redact_urls_in(text);
+        if let Probe::Http { url, .. } = self {
+            for s in url.secrets() {
+                if out.contains(s.as_ref()) {
+                    out = Cow::Owned(out.replace(s.as_ref(), REDACTED));
+                }
+            }
+        }
+        out
+    }
 }
 
 /// What an object is and how often to look at it.
@@ -172,6 +202,16 @@ pub enum DefError {
 }
 
 impl ObjectDef {
+    /// The definition as every read shows it (the API, the sink's store): its probe's secrets as `***`.
+    pub fn redacted(&self) -> Cow<'_, ObjectDef> {
+        match self.probe.redacted() {
+            Cow::Borrowed(_) => Cow::Borrowed(self),
+            Cow::Owned(probe) => {
+                Cow::Owned(ObjectDef { probe, interval_ms: self.interval_ms, timeout_ms: self.timeout_ms })
+            }
+        }
+    }
+
     pub fn interval(&self) -> Duration {
         Duration::from_millis(self.interval_ms)
     }
@@ -191,9 +231,27 @@ impl ObjectDef {
         }
         match &self.probe {
             Probe::Http { url, expect_status } => {
-                if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() > 2048 {
+                let raw = url.expose();
+                // The error shows the url redacted: a refusal is a read too.
+                if !(raw.starts_with("http://") || raw.starts_with("https://")) || raw.len() > 2048 {
                     return Err(DefError::Probe(format!(
-                        "http probe url must start with http:// or https:// (at most 2048 bytes), got {url:?}"
+                        "http probe url must start with http:// or https:// (at most 2048 bytes), got {:?}",
+                        url.redacted()
+                    )));
+                }
+                // Clients drop or encode these; refused, so the url jaque shows is the one the probe uses and
+                // its userinfo is found where the probe's client finds it.
+                if let Some(c) = raw.chars().find(|c| c.is_whitespace() || c.is_control() || "\"<>`\\".contains(*c)) {
+                    return Err(DefError::Probe(format!(
+                        "http probe url must not contain {c:?} (percent-encode it), got {:?}",
+                        url.redacted()
+                    )));
+                }
+                if secret::userinfo(raw).is_some_and(|r| &raw[r] == REDACTED) {
+                    return Err(DefError::Probe(format!(
+                        "http probe url has {REDACTED} as its user and password, which is how jaque shows the \
+                         credentials it holds: give the real ones (a read never shows them), got {:?}",
+                        url.redacted()
                     )));
                 }
                 if let Some(s) = expect_status {

@@ -698,11 +698,14 @@ pub fn object_row(id: &ObjectId, view: Option<&ObjectView>, last_seq: u64) -> Ob
     }
 }
 
-/// A definition as the store keeps it: its JSON, every string made storable first.
+/// A definition as the store keeps it: its JSON, its secrets as `***` (the store is read by the history API and
+/// by anyone with a database client), every string made storable first.
 pub fn definition_json(def: &ObjectDef) -> String {
     let clean = |s: &String| storable(s, usize::MAX);
     let probe = match &def.probe {
-        Probe::Http { url, expect_status } => Probe::Http { url: clean(url), expect_status: *expect_status },
+        Probe::Http { url, expect_status } => {
+            Probe::Http { url: storable(&url.redacted(), usize::MAX).into(), expect_status: *expect_status }
+        }
         Probe::Tcp { addr } => Probe::Tcp { addr: clean(addr) },
         Probe::Exec { plugin, args } => Probe::Exec { plugin: clean(plugin), args: args.iter().map(clean).collect() },
     };

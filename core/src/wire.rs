@@ -22,8 +22,9 @@ pub enum WireError {
     Empty { what: &'static str },
     #[error("{what} is not UTF-8, as JSON must be: {source}")]
     NotUtf8 { what: &'static str, source: std::str::Utf8Error },
-    /// Not JSON, or JSON of the wrong shape; serde_json's message names the line and column.
-    #[error("malformed {what}: {source}")]
+    /// Not JSON, or JSON of the wrong shape; serde_json's message names the line and column. It may quote a
+    /// value: a URL's userinfo in it is shown as `***`, since the message is logged and sent back.
+    #[error("malformed {what}: {}", crate::secret::redact_urls_in(&.source.to_string()))]
     Malformed { what: &'static str, source: serde_json::Error },
     #[error("invalid {what}: {reason}")]
     Invalid { what: &'static str, reason: String },

@@ -58,7 +58,8 @@ pub struct Args {
     #[arg(long, env = "JAQUE_LISTEN", default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub listen: String,
 
-    /// Directory of exec probe plugins; an exec probe may only run a file found here.
+    /// Directory of exec probe plugins; an exec probe may only run a file found here. It must be owned by root
+    /// or the worker's user and writable by its owner only.
     #[arg(long = "plugin-dir", env = "JAQUE_PLUGIN_DIR", value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
 
@@ -338,14 +339,16 @@ fn parse_notify(
     }
     let mut urls: Vec<String> = Vec::new();
     for w in webhooks {
+        // A webhook URL may carry credentials (`https://user:password@…`): refusals show it redacted.
+        let shown = jaque_core::secret::redact_url(&w);
         let url = reqwest::Url::parse(&w).map_err(|e| {
-            ConfigError(format!("-notify-webhook: {w:?} is not a URL ({e}); write e.g. https://example.com/hook"))
+            ConfigError(format!("-notify-webhook: {shown:?} is not a URL ({e}); write e.g. https://example.com/hook"))
         })?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
-            return err(format!("-notify-webhook: {w:?} is not an http:// or https:// URL with a host"));
+            return err(format!("-notify-webhook: {shown:?} is not an http:// or https:// URL with a host"));
         }
         if urls.contains(&w) {
-            return err(format!("-notify-webhook: {w:?} is given twice"));
+            return err(format!("-notify-webhook: {shown:?} is given twice"));
         }
         urls.push(w);
     }
@@ -447,6 +450,10 @@ impl Config {
         if let Some(dir) = &a.plugin_dir {
             if !dir.is_dir() {
                 return err(format!("-plugin-dir: {} is not a directory", dir.display()));
+            }
+            // Only a worker runs plugins: another role given the flag (a shared environment file) ignores it.
+            if roles.worker {
+                crate::plugins::check_dir(dir).map_err(ConfigError)?;
             }
         }
         let idempotency_window = duration("-idempotency-window", &a.idempotency_window, "24h")?;

@@ -394,7 +394,9 @@ const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn parse_def(body: &[u8]) -> Result<ObjectDef, String> {
-    let b: PutBody = serde_json::from_slice(body).map_err(|e| format!("invalid body: {e}"))?;
+    // A parse error may quote a value: a url's credentials must not come back in it.
+    let b: PutBody = serde_json::from_slice(body)
+        .map_err(|e| format!("invalid body: {}", jaque_core::secret::redact_urls_in(&e.to_string())))?;
     let dur = |what: &str, s: &Option<String>| -> Result<Option<Duration>, String> {
         s.as_deref()
             .map(|s| {

@@ -12,6 +12,7 @@ mod metrics;
 mod nats;
 mod notifier;
 mod openapi;
+mod plugins;
 mod progress;
 mod reading;
 mod serve;
@@ -39,6 +40,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use store::Store;
 use tokio::sync::{mpsc, watch};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// Ends the process on a failure it cannot go on from (the data directory can no longer be written): logged,
 /// exit 1, so a supervisor restarts it.
@@ -60,14 +63,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(cfg.log_level)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
+    // jaque's own events at -log-level; its dependencies' at most at debug: at trace the NATS client prints every
+    // message it reads, log entries with their probes' credentials included.
+    let levels = tracing_subscriber::filter::Targets::new()
+        .with_default(cfg.log_level.min(tracing::Level::DEBUG))
+        .with_target("jaque", cfg.log_level);
+    let layer =
+        tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal());
     if cfg.log_json {
-        builder.json().init();
+        tracing_subscriber::registry().with(levels).with(layer.json()).init();
     } else {
-        builder.init();
+        tracing_subscriber::registry().with(levels).with(layer).init();
     }
     // Before anything starts, like a configuration error: a directory that cannot be used, one another process
     // holds, or files that are damaged (not merely cut short by a crash).

@@ -10,6 +10,8 @@ use std::sync::Mutex;
 static WIRE_ERRORS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
 pub static WORKER_CHECKS: [AtomicU64; 5] =
     [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+/// Bytes of plugin output past `plugins::OUTPUT_MAX`, read and dropped.
+pub static PLUGIN_OUTPUT_DISCARDED: AtomicU64 = AtomicU64::new(0);
 
 /// Counts a message that could not be decoded and was skipped.
 pub fn wire_error(what: &'static str) {
@@ -73,5 +75,11 @@ pub fn process(out: &mut Exposition, worker: bool) {
         for (i, state) in ["pending", "ok", "warning", "critical", "unknown"].iter().enumerate().skip(1) {
             out.sample("jaque_worker_checks_total", &[("state", state)], WORKER_CHECKS[i].load(Ordering::Relaxed));
         }
+        out.one(
+            "jaque_worker_plugin_output_discarded_bytes_total",
+            "counter",
+            "Bytes of exec plugin output past the 64 KiB a worker reads, discarded.",
+            PLUGIN_OUTPUT_DISCARDED.load(Ordering::Relaxed),
+        );
     }
 }

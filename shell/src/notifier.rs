@@ -13,6 +13,7 @@ use crate::reading::RoleQuery;
 use crate::snapshots::{self, Restores};
 use crate::webhook::{self, Secret};
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult};
+use jaque_core::secret::redact_url;
 use jaque_core::{LogReader, MemberRef};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -90,7 +91,7 @@ impl NotifierLoop {
         }
         let mut follow = Follower::start(&self.coord, self.n.role().reader().position() + 1).await?;
         for (ep, url) in self.endpoints.iter().zip(self.n.config().endpoints.iter().map(|e| &e.url)) {
-            tracing::info!(endpoint = %ep, url, "notifying");
+            tracing::info!(endpoint = %ep, url = %redact_url(url), "notifying");
         }
         let mut leave_by: Option<tokio::time::Instant> = None;
         self.n.handle(now(), Input::Start);
@@ -229,11 +230,11 @@ impl NotifierLoop {
                         match &result {
                             SendResult::Delivered => {}
                             SendResult::Gone => tracing::warn!(
-                                url = d.url,
+                                url = %redact_url(&d.url),
                                 "the endpoint answered 410 Gone: this notifier sends it nothing more"
                             ),
                             SendResult::Retry { after, reason } => tracing::info!(
-                                url = d.url,
+                                url = %redact_url(&d.url),
                                 webhook_id = d.webhook_id,
                                 attempt = d.attempt,
                                 ?after,

@@ -4,6 +4,7 @@
 //! same again after a backoff) and `Refused` (the data; the core narrows the batch down). It also answers the
 //! ui's history queries. Passwords never reach a log line or an error: every message goes through `scrub`.
 
+use jaque_core::secret::redact_urls_in;
 use jaque_core::sink::{Batch, EventRow, ObjectRow, StoreError};
 use jaque_core::ObjectId;
 use serde::Serialize;
@@ -566,7 +567,11 @@ impl Store {
         for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
         for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
     {
+        // Rows are written redacted (`sink::definition_json`, the engine's scrub of outputs); rows written by an
+        // older jaque are redacted here, so the history API never shows a credential either way.
         let definition: Option<String> = row.try_get("definition")?;
+        let definition = definition.map(|d| redact_urls_in(&d).into_owned());
+        let output: Option<String> = row.try_get("output")?;
         Ok(HistoryEvent {
             seq: u64_of(row.try_get("seq")?),
             at,
@@ -576,7 +581,7 @@ impl Store {
             writer_incarnation: u64_of(row.try_get("writer_incarnation")?),
             from_state: row.try_get("from_state")?,
             to_state: row.try_get("to_state")?,
-            output: row.try_get("output")?,
+            output: output.map(|o| redact_urls_in(&o).into_owned()),
             command_id: row.try_get("command_id")?,
             definition: definition.map(|d| serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d))),
         })

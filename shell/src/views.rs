@@ -9,6 +9,7 @@ use jaque_core::log::ObjectView;
 use jaque_core::{Bucket, Command, LiveSet, LogReader, MemberId, ObjectId, Outcome, Probe, State};
 use serde::Serialize;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::ops::Bound;
 use std::time::Duration;
@@ -62,7 +63,8 @@ struct ObjectJson<'a> {
 
 #[derive(Serialize)]
 struct DefinitionJson<'a> {
-    probe: &'a Probe,
+    /// Its secrets as `***` (`jaque_core::secret`): a read never shows a credential.
+    probe: Cow<'a, Probe>,
     interval: String,
     timeout: String,
 }
@@ -82,7 +84,7 @@ fn object<'a>(reader: &'a LogReader, id: &'a ObjectId, view: &'a ObjectView) -> 
     ObjectJson {
         id,
         definition: DefinitionJson {
-            probe: &view.def.probe,
+            probe: view.def.probe.redacted(),
             interval: duration(view.def.interval_ms),
             timeout: duration(view.def.timeout_ms),
         },

@@ -106,7 +106,8 @@ impl Sender {
                 } else {
                     "request failed"
                 };
-                SendResult::Retry { after: None, reason: format!("{what}: {e}") }
+                // The error would name the url, credentials and all: the log line names it redacted.
+                SendResult::Retry { after: None, reason: format!("{what}: {}", e.without_url()) }
             }
         }
     }

@@ -1,9 +1,11 @@
 //! The worker: takes check work from the `-queue`, runs the probe with its timeout, returns the result.
 //! Probes: `http` (GET, 2xx/3xx ok unless one status is expected), `tcp` (connect), `exec` (a plugin from
-//! `-plugin-dir`, Nagios exit codes, killed at its timeout). A timeout is critical.
+//! `-plugin-dir`, Nagios exit codes, killed at its timeout; `plugins` says what a plugin gets). A timeout is
+//! critical. A check's output passes through the probe's `scrub`: no credential of its url is ever in it.
 
-use crate::metrics::{self, WORKER_CHECKS};
+use crate::metrics::{self, PLUGIN_OUTPUT_DISCARDED, WORKER_CHECKS};
 use crate::nats::NatsLink;
+use crate::plugins;
 use crate::subjects::{WORKER_GROUP, WORK_SUBJECT};
 use futures_util::StreamExt;
 use jaque_core::wire;
@@ -48,20 +50,23 @@ impl Prober {
     }
 
     async fn probe(&self, probe: &Probe, timeout: Duration) -> (State, String) {
-        match probe {
-            Probe::Http { url, expect_status } => match self.http.get(url).timeout(timeout).send().await {
+        let (state, output) = match probe {
+            // The one place the url's credentials are used. The client's errors carry the url: left out, and
+            // the url named redacted.
+            Probe::Http { url, expect_status } => match self.http.get(url.expose()).timeout(timeout).send().await {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     (State::from_http_status(status, *expect_status), format!("HTTP {status}"))
                 }
-                Err(e) => (State::Critical, format!("GET {url}: {}", chain(&e))),
+                Err(e) => (State::Critical, format!("GET {url}: {}", chain(&e.without_url()))),
             },
             Probe::Tcp { addr } => match tokio::net::TcpStream::connect(addr.as_str()).await {
                 Ok(_) => (State::Ok, format!("connected to {addr}")),
                 Err(e) => (State::Critical, format!("connect {addr}: {e}")),
             },
             Probe::Exec { plugin, args } => self.exec(plugin, args).await,
-        }
+        };
+        (state, probe.scrub(&output).into_owned())
     }
 
     async fn exec(&self, plugin: &str, args: &[String]) -> (State, String) {
@@ -73,8 +78,14 @@ impl Prober {
         if !path.is_file() {
             return (State::Unknown, format!("plugin {plugin:?} is not in {}", dir.display()));
         }
+        if let Err(e) = plugins::check_file(&path) {
+            return (State::Unknown, e);
+        }
         let child = tokio::process::Command::new(&path)
             .args(args)
+            // Nothing of the worker's environment (its tokens, passwords) but what `plugins::env` names.
+            .env_clear()
+            .envs(plugins::env())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -82,18 +93,39 @@ impl Prober {
             .process_group(0)
             .kill_on_drop(true)
             .spawn();
-        let child = match child {
+        let mut child = match child {
             Ok(c) => c,
             Err(e) => return (State::Unknown, format!("running {}: {e}", path.display())),
         };
         let _group = child.id().map(KillGroup);
-        match child.wait_with_output().await {
-            Ok(out) => {
-                let state = out.status.code().map_or(State::Unknown, State::from_nagios_exit);
-                let text = String::from_utf8_lossy(&out.stdout);
-                (state, text.lines().next().unwrap_or_default().to_string())
+        let Some(stdout) = child.stdout.take() else {
+            return (State::Unknown, format!("running {}: no stdout", path.display()));
+        };
+        let read = plugins::read_capped(stdout, plugins::OUTPUT_MAX).await;
+        let status = child.wait().await;
+        match (read, status) {
+            (Ok((kept, discarded)), Ok(status)) => {
+                if discarded > 0 {
+                    PLUGIN_OUTPUT_DISCARDED.fetch_add(discarded, Ordering::Relaxed);
+                }
+                let state = status.code().map_or(State::Unknown, State::from_nagios_exit);
+                let text = String::from_utf8_lossy(&kept);
+                let mut first = text.lines().next().unwrap_or_default().to_string();
+                if discarded > 0 && !text.contains('\n') {
+                    // The first line itself was cut: say so where the log's 1 KiB of output still shows it.
+                    let mut cut = first.len().min(900);
+                    while !first.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    first.truncate(cut);
+                    first.push_str(&format!(
+                        " [output cut: {discarded} bytes past the first {} KiB discarded]",
+                        plugins::OUTPUT_MAX / 1024
+                    ));
+                }
+                (state, first)
             }
-            Err(e) => (State::Unknown, format!("waiting for {}: {e}", path.display())),
+            (Err(e), _) | (_, Err(e)) => (State::Unknown, format!("waiting for {}: {e}", path.display())),
         }
     }
 }

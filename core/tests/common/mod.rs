@@ -47,6 +47,8 @@ pub struct World {
     pub dispatched: Vec<(String, CheckWork, Time)>,
     /// Check results to return: object -> state.
     pub truth: BTreeMap<String, State>,
+    /// Check outputs to return: object -> output (empty when absent).
+    pub outputs: BTreeMap<String, String>,
     pub max_hop_seen: u8,
     /// Appends to lose silently (neither landing nor failing), as a broken store would.
     pub lose_appends: usize,
@@ -268,14 +270,10 @@ impl World {
             Output::Dispatch(work) => {
                 self.dispatched.push((from.to_string(), work.clone(), now));
                 let state = self.truth.get(work.object.as_str()).copied().unwrap_or(State::Ok);
+                let output = self.outputs.get(work.object.as_str()).cloned().unwrap_or_default();
                 self.engines.get_mut(from).unwrap().handle(
                     now,
-                    Input::CheckResult(CheckResult {
-                        check_id: work.check_id,
-                        object: work.object,
-                        state,
-                        output: String::new(),
-                    }),
+                    Input::CheckResult(CheckResult { check_id: work.check_id, object: work.object, state, output }),
                 );
             }
         }

@@ -188,7 +188,7 @@ fn quiet_body(target: &str, object: &str) -> serde_json::Value {
 /// A put command for a new object, as the ui submits it (hop 0).
 fn put_command(id: String, object: String, target: &str) -> Command {
     let def = ObjectDef {
-        probe: Probe::Http { url: format!("{target}/{object}"), expect_status: None },
+        probe: Probe::Http { url: format!("{target}/{object}").into(), expect_status: None },
         interval_ms: 3_600_000,
         timeout_ms: 800,
     };
