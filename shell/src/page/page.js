@@ -28,8 +28,9 @@ const app = {
   token: sessionStorage.getItem('jaque-write-token') || '',
   es: null,
   retryMs: 1000,
-  // What tests and the benchmark read: events applied, loads, renders; when the last load began and ended.
-  stats: { events: 0, loads: 0, renders: 0, loadStarted: 0, loadRendered: 0, connected: false },
+  // What tests and the benchmark read: events applied, loads begun, loads drawn, loads in flight; when the last
+  // load began and was drawn, and when the first was drawn (`performance.now()`: ms since navigation start).
+  stats: { events: 0, loads: 0, renders: 0, loading: 0, loadStarted: 0, loadRendered: 0, firstRendered: 0, connected: false },
 };
 window.jaqueStats = app.stats;
 
@@ -267,6 +268,7 @@ function moveCounts(was, o) {
 // Loads what the current view shows; changes that arrive meanwhile are applied after it.
 async function load() {
   app.loading += 1;
+  app.stats.loading = app.loading;
   app.stats.loads += 1;
   app.stats.loadStarted = performance.now();
   try {
@@ -284,6 +286,7 @@ async function load() {
     notice(`Could not load: ${e.message}`, true);
   } finally {
     app.loading -= 1;
+    app.stats.loading = app.loading;
   }
   if (app.loading === 0) {
     const queued = app.queued;
@@ -292,6 +295,7 @@ async function load() {
     for (const c of queued) applyChange(c);
     flush();
     app.stats.loadRendered = performance.now();
+    if (app.stats.renders === 0) app.stats.firstRendered = app.stats.loadRendered;
     app.stats.renders += 1;
     document.body.dataset.loaded = String(app.stats.loads);
   }
