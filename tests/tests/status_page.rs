@@ -139,7 +139,12 @@ async fn the_page_lists_problems_first_follows_changes_live_and_acknowledges_int
 
 #[tokio::test]
 async fn a_wrong_write_token_shows_as_401_and_the_right_one_is_asked_for_and_used() {
-    let j = Jaque::start("jaque-token", &["-target", "engine,worker,ui", "-queue", "memory", "-write-token", "s3cret"]);
+    // With a sink, so the object's page shows its history from the store.
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("sink.db").display());
+    let args =
+        ["-target", "engine,worker,ui,sink", "-queue", "memory", "-write-token", "s3cret", "-sink-store", &store];
+    let j = Jaque::start("jaque-token", &args);
     j.wait_ready();
     let r = j.request(
         "PUT",
