@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark table: every figure beside the floor it is built on, measured side by side in the same run on
-# this machine. Prints one markdown table (P1-P16) to stdout; progress and process logs go to stderr.
+# this machine. Prints one markdown table (P1-P17) to stdout; progress and process logs go to stderr.
 # Usage: scripts/bench.sh > table.md     (takes a few minutes; needs nothing running)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,8 @@ scripts/install-nats.sh >&2
 export JAQUE_NATS_SERVER="$PWD/.tools/bin/nats-server"
 # PostgreSQL for P11 (the sink's store); each run starts its own server on a free port.
 scripts/install-postgres.sh >&2
+# Headless Chromium and chromedriver for P17 (the status page).
+scripts/install-chromium.sh >&2
 cargo build --release --workspace --bins >&2
 
 rows() { grep -E '^\| P[0-9]' || true; }
@@ -28,4 +30,4 @@ echo "$core" | grep -E '^\| P7 '
 echo "$procs" | grep -E '^\| P8 '
 echo "$procs" | grep -E '^\| P11 '
 echo "$procs" | grep -E '^\| P12 '
-echo "$procs" | grep -E '^\| P1[3456] '
+echo "$procs" | grep -E '^\| P1[34567] '

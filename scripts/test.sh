@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs what it needs (nats-server and schemathesis into .tools/,
-# ignored by git; PostgreSQL from Debian's packages, as root), then runs the unit, property and integration tests
+# ignored by git; PostgreSQL, Chromium and chromedriver from Debian's packages, as root), then runs the unit, property and integration tests
 # (the API fuzzed by schemathesis among them) and the simulator's swarm seeds. Starts and stops its own servers
 # on free loopback ports. Usage: scripts/test.sh
 set -euo pipefail
@@ -16,6 +16,8 @@ export JAQUE_SCHEMATHESIS="$PWD/.tools/bin/st"
 # PostgreSQL (the sink's real store) from Debian when it is missing, and the unprivileged user the tests run
 # it as; each test starts its own server on a free port.
 scripts/install-postgres.sh
+# Headless Chromium and chromedriver (Debian) for the status page's browser tests (tests/tests/status_page.rs).
+scripts/install-chromium.sh
 
 # One profile (optimised, with debug assertions) for everything, so the workspace compiles once.
 cargo build --profile ci --workspace --bins

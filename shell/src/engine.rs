@@ -9,6 +9,7 @@ use crate::follow::{spawn_heartbeat_writer, Buckets, Followed, Follower, Heartbe
 use crate::metrics::{self, Exposition};
 use crate::nats::NatsLink;
 use crate::snapshots;
+use crate::stream::Feed;
 use crate::subjects::{cmd_subject, results_subject, INGRESS_GROUP, INGRESS_SUBJECT, WORK_SUBJECT};
 use crate::views::{self, UiRequest};
 use crate::worker::MemWork;
@@ -61,6 +62,8 @@ pub struct EngineLoop {
     ingress: Option<oneshot::Sender<()>>,
     /// Loads of the latest snapshot after the core met a hole in the log.
     restores: snapshots::Restores,
+    /// What the log changes, for the ui's event streams.
+    feed: Option<Feed>,
 }
 
 impl EngineLoop {
@@ -81,7 +84,14 @@ impl EngineLoop {
             results_subject,
             ingress: None,
             restores: snapshots::Restores::default(),
+            feed: None,
         }
+    }
+
+    /// Sends what the log changes to the ui's event streams (`GET /api/stream`).
+    pub fn with_feed(mut self, feed: Feed) -> EngineLoop {
+        self.feed = Some(feed);
+        self
     }
 
     /// Runs until `shutdown` flips, then leaves the bucket (deletes its key), answers what is in flight and
@@ -105,7 +115,7 @@ impl EngineLoop {
         loop {
             let timer = self.engine.poll_timeout().map(|(t, _)| instant_at(t));
             tokio::select! {
-                Some(f) = follow.next() => self.handle_followed(f),
+                Some(f) = follow.next() => self.handle_followed(f, follow.buckets()),
                 Some(d) = done.recv() => match d {
                     Done::Restored(reader) => self.restore(reader, &mut follow).await?,
                     d => self.handle_done(d),
@@ -155,16 +165,28 @@ impl EngineLoop {
         if position > before {
             tracing::info!(from = before, to = position, "jumped past a hole in the log to a snapshot");
             follow.refollow_log(&self.coord, position + 1).await;
+            if let Some(feed) = &self.feed {
+                feed.reload("jumped to a snapshot");
+            }
         }
         Ok(())
     }
 
-    fn handle_followed(&mut self, f: Followed) {
+    fn handle_followed(&mut self, f: Followed, buckets: &Buckets) {
         match f {
-            Followed::Member(obs) => self.engine.handle(now(), Input::Member(obs)),
+            Followed::Member(obs) => {
+                if let Some(feed) = &mut self.feed {
+                    feed.members(buckets, obs.bucket);
+                }
+                self.engine.handle(now(), Input::Member(obs))
+            }
             Followed::Log { seq, entry } => {
                 let epoch = self.engine.epoch();
+                let before = self.feed.as_ref().and_then(|f| f.before(self.engine.reader(), &entry));
                 self.engine.handle(now(), Input::Log { seq, entry });
+                if let Some(feed) = &self.feed {
+                    feed.after(before, seq, self.engine.reader());
+                }
                 if self.engine.epoch() != epoch {
                     let members = self.engine.reader().fence().current().map_or(0, |r| r.members.len());
                     tracing::info!(
@@ -180,6 +202,9 @@ impl EngineLoop {
             Followed::CaughtUp => {
                 tracing::info!(epoch = self.engine.epoch(), position = self.engine.reader().position(), "caught up");
                 self.engine.handle(now(), Input::CaughtUp);
+                if let Some(feed) = &self.feed {
+                    feed.reload("caught up with the log");
+                }
             }
         }
     }

@@ -1,4 +1,5 @@
-//! The HTTP side of every process: `/metrics` and `/healthz` always; with `-target ui`, the JSON API.
+//! The HTTP side of every process: `/metrics` and `/healthz` always; with `-target ui`, the JSON API, its event
+//! stream (`stream.rs`) and the status page (`page/`, embedded in the binary).
 //! A write becomes a command and goes where `jaque_core::ui::write_route` says: the local engine, NATS (the
 //! owner the ui's log view names, else the ingress queue group), or nowhere (503). Its HTTP status is
 //! `jaque_core::ui::http_status` of the outcome.
@@ -7,6 +8,7 @@ use crate::metrics::{self, Exposition};
 use crate::nats::{self, NatsLink};
 use crate::reading::RoleHandle;
 use crate::store::{parse_rfc3339_ms, HistoryQuery, Store};
+use crate::stream::Changes;
 use crate::subjects::{cmd_subject, INGRESS_SUBJECT};
 use crate::ui_reader::Owners;
 use crate::views::{self, Cursor, PageQuery, Read, Rendered, Sort, StateSet, UiRequest};
@@ -49,6 +51,8 @@ pub struct Http {
     pub roles: Vec<RoleHandle>,
     /// The store a ui reads history from (`-sink-store`).
     pub history: Option<Arc<Store>>,
+    /// What the loop holding the log sends to event streams (`GET /api/stream`).
+    pub changes: Option<Arc<Changes>>,
 }
 
 pub fn router(state: Arc<Http>) -> Router {
@@ -60,6 +64,10 @@ pub(crate) fn routes(ui: bool) -> Vec<(&'static str, MethodRouter<Arc<Http>>)> {
     let mut r = vec![("/metrics", get(metrics_text)), ("/healthz", get(healthz))];
     if ui {
         r.extend([
+            ("/", get(page_html)),
+            ("/assets/page.js", get(page_js)),
+            ("/assets/page.css", get(page_css)),
+            ("/api/stream", get(event_stream)),
             ("/api/openapi.json", get(openapi)),
             ("/api/objects", get(list_objects)),
             ("/api/objects/{id}", put(put_object).delete(delete_object).get(get_object)),
@@ -113,6 +121,9 @@ async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
         );
         process.sample("jaque_ui_writes_total", &[("via", "owner")], s.writes_to_owner.load(Ordering::Relaxed));
         process.sample("jaque_ui_writes_total", &[("via", "ingress")], s.writes_to_ingress.load(Ordering::Relaxed));
+    }
+    if let Some(changes) = &s.changes {
+        changes.expose(&mut process);
     }
     for role in &s.roles {
         text.push_str(&role.metrics().await);
@@ -364,6 +375,36 @@ async fn summary(State(s): State<Arc<Http>>) -> Response {
         Some(Rendered { body: None, .. }) => {
             error(StatusCode::INTERNAL_SERVER_ERROR, "unavailable", "rendering the summary failed")
         }
+        None => no_reader(),
+    }
+}
+
+// The status page: hand-written HTML, CSS and JavaScript in `page/`, in the binary, nothing fetched from
+// elsewhere. A build's assets never change while it runs, so the browser may keep them for a while.
+const PAGE_HTML: &str = include_str!("page/index.html");
+const PAGE_JS: &str = include_str!("page/page.js");
+const PAGE_CSS: &str = include_str!("page/page.css");
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    ([("content-type", content_type), ("cache-control", "no-cache")], body).into_response()
+}
+
+async fn page_html() -> Response {
+    asset("text/html; charset=utf-8", PAGE_HTML)
+}
+
+async fn page_js() -> Response {
+    asset("text/javascript; charset=utf-8", PAGE_JS)
+}
+
+async fn page_css() -> Response {
+    asset("text/css; charset=utf-8", PAGE_CSS)
+}
+
+/// `GET /api/stream`: the log's changes as Server-Sent Events (`stream.rs`).
+async fn event_stream(State(s): State<Arc<Http>>) -> Response {
+    match &s.changes {
+        Some(changes) => changes.subscribe(),
         None => no_reader(),
     }
 }

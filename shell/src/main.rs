@@ -19,6 +19,7 @@ mod serve;
 mod sink;
 mod snapshots;
 mod store;
+mod stream;
 mod subjects;
 mod ui_reader;
 mod views;
@@ -185,6 +186,9 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
 
     let (ui_tx, ui_rx) = mpsc::channel(256);
     let mut backend = None;
+    // The status page's live feed, from whichever loop holds the log.
+    let changes = cfg.roles.ui.then(|| stream::Changes::new(shutdown.clone()));
+    let feed = changes.clone().map(stream::Feed::new);
     let mut owners = None;
     // Roles that leave a bucket on the signal and return once they have: waited for before the process exits.
     let mut leavers = tokio::task::JoinSet::new();
@@ -194,7 +198,10 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
             (None, Some(tx)) => WorkQueue::Memory(tx),
             (None, None) => return Err("internal: -queue memory without a worker in this process".into()),
         };
-        let engine = EngineLoop::new(engine_cfg.clone(), coord.clone(), coord_link.clone(), queue);
+        let mut engine = EngineLoop::new(engine_cfg.clone(), coord.clone(), coord_link.clone(), queue);
+        if let Some(feed) = feed {
+            engine = engine.with_feed(feed);
+        }
         let shutdown = shutdown.clone();
         leavers.spawn(async move { engine.run(ui_rx, shutdown).await });
         backend = Some(ui_tx);
@@ -202,7 +209,8 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         let coord = coord.clone();
         let (owners_tx, owners_rx) = watch::channel(None);
         owners = Some(owners_rx);
-        tasks.spawn(async move { ui_reader::run_reader(coord, ui_rx, owners_tx).await });
+        let feed = feed.ok_or("internal: a ui without its feed")?;
+        tasks.spawn(async move { ui_reader::run_reader(coord, ui_rx, owners_tx, feed).await });
         backend = Some(ui_tx);
     }
 
@@ -256,6 +264,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         engine_cfg,
         roles,
         history: if cfg.roles.ui { store.clone() } else { None },
+        changes,
     });
     let tokens = Arc::new(cfg.tokens.clone());
     let app = serve::layers(http::router(state)).layer(axum::middleware::from_fn_with_state(tokens, guard::guard));

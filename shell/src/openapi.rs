@@ -105,7 +105,10 @@ mod tests {
     /// in `dir`, and `-write-token` when `token`.
     fn app(token: bool, route: WriteRoute, history: Option<Arc<Store>>) -> axum::Router {
         let (tx, mut rx) = mpsc::channel::<UiRequest>(16);
+        let (stop, stopping) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
+            // The process "runs" while this task does: event streams stay open.
+            let _stop = stop;
             let reader = reader();
             let buckets = crate::follow::Buckets::default();
             while let Some(req) = rx.recv().await {
@@ -152,6 +155,7 @@ mod tests {
             engine_cfg: cfg,
             roles: vec![],
             history,
+            changes: Some(crate::stream::Changes::new(stopping)),
         }))
     }
 
@@ -169,7 +173,14 @@ mod tests {
         let resp = app.clone().oneshot(req.body(Body::from(body.to_string())).unwrap()).await.unwrap();
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap().to_vec();
+        let is_stream = headers.get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        let body = if is_stream {
+            // An event stream does not end: its first event is the answer's body here.
+            use futures_util::StreamExt;
+            resp.into_body().into_data_stream().next().await.map(|b| b.unwrap().to_vec()).unwrap_or_default()
+        } else {
+            axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap().to_vec()
+        };
         Answer { status, headers, body }
     }
 
@@ -371,6 +382,10 @@ mod tests {
             (0, "GET", "/api/objects?page=2", "/api/objects", &[], ""),
             (0, "GET", "/api/summary", "/api/summary", &[], ""),
             (0, "GET", "/api/cluster", "/api/cluster", &[], ""),
+            (0, "GET", "/api/stream", "/api/stream", &[], ""),
+            (0, "GET", "/", "/", &[], ""),
+            (0, "GET", "/assets/page.js", "/assets/page.js", &[], ""),
+            (0, "GET", "/assets/page.css", "/assets/page.css", &[], ""),
             (0, "GET", "/api/objects/a", "/api/objects/{id}", &[], ""),
             (0, "GET", "/api/objects/zz", "/api/objects/{id}", &[], ""),
             (0, "GET", "/api/objects/a%20b", "/api/objects/{id}", &[], ""),

@@ -6,6 +6,7 @@ use crate::coord::Coordination;
 use crate::follow::{Followed, Follower};
 use crate::metrics::Exposition;
 use crate::snapshots::{self, Restores};
+use crate::stream::Feed;
 use crate::views::{self, UiRequest};
 use jaque_core::follow::Tail;
 use jaque_core::hrw::Ownership;
@@ -23,6 +24,7 @@ pub async fn run_reader(
     coord: Coordination,
     mut ui: mpsc::Receiver<UiRequest>,
     owners: watch::Sender<Option<Arc<Ownership>>>,
+    mut feed: Feed,
 ) -> Result<(), String> {
     // Start from the latest snapshot, and read only the log after it.
     let mut tail = Tail::new(snapshots::latest_reader(&coord).await.unwrap_or_default());
@@ -36,11 +38,20 @@ pub async fn run_reader(
     loop {
         let read = tokio::select! {
             Some(f) = follow.next() => match f {
-                Followed::Member(_) => None,
-                Followed::Log { seq, entry } => Some(tail.read(seq, &entry)),
+                Followed::Member(obs) => {
+                    feed.members(follow.buckets(), obs.bucket);
+                    None
+                }
+                Followed::Log { seq, entry } => {
+                    let before = feed.before(tail.reader(), &entry);
+                    let read = tail.read(seq, &entry);
+                    feed.after(before, seq, tail.reader());
+                    Some(read)
+                }
                 Followed::Unreadable { seq } => Some(tail.skip(seq)),
                 Followed::CaughtUp => {
                     publish(tail.reader());
+                    feed.reload("caught up with the log");
                     None
                 }
             },
@@ -52,6 +63,7 @@ pub async fn run_reader(
                     tracing::info!(from = before, to = position, "ui: jumped past a hole in the log to a snapshot");
                     follow.refollow_log(&coord, position + 1).await;
                     publish(tail.reader());
+                    feed.reload("jumped to a snapshot");
                 }
                 None
             }

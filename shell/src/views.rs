@@ -107,6 +107,36 @@ fn object<'a>(reader: &'a LogReader, id: &'a ObjectId, view: &'a ObjectView) -> 
     }
 }
 
+/// An object's state and marks before a change (`GET /api/stream`'s `was`): enough for a page to move its
+/// counts from one state to another without asking for them again.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Was {
+    pub state: State,
+    pub acknowledged: bool,
+    pub paused: bool,
+}
+
+impl Was {
+    pub fn of(v: &ObjectView) -> Was {
+        Was { state: v.state, acknowledged: v.acked, paused: v.paused }
+    }
+}
+
+/// The `data` of a `change` event: the object after the event at `seq` (as `GET /api/objects/{id}` shows it;
+/// `null` once deleted) and what it was before.
+pub fn change(reader: &LogReader, seq: u64, id: &ObjectId, was: Option<Was>) -> String {
+    #[derive(Serialize)]
+    struct Change<'a> {
+        seq: u64,
+        id: &'a ObjectId,
+        object: Option<ObjectJson<'a>>,
+        was: Option<Was>,
+    }
+    let object = reader.object(id).map(|v| object(reader, id, v));
+    // These types always serialize (see `objects`).
+    serde_json::to_string(&Change { seq, id, object, was }).unwrap_or_default()
+}
+
 /// A read of objects.
 pub enum Read {
     /// `GET /api/objects/{id}`: `body` is `None` for an absent id.
@@ -391,7 +421,11 @@ pub fn cluster(reader: &LogReader, buckets: &Buckets) -> Value {
             v
         })
         .collect();
-    json!({ "log_position": reader.position(), "buckets": out })
+    json!({
+        "log_position": reader.position(),
+        "stale_events": reader.counters.stale_epoch_total,
+        "buckets": out,
+    })
 }
 
 #[cfg(test)]

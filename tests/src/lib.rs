@@ -3,6 +3,7 @@
 //! an HTTP target to check, and polling with a bounded deadline. Every process is started here, killed by its
 //! own PID on drop, and nothing else.
 
+pub mod browser;
 pub mod checker;
 pub mod loopback_probes;
 pub mod nats_cluster;
@@ -89,6 +90,18 @@ pub fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         }
         assert!(start.elapsed() < DEADLINE, "gave up waiting for {what} after {DEADLINE:?}");
         thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `poll` for conditions that are awaited (a browser's page): `f` until it returns `Some`, at most `DEADLINE`.
+pub async fn poll_async<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut f: impl FnMut() -> F) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "gave up waiting for {what} after {DEADLINE:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -439,6 +439,103 @@ fn p16() {
     }
 }
 
+/// P17: the status page at 100,000 objects (P16's log: 4% problems) in headless Chromium, on a `-target ui`
+/// following the log: the time from navigation start until the first load is drawn (the problems and the rest, a
+/// page of 100 each by `sort=severity`, and the counts), until a state filter (`critical`) is drawn, and until a
+/// search by id is drawn (the load only: the page waits 250 ms after typing before it asks). The floor, in
+/// alternating rounds: the same page on a process with no object. Times are the page's own
+/// `performance.now()` stamps (`window.jaqueStats`), so WebDriver's round trips are not in them.
+fn p17() {
+    const N: usize = 100_000;
+    const ROUNDS: usize = 10;
+    eprintln!("jaque-bench: P17 the status page at {N} objects in headless Chromium...");
+    let nats = Nats::start();
+    let servers = Servers::one(&nats);
+    let state = |i: usize| match i % 100 {
+        0 | 1 => jaque_core::State::Critical,
+        2 => jaque_core::State::Warning,
+        3 => jaque_core::State::Unknown,
+        _ => jaque_core::State::Ok,
+    };
+    load_log(&servers, N, state);
+    let e = engine_as(&servers, "p17", "engine");
+    let ui = Jaque::start("p17-ui", &["-target", "ui", "-coordination", &servers.url, "-id", "p17-ui"]);
+    let empty = Jaque::start("p17-empty", &["-target", "engine,worker,ui", "-queue", "memory", "-id", "p17-empty"]);
+    empty.wait_ready();
+    poll("every loaded object in the ui's counts", || {
+        let s = ui.get("/api/summary");
+        (s.status == 200 && s.json()["objects"] == N as u64 && ui.get("/healthz").status == 200).then_some(())
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (full, floor) = rt.block_on(async {
+        let b = jaque_tests::browser::Browser::start().await;
+        let (mut full, mut floor) = (PageTimes::default(), PageTimes::default());
+        // The first round warms up (Chromium's caches, the processes' first pages).
+        for round in 0..=ROUNDS {
+            let f = page_times(&b, &ui, "99999").await;
+            let z = page_times(&b, &empty, "99999").await;
+            if round > 0 {
+                full.push(f);
+                floor.push(z);
+            }
+        }
+        b.close().await;
+        (full, floor)
+    });
+    drop(e);
+    for (what, mut j, mut z) in [
+        ("first render (navigation start to the problems, the rest and the counts drawn)", full.first, floor.first),
+        ("state filter (critical) drawn after the click", full.filter, floor.filter),
+        ("search by id (q=99999) drawn, from its request", full.search, floor.search),
+    ] {
+        let (j50, z50) = (ms(pct(&mut j, 0.5)), ms(pct(&mut z, 0.5)));
+        println!(
+            "| P17 | status page on a -target ui, 100k objects (4% problems), headless Chromium: {what}, p50 | {j50:.1} ms | {z50:.1} ms (the same page, no object) | {:.1}x | |",
+            j50 / z50
+        );
+    }
+}
+
+#[derive(Default)]
+struct PageTimes {
+    first: Vec<Duration>,
+    filter: Vec<Duration>,
+    search: Vec<Duration>,
+}
+
+impl PageTimes {
+    fn push(&mut self, (first, filter, search): (Duration, Duration, Duration)) {
+        self.first.push(first);
+        self.filter.push(filter);
+        self.search.push(search);
+    }
+}
+
+/// One round on `j`'s page: a fresh navigation, then the filter, then the search; each as the page timed it.
+async fn page_times(b: &jaque_tests::browser::Browser, j: &Jaque, q: &str) -> (Duration, Duration, Duration) {
+    let settled = "return jaqueStats.renders > 0 && jaqueStats.connected && jaqueStats.loading === 0 ? jaqueStats.renders : null;";
+    let secs = |v: serde_json::Value| Duration::from_secs_f64(v.as_f64().expect("a time") / 1000.0);
+    b.client.goto("about:blank").await.unwrap();
+    b.client.goto(&format!("http://{}/", j.addr)).await.unwrap();
+    let renders = b.until("the page drawn and live", settled).await;
+    let first = secs(b.js("return jaqueStats.firstRendered;", vec![]).await);
+    let drawn_after = |n: serde_json::Value| {
+        format!(
+            "return jaqueStats.loading === 0 && jaqueStats.renders > {n} ? jaqueStats.loadRendered - jaqueStats.loadStarted : null;"
+        )
+    };
+    b.click("#filters input[value=critical]").await;
+    let filter = secs(b.until("the filter drawn", &drawn_after(renders)).await);
+    // Undone, and drawn, before the search.
+    let renders = b.js("return jaqueStats.renders;", vec![]).await;
+    b.click("#filters input[value=critical]").await;
+    b.until("the filter undone", &drawn_after(renders)).await;
+    let renders = b.js("return jaqueStats.renders;", vec![]).await;
+    b.type_into("#q", q).await;
+    let search = secs(b.until("the search drawn", &drawn_after(renders)).await);
+    (first, filter, search)
+}
+
 const P12_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// The member that "wrote" the transitions P12 appends: the only member of epoch 1, so it owns every object.
@@ -1039,7 +1136,7 @@ fn p13() {
     );
 }
 
-/// `jaque-bench [p1 p2 p3 p8 p11 p12 p13 p14 p15 p16 cluster]`: the parts to run (all by default), so one figure can be re-measured alone.
+/// `jaque-bench [p1 p2 p3 p8 p11 p12 p13 p14 p15 p16 p17 cluster]`: the parts to run (all by default), so one figure can be re-measured alone.
 /// Each part prints its rows as soon as it has them.
 fn main() {
     let parts: Vec<String> = std::env::args().skip(1).collect();
@@ -1113,6 +1210,9 @@ fn main() {
     }
     if want("p16") {
         p16();
+    }
+    if want("p17") {
+        p17();
     }
 }
 

@@ -1,0 +1,675 @@
+// jaque's status page: plain JavaScript, no build step, no dependency. It reads the JSON API a page at a time
+// (`GET /api/objects?sort=severity&state=…&q=…`, `GET /api/summary` for the counts) and follows
+// `GET /api/stream` (Server-Sent Events) to apply every change to what it shows, without asking again.
+// On every (re)connection of the stream it loads what it shows afresh, so nothing between two connections is
+// missed; changes older than what it loaded are recognised by their log position and passed over.
+'use strict';
+
+const STATES = ['critical', 'unknown', 'warning', 'pending', 'ok'];
+const PROBLEMS = ['critical', 'unknown', 'warning'];
+const RANK = { critical: 0, unknown: 1, warning: 2, pending: 3, ok: 4 };
+// Objects per request; "show more" asks for the next page by the `Link rel=next` the API gave.
+const PAGE = 100;
+
+const app = {
+  view: 'objects',
+  objectId: null,
+  summary: null,
+  filter: { q: '', states: new Set() },
+  lists: {},
+  // The stream: changes that arrive while a load is in flight wait for it.
+  loading: 0,
+  queued: [],
+  pendingFrame: false,
+  dirty: new Set(),
+  // Events the fence discarded, as seen on this page since it opened (newest first).
+  stale: [],
+  staleTotal: null,
+  token: sessionStorage.getItem('jaque-write-token') || '',
+  es: null,
+  retryMs: 1000,
+  // What tests and the benchmark read: events applied, loads begun, loads drawn, loads in flight; when the last
+  // load began and was drawn, and when the first was drawn (`performance.now()`: ms since navigation start).
+  stats: { events: 0, loads: 0, renders: 0, loading: 0, loadStarted: 0, loadRendered: 0, firstRendered: 0, connected: false },
+};
+window.jaqueStats = app.stats;
+
+// ---- small helpers --------------------------------------------------------------------------------------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+const $ = (sel, root) => (root || document).querySelector(sel);
+
+function fmtDuration(ms) {
+  let s = Math.max(0, Math.floor(ms / 1000));
+  const d = Math.floor(s / 86400); s -= d * 86400;
+  const hr = Math.floor(s / 3600); s -= hr * 3600;
+  const m = Math.floor(s / 60); s -= m * 60;
+  if (d) return `${d}d ${hr}h`;
+  if (hr) return `${hr}h ${m}m`;
+  if (m) return `${m}m ${s}s`;
+  return `${s}s`;
+}
+
+function fmtTime(ms) {
+  return new Date(ms).toLocaleString();
+}
+
+function badge(state) {
+  return h('span', { class: `badge ${state}` }, state);
+}
+
+function nextLink(resp) {
+  const link = resp.headers.get('link');
+  const m = link && link.match(/<([^>]+)>;\s*rel="next"/);
+  return m ? m[1] : null;
+}
+
+async function getJSON(url) {
+  const r = await fetch(url, { headers: { accept: 'application/json' } });
+  let body = null;
+  try { body = await r.json(); } catch (_) { /* not JSON */ }
+  return { status: r.status, body, resp: r };
+}
+
+function notice(text, isError) {
+  const n = $('#notice');
+  n.textContent = text;
+  n.className = isError ? 'notice error' : 'notice';
+  n.setAttribute('role', isError ? 'alert' : 'status');
+  n.hidden = false;
+}
+
+// ---- the order of the lists: the API's sort=severity ------------------------------------------------------
+
+function keyOf(o) { return [RANK[o.state], o.state_since_ms, o.id]; }
+
+function cmpKey(a, b) {
+  for (let i = 0; i < 3; i++) {
+    if (a[i] < b[i]) return -1;
+    if (a[i] > b[i]) return 1;
+  }
+  return 0;
+}
+
+// ---- the two lists ----------------------------------------------------------------------------------------
+
+function makeList(name, states) {
+  const section = $(`#list-${name}`);
+  const list = {
+    name, base: states, section,
+    tbody: $('tbody', section), table: $('table', section), empty: $('.empty', section), more: $('.more', section),
+    items: [], next: null, states: [],
+  };
+  list.more.addEventListener('click', () => loadMore(list));
+  return list;
+}
+
+// The states a list shows under the filter (none: the list is filtered out).
+function statesOf(list) {
+  const f = app.filter.states;
+  return list.base.filter((s) => f.size === 0 || f.has(s));
+}
+
+function admits(list, o) {
+  return list.states.includes(o.state) && o.id.toLowerCase().includes(app.filter.q.toLowerCase());
+}
+
+function listUrl(list) {
+  const p = new URLSearchParams({ limit: String(PAGE), sort: 'severity', state: list.states.join(',') });
+  if (app.filter.q) p.set('q', app.filter.q);
+  return `/api/objects?${p}`;
+}
+
+async function loadList(list) {
+  list.states = statesOf(list);
+  if (list.states.length === 0) {
+    list.items = [];
+    list.next = null;
+    return;
+  }
+  const r = await getJSON(listUrl(list));
+  if (r.status !== 200) throw new Error(`${listUrl(list)}: ${r.status} ${JSON.stringify(r.body)}`);
+  list.items = r.body;
+  list.next = nextLink(r.resp);
+}
+
+async function loadMore(list) {
+  if (!list.next) return;
+  list.more.disabled = true;
+  try {
+    const r = await getJSON(list.next);
+    if (r.status !== 200) throw new Error(`${r.status} ${JSON.stringify(r.body)}`);
+    const have = new Set(list.items.map((o) => o.id));
+    list.items.push(...r.body.filter((o) => !have.has(o.id)));
+    list.next = nextLink(r.resp);
+    renderList(list);
+  } catch (e) {
+    notice(`Could not load more: ${e.message}`, true);
+  } finally {
+    list.more.disabled = false;
+  }
+}
+
+// Applies a change to a list: out if it was there, in at its place if it belongs to what the list has loaded
+// (before its last row, or anywhere when the list has no more pages).
+function applyToList(list, seq, id, o) {
+  const at = list.items.findIndex((x) => x.id === id);
+  if (at >= 0) {
+    if (list.items[at].last_seq >= seq) return false;
+    list.items.splice(at, 1);
+  }
+  let changed = at >= 0;
+  if (o && admits(list, o)) {
+    const key = keyOf(o);
+    const last = list.items[list.items.length - 1];
+    if (!list.next || (last && cmpKey(key, keyOf(last)) < 0)) {
+      let i = list.items.findIndex((x) => cmpKey(key, keyOf(x)) < 0);
+      if (i < 0) i = list.items.length;
+      list.items.splice(i, 0, o);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+function actionButtons(o, compact) {
+  const b = (label, what, action, cls) =>
+    h('button', { type: 'button', class: cls, 'aria-label': compact ? `${label} ${o.id}` : null,
+      onclick: (ev) => act(ev.currentTarget, o.id, what, action) }, label);
+  const out = [];
+  if (PROBLEMS.includes(o.state) && !o.acknowledged) out.push(b('Acknowledge', 'acknowledge', 'ack', 'ack'));
+  out.push(o.paused ? b('Resume', 'resume', 'resume', 'resume') : b('Pause', 'pause', 'pause', 'pause'));
+  out.push(b('Check now', 'check now', 'check', 'check'));
+  out.push(b('Delete', 'delete', 'delete', 'delete danger'));
+  return out;
+}
+
+function marks(o) {
+  return [
+    o.acknowledged ? h('span', { class: 'mark ack', title: 'acknowledged' }, 'acknowledged') : null,
+    o.paused ? h('span', { class: 'mark paused', title: 'checks paused' }, 'paused') : null,
+  ];
+}
+
+function row(o, flash) {
+  const t = o.last_transition;
+  return h('tr', { 'data-id': o.id, 'data-state': o.state, class: flash ? 'flash' : null },
+    h('td', { class: 'state' }, badge(o.state)),
+    h('td', { class: 'id' }, h('a', { href: `#/object/${encodeURIComponent(o.id)}`, class: 'mono' }, o.id)),
+    h('td', { class: 'for', 'data-since': o.state_since_ms }, fmtDuration(Date.now() - o.state_since_ms)),
+    h('td', { class: 'output' }, t ? t.output : '—'),
+    h('td', { class: 'owner mono' }, o.owner || 'none'),
+    h('td', { class: 'marks' }, marks(o)),
+    h('td', { class: 'actions' }, actionButtons(o, true)));
+}
+
+function renderList(list, flashed) {
+  const hidden = list.states.length === 0;
+  list.table.hidden = hidden || list.items.length === 0;
+  list.empty.hidden = !(hidden || list.items.length === 0);
+  list.empty.textContent = hidden
+    ? 'Filtered out by the state filter.'
+    : app.filter.q ? `No object here whose id contains “${app.filter.q}”.` : 'None.';
+  // Keep focus where it was when a row is redrawn under it.
+  const focused = document.activeElement;
+  const focusKey = focused && focused.closest && focused.closest('tr[data-id]')
+    ? [focused.closest('tr[data-id]').dataset.id, focused.className] : null;
+  list.tbody.replaceChildren(...list.items.map((o) => row(o, flashed && flashed.has(o.id))));
+  if (focusKey) {
+    const tr = [...list.tbody.rows].find((r) => r.dataset.id === focusKey[0]);
+    const el = tr && [...tr.querySelectorAll('a, button')].find((e) => e.className === focusKey[1]);
+    if (el) el.focus();
+  }
+  list.more.hidden = !list.next;
+}
+
+// ---- counts ----------------------------------------------------------------------------------------------
+
+function renderCounts() {
+  const s = app.summary;
+  const set = (id, v) => { $(`#count-${id}`).textContent = s ? String(v) : '–'; };
+  set('all', s && s.objects);
+  for (const st of STATES) set(st, s && s.states[st]);
+  set('acknowledged', s && s.acknowledged);
+  set('paused', s && s.paused);
+  $('#problems-title').textContent = s
+    ? `Problems (${PROBLEMS.reduce((n, st) => n + s.states[st], 0)})` : 'Problems';
+  $('#rest-title').textContent = s ? `Everything else (${s.states.pending + s.states.ok})` : 'Everything else';
+}
+
+function moveCounts(was, o) {
+  const s = app.summary;
+  if (was) {
+    s.objects -= 1; s.states[was.state] -= 1;
+    s.acknowledged -= was.acknowledged ? 1 : 0; s.paused -= was.paused ? 1 : 0;
+  }
+  if (o) {
+    s.objects += 1; s.states[o.state] += 1;
+    s.acknowledged += o.acknowledged ? 1 : 0; s.paused += o.paused ? 1 : 0;
+  }
+}
+
+// ---- loading and the stream ---------------------------------------------------------------------------------
+
+// Loads what the current view shows; changes that arrive meanwhile are applied after it.
+async function load() {
+  app.loading += 1;
+  app.stats.loading = app.loading;
+  app.stats.loads += 1;
+  app.stats.loadStarted = performance.now();
+  try {
+    const summary = getJSON('/api/summary');
+    if (app.view === 'objects') {
+      await Promise.all([loadList(app.lists.problems), loadList(app.lists.rest)]);
+    } else if (app.view === 'object') {
+      await loadObject();
+    } else if (app.view === 'cluster') {
+      await loadCluster();
+    }
+    const s = await summary;
+    if (s.status === 200) app.summary = s.body;
+  } catch (e) {
+    notice(`Could not load: ${e.message}`, true);
+  } finally {
+    app.loading -= 1;
+    app.stats.loading = app.loading;
+  }
+  if (app.loading === 0) {
+    const queued = app.queued;
+    app.queued = [];
+    render();
+    for (const c of queued) applyChange(c);
+    flush();
+    app.stats.loadRendered = performance.now();
+    if (app.stats.renders === 0) app.stats.firstRendered = app.stats.loadRendered;
+    app.stats.renders += 1;
+    document.body.dataset.loaded = String(app.stats.loads);
+  }
+}
+
+function render() {
+  renderCounts();
+  if (app.view === 'objects') {
+    renderList(app.lists.problems);
+    renderList(app.lists.rest);
+  } else if (app.view === 'object') {
+    renderObject();
+  } else if (app.view === 'cluster') {
+    renderCluster();
+  }
+}
+
+function applyChange(c) {
+  if (app.loading > 0) { app.queued.push(c); return; }
+  if (app.summary && c.seq > app.summary.log_position) {
+    moveCounts(c.was, c.object);
+    app.summary.log_position = c.seq;
+    app.dirty.add('counts');
+  }
+  if (app.view === 'objects') {
+    for (const list of [app.lists.problems, app.lists.rest]) {
+      if (applyToList(list, c.seq, c.id, c.object)) {
+        app.dirty.add(list.name);
+        (list.flash = list.flash || new Set()).add(c.id);
+      }
+    }
+  } else if (app.view === 'object' && c.id === app.objectId) {
+    const had = app.object;
+    if (!had || (had.last_seq || 0) < c.seq) {
+      app.object = c.object;
+      app.objectGone = !c.object;
+      const t = c.object && c.object.last_transition;
+      if (t && (!had || !had.last_transition || had.last_transition.seq !== t.seq)) {
+        // A new transition: the store has it (or soon will); the page asks again.
+        app.dirty.add('history');
+      }
+      app.dirty.add('object');
+    }
+  }
+  app.stats.events += 1;
+  schedule();
+}
+
+// Redraws what changed, at most once a frame however many changes came.
+function schedule() {
+  if (app.pendingFrame) return;
+  app.pendingFrame = true;
+  requestAnimationFrame(flush);
+}
+
+function flush() {
+  app.pendingFrame = false;
+  const d = app.dirty;
+  if (d.size === 0) return;
+  app.dirty = new Set();
+  if (d.has('counts')) renderCounts();
+  for (const name of ['problems', 'rest']) {
+    if (d.has(name) && app.view === 'objects') {
+      const list = app.lists[name];
+      renderList(list, list.flash);
+      list.flash = null;
+    }
+  }
+  if (d.has('object') && app.view === 'object') renderObject();
+  if (d.has('history') && app.view === 'object') refreshHistory();
+  if (d.has('cluster') && app.view === 'cluster') load();
+}
+
+function setConn(state, text) {
+  const c = $('#conn');
+  c.dataset.state = state;
+  c.textContent = text;
+  app.stats.connected = state === 'live';
+}
+
+// Follows the stream. The browser reconnects by itself after a dropped connection; after an answer that is not a
+// stream (the process stopping, a proxy's error) it gives up, and the page tries again, waiting longer each time.
+function connect() {
+  const es = new EventSource('/api/stream');
+  app.es = es;
+  es.addEventListener('hello', () => {
+    app.retryMs = 1000;
+    setConn('live', 'live');
+    load();
+  });
+  es.addEventListener('change', (ev) => applyChange(JSON.parse(ev.data)));
+  es.addEventListener('reload', () => load());
+  es.addEventListener('epoch', (ev) => {
+    const e = JSON.parse(ev.data);
+    if (app.summary) app.summary.epoch = e.epoch;
+    // Owners may have moved: what is shown is loaded again.
+    debounceLoad();
+  });
+  es.addEventListener('members', () => {
+    if (app.view === 'cluster') debounceLoad();
+  });
+  es.addEventListener('stale', (ev) => {
+    const s = JSON.parse(ev.data);
+    app.stale.unshift(s);
+    app.stale.length = Math.min(app.stale.length, 50);
+    app.staleTotal = s.stale_events;
+    if (app.view === 'cluster') renderCluster();
+  });
+  es.onerror = () => {
+    if (es.readyState === EventSource.CLOSED) {
+      setConn('disconnected', `disconnected: retrying in ${Math.round(app.retryMs / 1000)} s`);
+      setTimeout(() => { if (app.es === es) connect(); }, app.retryMs);
+      app.retryMs = Math.min(app.retryMs * 2, 30000);
+    } else {
+      setConn('disconnected', 'disconnected: reconnecting…');
+    }
+  };
+}
+
+let loadTimer = null;
+function debounceLoad() {
+  clearTimeout(loadTimer);
+  loadTimer = setTimeout(load, 300);
+}
+
+// ---- writes ---------------------------------------------------------------------------------------------------
+
+function askToken(why, error) {
+  const dialog = $('#token-dialog');
+  $('#token-why').textContent = why;
+  $('#token-error').textContent = error || '';
+  const input = $('#token');
+  input.value = '';
+  return new Promise((resolve) => {
+    dialog.addEventListener('close', () => {
+      resolve(dialog.returnValue === 'send' && input.value ? input.value : null);
+    }, { once: true });
+    dialog.returnValue = '';
+    dialog.showModal();
+    input.focus();
+  });
+}
+
+const DONE = { ack: 'acknowledged', pause: 'paused', resume: 'resumed', check: 'asked to check now', delete: 'deleted' };
+
+// One write; a 401 asks for the write token (again, saying it was refused, when one was sent) and retries.
+async function act(button, id, what, action) {
+  if (action === 'delete') {
+    const dialog = $('#confirm-dialog');
+    $('#confirm-text').textContent = `Delete ${id}? Its checks stop and it leaves the list; its history stays in the store.`;
+    dialog.returnValue = '';
+    dialog.showModal();
+    const answer = await new Promise((resolve) => dialog.addEventListener('close', () => resolve(dialog.returnValue), { once: true }));
+    if (answer !== 'yes') return;
+  }
+  const path = action === 'delete'
+    ? `/api/objects/${encodeURIComponent(id)}`
+    : `/api/objects/${encodeURIComponent(id)}/actions/${action}`;
+  if (button) button.disabled = true;
+  try {
+    for (;;) {
+      const headers = { accept: 'application/json' };
+      if (app.token) headers.authorization = `Bearer ${app.token}`;
+      const r = await fetch(path, { method: action === 'delete' ? 'DELETE' : 'POST', headers });
+      let body = null;
+      try { body = await r.json(); } catch (_) { /* not JSON */ }
+      if (r.status === 401) {
+        const refused = app.token !== '';
+        const msg = refused
+          ? '401 Unauthorized: the write token was refused.'
+          : '401 Unauthorized: this ui takes writes only with its write token.';
+        const token = await askToken(`To ${what} ${id}, enter the write token.`, refused ? msg : '');
+        if (token === null) {
+          notice(`${msg} ${what} ${id} was not sent.`, true);
+          return;
+        }
+        app.token = token;
+        sessionStorage.setItem('jaque-write-token', token);
+        continue;
+      }
+      if (r.status === 200) {
+        notice(`${id}: ${DONE[action]} (log position ${body.seq}, epoch ${body.epoch}, by ${body.owner}).`, false);
+      } else {
+        const why = body && (body.reason || body.error || body.outcome);
+        notice(`${what} ${id}: ${r.status} ${r.statusText}${why ? `: ${why}` : ''}`, true);
+      }
+      return;
+    }
+  } catch (e) {
+    notice(`${what} ${id}: no answer (${e.message}); is the ui running?`, true);
+  } finally {
+    if (button && button.isConnected) button.disabled = false;
+  }
+}
+
+// ---- one object --------------------------------------------------------------------------------------------
+
+async function loadObject() {
+  const id = app.objectId;
+  const [o, hist] = await Promise.all([
+    getJSON(`/api/objects/${encodeURIComponent(id)}`),
+    getJSON(`/api/objects/${encodeURIComponent(id)}/history?limit=25`),
+  ]);
+  app.object = o.status === 200 ? o.body : null;
+  app.objectGone = o.status === 404;
+  app.history = hist;
+}
+
+async function refreshHistory() {
+  app.history = await getJSON(`/api/objects/${encodeURIComponent(app.objectId)}/history?limit=25`);
+  renderObject();
+}
+
+function probeText(p) {
+  if (p.type === 'http') return `HTTP GET ${p.url}${p.expect_status ? ` (expects ${p.expect_status})` : ''}`;
+  if (p.type === 'tcp') return `TCP connect ${p.addr}`;
+  if (p.type === 'exec') return `plugin ${p.plugin} ${(p.args || []).join(' ')}`;
+  return JSON.stringify(p);
+}
+
+function renderObject() {
+  const id = app.objectId;
+  $('#object-title').textContent = id;
+  const body = $('#object-body');
+  const o = app.object;
+  if (!o) {
+    body.replaceChildren(h('p', {}, app.objectGone ? `There is no object ${id} (deleted, or never defined).` : 'Loading…'));
+    return;
+  }
+  const t = o.last_transition;
+  const facts = h('dl', { class: 'facts' },
+    h('dt', {}, 'State'), h('dd', { id: 'object-state' }, badge(o.state), ' for ',
+      h('span', { class: 'for', 'data-since': o.state_since_ms }, fmtDuration(Date.now() - o.state_since_ms)),
+      ` (since ${fmtTime(o.state_since_ms)})`),
+    h('dt', {}, 'Marks'), h('dd', {}, marks(o), !o.acknowledged && !o.paused ? 'none' : null),
+    h('dt', {}, 'Probe'), h('dd', { class: 'mono' }, probeText(o.definition.probe)),
+    h('dt', {}, 'Interval'), h('dd', {}, o.definition.interval),
+    h('dt', {}, 'Timeout'), h('dd', {}, o.definition.timeout),
+    h('dt', {}, 'Owner'), h('dd', { class: 'mono' }, o.owner || 'none (no epoch in force)'),
+    h('dt', {}, 'Epoch'), h('dd', {}, String(o.epoch)),
+    h('dt', {}, 'Last event'), h('dd', {}, `log position ${o.last_seq}`));
+  const parts = [facts, h('div', { class: 'actions-bar', role: 'group', 'aria-label': 'Actions' }, actionButtons(o, false))];
+  parts.push(h('h3', {}, 'Last transitions'));
+  const hist = app.history;
+  if (hist && hist.status === 200) {
+    const events = hist.body.events;
+    parts.push(events.length === 0 ? h('p', {}, 'The store has no events of this object yet.') :
+      h('table', { id: 'history' },
+        h('caption', { class: 'visually-hidden' }, 'Events of this object in the store, newest first'),
+        h('thead', {}, h('tr', {}, ['Position', 'When', 'Event', 'Output', 'Writer', 'Epoch'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {}, events.map((e) => h('tr', { 'data-type': e.type },
+          h('td', {}, String(e.seq)), h('td', {}, fmtTime(Date.parse(e.at))),
+          h('td', {}, e.type === 'transition' ? [badge(e.from_state), ' → ', badge(e.to_state)] : e.type),
+          h('td', { class: 'output' }, e.output || ''), h('td', { class: 'mono' }, e.writer), h('td', {}, String(e.epoch)))))));
+    parts.push(h('p', { class: 'muted' }, 'From the sink\'s store (GET /api/objects/{id}/history), newest first.'));
+  } else {
+    if (t) {
+      parts.push(h('table', { id: 'history' },
+        h('thead', {}, h('tr', {}, ['Position', 'When', 'Transition', 'Output', 'Writer', 'Epoch'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {}, h('tr', { 'data-type': 'transition' }, h('td', {}, String(t.seq)), h('td', {}, fmtTime(t.at_ms)),
+          h('td', {}, [badge(t.from), ' → ', badge(t.to)]), h('td', { class: 'output' }, t.output),
+          h('td', { class: 'mono' }, t.writer), h('td', {}, String(t.epoch))))));
+    } else {
+      parts.push(h('p', {}, 'No transition yet.'));
+    }
+    parts.push(h('p', {}, hist && hist.status === 404
+      ? 'Only the last transition: this ui has no store of the history (run it with -sink-store).'
+      : `Only the last transition: the history could not be read (${hist ? hist.status : 'no answer'}).`));
+  }
+  body.replaceChildren(...parts);
+}
+
+// ---- the cluster -------------------------------------------------------------------------------------------
+
+async function loadCluster() {
+  const r = await getJSON('/api/cluster');
+  if (r.status !== 200) throw new Error(`/api/cluster: ${r.status}`);
+  app.cluster = r.body;
+  app.staleTotal = r.body.stale_events;
+}
+
+function member(m) { return h('li', { class: 'mono' }, `${m.id} (incarnation ${m.incarnation})`); }
+
+function renderCluster() {
+  const c = app.cluster;
+  const body = $('#cluster-body');
+  if (!c) { body.replaceChildren(h('p', {}, 'Loading…')); return; }
+  const engines = c.buckets.find((b) => b.bucket === 'membership/');
+  const cards = h('div', { class: 'cards' },
+    h('section', { class: 'card', 'aria-labelledby': 'epoch-h' },
+      h('h3', { id: 'epoch-h' }, `Epoch in force: ${engines ? engines.epoch : '–'}`),
+      h('p', {}, 'Its members (the owners by HRW):'),
+      h('ul', { id: 'epoch-members' }, (engines ? engines.epoch_members : []).map(member)),
+      h('p', {}, `Log position ${c.log_position}.`)),
+    ...c.buckets.map((b) => h('section', { class: 'card', 'aria-label': `Bucket ${b.bucket}` },
+      h('h3', {}, h('code', {}, b.bucket), ` — ${b.live_members.length} live`),
+      b.live_members.length ? h('ul', {}, b.live_members.map(member)) : h('p', {}, 'No live member.'))));
+  const parts = [cards];
+  if (engines) {
+    const owners = Object.entries(engines.objects_per_owner);
+    parts.push(h('h3', {}, `Objects per owner (${engines.objects} objects)`),
+      h('table', { id: 'owners' },
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Owner'), h('th', { scope: 'col' }, 'Objects'))),
+        h('tbody', {}, owners.map(([o, n]) => h('tr', {}, h('td', { class: 'mono' }, o), h('td', {}, String(n)))),
+          engines.objects_unowned ? h('tr', {}, h('td', {}, 'no owner'), h('td', {}, String(engines.objects_unowned))) : null)));
+  }
+  parts.push(h('h3', {}, `Stale events: ${app.staleTotal ?? c.stale_events}`),
+    h('p', {}, 'Events the epoch fence discarded: their writer no longer owned the object.'),
+    app.stale.length === 0 ? h('p', {}, 'None since this page opened.') :
+      h('table', { id: 'stale' },
+        h('thead', {}, h('tr', {}, ['Position', 'Object', 'Writer', 'Its epoch'].map((x) => h('th', { scope: 'col' }, x)))),
+        h('tbody', {}, app.stale.map((s) => h('tr', {}, h('td', {}, String(s.seq)), h('td', { class: 'mono' }, s.object),
+          h('td', { class: 'mono' }, `${s.writer.id} (${s.writer.incarnation})`), h('td', {}, String(s.epoch)))))));
+  body.replaceChildren(...parts);
+}
+
+// ---- views and filters ---------------------------------------------------------------------------------------
+
+function route() {
+  const hash = location.hash.replace(/^#/, '') || '/';
+  let m;
+  if ((m = hash.match(/^\/object\/(.+)$/))) {
+    app.view = 'object';
+    app.objectId = decodeURIComponent(m[1]);
+    app.object = null;
+    app.history = null;
+  } else if (hash === '/cluster') {
+    app.view = 'cluster';
+  } else {
+    app.view = 'objects';
+  }
+  for (const v of ['objects', 'object', 'cluster']) $(`#view-${v}`).hidden = app.view !== v;
+  $('#nav-objects').toggleAttribute('aria-current', app.view !== 'cluster');
+  if (app.view !== 'cluster') $('#nav-objects').setAttribute('aria-current', 'page');
+  $('#nav-cluster').toggleAttribute('aria-current', app.view === 'cluster');
+  if (app.view === 'cluster') $('#nav-cluster').setAttribute('aria-current', 'page');
+  document.title = app.view === 'object' ? `${app.objectId} · jaque` : app.view === 'cluster' ? 'cluster · jaque' : 'jaque';
+  if (app.view === 'object') renderObject();
+  if (app.view === 'cluster') renderCluster();
+  load();
+}
+
+function readFilter() {
+  app.filter.q = $('#q').value.trim();
+  app.filter.states = new Set([...document.querySelectorAll('#filters input[name=state]:checked')].map((i) => i.value));
+}
+
+function tick() {
+  const now = Date.now();
+  for (const el of document.querySelectorAll('[data-since]')) {
+    el.textContent = fmtDuration(now - Number(el.dataset.since));
+  }
+}
+
+function start() {
+  app.lists.problems = makeList('problems', PROBLEMS);
+  app.lists.rest = makeList('rest', ['pending', 'ok']);
+  let searchTimer = null;
+  $('#q').addEventListener('input', () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => { readFilter(); load(); }, 250);
+  });
+  $('#filters').addEventListener('change', (ev) => {
+    if (ev.target.name === 'state') { readFilter(); load(); }
+  });
+  $('#filters').addEventListener('submit', (ev) => { ev.preventDefault(); readFilter(); load(); });
+  window.addEventListener('hashchange', () => {
+    route();
+    $('#main').focus();
+  });
+  setInterval(tick, 5000);
+  readFilter();
+  route();
+  connect();
+}
+
+document.addEventListener('DOMContentLoaded', start);

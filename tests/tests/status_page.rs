@@ -1,0 +1,265 @@
+//! The status page (`GET /`) in headless Chromium against real processes: it lists the objects, problems
+//! first; a state change reaches it through `GET /api/stream` without a reload; an acknowledgement from the page
+//! reaches the log; a wrong write token shows as a 401; and on a `-target ui` of a NATS cluster it follows the log
+//! the engines write. A screenshot of the main page is saved as `target/status-page.png` for a reviewer.
+//!
+//! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (`scripts/install-chromium.sh`; scripts/test.sh runs it):
+//! without them every test here fails saying so.
+
+use jaque_tests::browser::Browser;
+use jaque_tests::{poll, Jaque, Nats, Target};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+fn define(j: &Jaque, id: &str, addr: &str) {
+    let def = json!({"probe": {"type": "tcp", "addr": addr}, "interval": "1h", "timeout": "2s"});
+    let r = j.put(&format!("/api/objects/{id}"), &def);
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// An address that refuses connections: a check of it is critical.
+fn closed_port() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string()
+}
+
+fn summary_state(j: &Jaque, state: &str) -> u64 {
+    j.get("/api/summary").json()["states"][state].as_u64().unwrap()
+}
+
+/// Where the reviewer's screenshot goes: the workspace's `target/`.
+fn screenshot_path(name: &str) -> PathBuf {
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace.join("target"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// The state a row of `list` (`problems` or `rest`) shows for `id`, or null when it is not in that list.
+fn row_state(list: &str, id: &str) -> String {
+    format!("const r = document.querySelector('#list-{list} tr[data-id=\"{id}\"]'); return r ? r.dataset.state : null;")
+}
+
+/// Opens the page and waits until its first load is drawn and its stream is live.
+async fn open(b: &Browser, j: &Jaque) {
+    b.client.goto(&format!("http://{}/", j.addr)).await.expect("the page loads");
+    b.until("the page's first load and its live stream", "return window.jaqueStats && jaqueStats.renders > 0 && jaqueStats.connected && document.querySelector('#conn').dataset.state === 'live';").await;
+}
+
+#[tokio::test]
+async fn the_page_lists_problems_first_follows_changes_live_and_acknowledges_into_the_log() {
+    let j = Jaque::start("jaque", &["-target", "engine,worker,ui", "-queue", "memory"]);
+    j.wait_ready();
+    let mut target = Target::start();
+    let up = target.addr.to_string();
+    let down = closed_port();
+    define(&j, "web-frontend", &up);
+    define(&j, "db-primary", &down);
+    for i in 0..6 {
+        define(&j, &format!("api-{i}"), &up);
+    }
+    // A new object is checked at once.
+    poll("every object checked", || (summary_state(&j, "ok") == 7 && summary_state(&j, "critical") == 1).then_some(()));
+
+    let b = Browser::start().await;
+    open(&b, &j).await;
+    // Problems first; the counts in the header are the API's.
+    assert_eq!(b.js(&row_state("problems", "db-primary"), vec![]).await, "critical");
+    assert_eq!(b.js(&row_state("rest", "web-frontend"), vec![]).await, "ok");
+    assert_eq!(b.text("#count-critical").await.as_deref(), Some("1"));
+    assert_eq!(b.text("#count-ok").await.as_deref(), Some("7"));
+    assert_eq!(b.text("#count-all").await.as_deref(), Some("8"));
+    let output = b.text("#list-problems tr[data-id=\"db-primary\"] td.output").await.unwrap();
+    assert!(output.contains("refused"), "the last check's output is on the row: {output:?}");
+
+    // A state change arrives through the stream: no reload of the page, no new load of its data.
+    b.js("window.stillTheSamePage = true;", vec![]).await;
+    let loads = b.js("return jaqueStats.loads;", vec![]).await;
+    target.stop();
+    let r = j.request("POST", "/api/objects/web-frontend/actions/check", &[], None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    b.until("web-frontend to move to the problems as critical", &row_state("problems", "web-frontend")).await;
+    assert_eq!(b.js(&row_state("problems", "web-frontend"), vec![]).await, "critical");
+    assert_eq!(b.js(&row_state("rest", "web-frontend"), vec![]).await, Value::Null, "gone from the rest");
+    assert_eq!(b.js("return window.stillTheSamePage === true;", vec![]).await, true, "the page was not reloaded");
+    assert_eq!(b.js("return jaqueStats.loads;", vec![]).await, loads, "applied from the stream, not loaded again");
+    assert_eq!(b.text("#count-critical").await.as_deref(), Some("2"), "the counts moved with the change");
+    assert_eq!(b.text("#count-ok").await.as_deref(), Some("6"));
+
+    // Acknowledging from the page reaches the log: the API says so, and the row shows the mark.
+    b.click("#list-problems tr[data-id=\"web-frontend\"] button.ack").await;
+    let notice = b.until("the outcome of the acknowledgement", "const n = document.querySelector('#notice'); return !n.hidden && n.textContent.includes('acknowledged') ? n.textContent : null;").await;
+    assert!(notice.as_str().unwrap().starts_with("web-frontend: acknowledged (log position"), "{notice}");
+    let o = j.get("/api/objects/web-frontend").json();
+    assert_eq!(o["acknowledged"], true, "{o}");
+    b.until(
+        "the acknowledged mark on the row",
+        "return document.querySelector('#list-problems tr[data-id=\"web-frontend\"] .mark.ack') !== null;",
+    )
+    .await;
+    assert_eq!(b.text("#count-acknowledged").await.as_deref(), Some("1"));
+
+    // Deleting asks first, then the row goes (through the stream) and so does the object.
+    b.click("#list-rest tr[data-id=\"api-5\"] button.delete").await;
+    b.until("the confirmation", "return document.querySelector('#confirm-dialog').open;").await;
+    b.click("#confirm-dialog button[value=yes]").await;
+    b.until("api-5 gone from the page", "return document.querySelector('tr[data-id=\"api-5\"]') === null;").await;
+    assert_eq!(j.get("/api/objects/api-5").status, 404);
+    assert_eq!(b.text("#count-all").await.as_deref(), Some("7"));
+
+    // The reviewer's picture: problems first, one acknowledged, the counts, live.
+    b.screenshot(&screenshot_path("status-page.png")).await;
+
+    // Search by id and filter by state.
+    b.type_into("#q", "api-").await;
+    b.until("only the api objects", "const ids = [...document.querySelectorAll('#view-objects tr[data-id]')].map(r => r.dataset.id); return ids.length === 5 && ids.every(i => i.startsWith('api-'));").await;
+    b.click("#filters input[value=critical]").await;
+    b.until("the filter: no critical api object", "return document.querySelectorAll('#view-objects tr[data-id]').length === 0 && document.querySelector('#list-rest .empty').textContent.includes('Filtered out');").await;
+
+    // An object's page: its definition and the last transition it knows (this ui has no store).
+    b.client.goto(&format!("http://{}/#/object/db-primary", j.addr)).await.unwrap();
+    let facts = b
+        .until(
+            "the object's page",
+            "const d = document.querySelector('#object-body dl'); return d ? d.textContent : null;",
+        )
+        .await;
+    let facts = facts.as_str().unwrap();
+    assert!(facts.contains(&format!("TCP connect {down}")) && facts.contains("critical"), "{facts}");
+    let note = b.until("the history note", "const p = [...document.querySelectorAll('#object-body p')].map(p => p.textContent).find(t => t.includes('-sink-store')); return p || null;").await;
+    assert!(note.as_str().unwrap().contains("Only the last transition"), "{note}");
+
+    // The cluster: the one engine is the epoch's member and owns every object.
+    b.client.goto(&format!("http://{}/#/cluster", j.addr)).await.unwrap();
+    let owners = b
+        .until("the objects per owner", "const t = document.querySelector('#owners'); return t ? t.textContent : null;")
+        .await;
+    assert!(owners.as_str().unwrap().contains('7'), "{owners}");
+
+    // The process goes away: the page says it is disconnected.
+    j.proc.signal("TERM");
+    b.until(
+        "the page to say it is disconnected",
+        "return document.querySelector('#conn').dataset.state === 'disconnected';",
+    )
+    .await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_wrong_write_token_shows_as_401_and_the_right_one_is_asked_for_and_used() {
+    // With a sink, so the object's page shows its history from the store.
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("sink.db").display());
+    let args =
+        ["-target", "engine,worker,ui,sink", "-queue", "memory", "-write-token", "s3cret", "-sink-store", &store];
+    let j = Jaque::start("jaque-token", &args);
+    j.wait_ready();
+    let r = j.request(
+        "PUT",
+        "/api/objects/db",
+        &[("authorization", "Bearer s3cret")],
+        Some(json!({"probe": {"type": "tcp", "addr": closed_port()}}).to_string().as_bytes()),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    poll("db checked", || (summary_state(&j, "critical") == 1).then_some(()));
+
+    let b = Browser::start().await;
+    open(&b, &j).await;
+    // No token yet: the write answers 401 and the page asks for one.
+    b.click("#list-problems tr[data-id=\"db\"] button.pause").await;
+    b.until("the token dialog", "return document.querySelector('#token-dialog').open;").await;
+    b.type_into("#token", "wrong").await;
+    b.click("#token-dialog button[value=send]").await;
+    let error = b.until("the 401 for the wrong token", "const e = document.querySelector('#token-error').textContent; return document.querySelector('#token-dialog').open && e.includes('401') ? e : null;").await;
+    assert!(error.as_str().unwrap().contains("401 Unauthorized: the write token was refused"), "{error}");
+    assert_eq!(j.get("/api/objects/db").json()["paused"], false, "nothing was written");
+
+    // Cancelled: the 401 stays on the page, not a silent failure.
+    b.click("#token-dialog button[value=cancel]").await;
+    let notice = b.until("the 401 notice", "const n = document.querySelector('#notice'); return !n.hidden && n.textContent.includes('401') ? n.textContent : null;").await;
+    assert!(notice.as_str().unwrap().contains("was not sent"), "{notice}");
+
+    // The right token: the write goes through.
+    b.click("#list-problems tr[data-id=\"db\"] button.pause").await;
+    b.until("the token dialog again", "return document.querySelector('#token-dialog').open;").await;
+    b.type_into("#token", "s3cret").await;
+    b.click("#token-dialog button[value=send]").await;
+    b.until(
+        "the pause applied",
+        "const n = document.querySelector('#notice'); return !n.hidden && n.textContent.startsWith('db: paused');",
+    )
+    .await;
+    assert_eq!(j.get("/api/objects/db").json()["paused"], true);
+    b.until(
+        "the paused mark",
+        "return document.querySelector('#list-problems tr[data-id=\"db\"] .mark.paused') !== null;",
+    )
+    .await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn on_a_ui_of_a_nats_cluster_the_page_follows_the_log_the_engines_write() {
+    let nats = Nats::start();
+    let engine = Jaque::start(
+        "engine",
+        // With its own API, to read the engine's view of the log.
+        &[
+            "-target",
+            "engine,worker,ui",
+            "-queue",
+            &nats.url,
+            "-coordination",
+            &nats.url,
+            "-id",
+            "e1",
+            "-heartbeat-ttl",
+            "3s",
+        ],
+    );
+    let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &nats.url, "-id", "ui1", "-heartbeat-ttl", "3s"]);
+    engine.wait_ready();
+    ui.wait_ready();
+    let mut target = Target::start();
+    define(&ui, "web", &target.addr.to_string());
+    define(&ui, "db", &closed_port());
+    poll("both checked, as the ui reads the log", || {
+        (summary_state(&ui, "ok") == 1 && summary_state(&ui, "critical") == 1).then_some(())
+    });
+
+    let b = Browser::start().await;
+    open(&b, &ui).await;
+    assert_eq!(b.js(&row_state("problems", "db"), vec![]).await, "critical");
+    assert_eq!(b.js(&row_state("rest", "web"), vec![]).await, "ok");
+    assert_eq!(b.text("#list-rest tr[data-id=\"web\"] td.owner").await.as_deref(), Some("e1"));
+
+    // The engine writes a transition; the ui's reader reads it and the page shows it without a reload.
+    b.js("window.stillTheSamePage = true;", vec![]).await;
+    target.stop();
+    assert_eq!(ui.request("POST", "/api/objects/web/actions/check", &[], None).status, 200);
+    b.until("web critical on the ui's page", &row_state("problems", "web")).await;
+    assert_eq!(b.js("return window.stillTheSamePage === true;", vec![]).await, true);
+
+    // An acknowledgement from the ui's page goes to the engine through NATS and into the log.
+    b.click("#list-problems tr[data-id=\"web\"] button.ack").await;
+    b.until("the acknowledgement applied", "const n = document.querySelector('#notice'); return !n.hidden && n.textContent.startsWith('web: acknowledged');").await;
+    poll("the engine's view of the log has the acknowledgement", || {
+        (engine.get("/api/objects/web").json()["acknowledged"] == true).then_some(())
+    });
+    b.until(
+        "the mark on the row",
+        "return document.querySelector('#list-problems tr[data-id=\"web\"] .mark.ack') !== null;",
+    )
+    .await;
+
+    // The cluster view: the engine is the epoch's member; the ui follows as no member of any bucket.
+    b.client.goto(&format!("http://{}/#/cluster", ui.addr)).await.unwrap();
+    let members = b
+        .until(
+            "the epoch's members",
+            "const u = document.querySelector('#epoch-members'); return u && u.textContent ? u.textContent : null;",
+        )
+        .await;
+    assert!(members.as_str().unwrap().contains("e1"), "{members}");
+    b.close().await;
+}
