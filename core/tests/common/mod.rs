@@ -47,6 +47,8 @@ pub struct World {
     pub dispatched: Vec<(String, CheckWork, Time)>,
     /// Check results to return: object -> state.
     pub truth: BTreeMap<String, State>,
+    /// Workers that never answer: dispatched checks get no result.
+    pub hold_results: bool,
     pub max_hop_seen: u8,
     /// Appends to lose silently (neither landing nor failing), as a broken store would.
     pub lose_appends: usize,
@@ -267,6 +269,9 @@ impl World {
             }
             Output::Dispatch(work) => {
                 self.dispatched.push((from.to_string(), work.clone(), now));
+                if self.hold_results {
+                    return;
+                }
                 let state = self.truth.get(work.object.as_str()).copied().unwrap_or(State::Ok);
                 self.engines.get_mut(from).unwrap().handle(
                     now,
