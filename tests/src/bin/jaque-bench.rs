@@ -2031,36 +2031,44 @@ fn p10() {
 fn p8_million() {
     const N: usize = 1_000_000;
     eprintln!("jaque-bench: P8 memory at {N} objects...");
-    let nats = Nats::start();
-    let servers = Servers::one(&nats);
-    let url = servers.url.clone();
-    // The readers start on the empty log and read the objects as they are loaded.
     let dir = tempfile::tempdir().unwrap();
-    let store = format!("sqlite://{}", dir.path().join("sink.db").display());
     let rx = Receiver::start(None);
     let hook = rx.url("/hook");
-    let mut e0 = engine(&servers, "warmup0");
-    e0.wait_ready();
-    e0.proc.signal("TERM");
-    e0.proc.wait_exit();
-    let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &url, "-id", "ui"]);
-    let sink = Jaque::start("sink", &["-target", "sink", "-coordination", &url, "-sink-store", &store]);
-    let notifier = Jaque::start("notifier", &["-target", "notifier", "-coordination", &url, "-notify-webhook", &hook]);
-    for j in [&ui, &sink, &notifier] {
-        j.wait_ready();
-    }
-    let idle: Vec<u64> = [&ui, &sink, &notifier].iter().map(|j| rss_kib(j.proc.pid())).collect();
+    let readers = |url: &str, db: &str| {
+        let store = format!("sqlite://{}", dir.path().join(db).display());
+        [
+            Jaque::start("ui", &["-target", "ui", "-coordination", url, "-id", "ui"]),
+            Jaque::start("sink", &["-target", "sink", "-coordination", url, "-sink-store", &store]),
+            Jaque::start("notifier", &["-target", "notifier", "-coordination", url, "-notify-webhook", &hook]),
+        ]
+    };
+    // Each reader's memory with no object: on a server of its own whose log an engine made and left.
+    let idle: Vec<u64> = {
+        let nats = Nats::start();
+        let servers = Servers::one(&nats);
+        let mut e = engine(&servers, "empty");
+        e.wait_ready();
+        e.proc.signal("TERM");
+        e.proc.wait_exit();
+        let r = readers(&servers.url, "empty.db");
+        r.iter().for_each(Jaque::wait_ready);
+        r.iter().map(|j| rss_kib(j.proc.pid())).collect()
+    };
+    let nats = Nats::start();
+    let servers = Servers::one(&nats);
     let load = Instant::now();
     let engine_idle = load_log(&servers, N, |_| State::Pending);
     eprintln!("jaque-bench: P8 loaded {N} objects in {:.0} s", load.elapsed().as_secs_f64());
     let e = engine_as(&servers, "rss", "engine,ui");
-    poll("the engine owns every loaded object", || {
+    let [ui, sink, notifier] = readers(&servers.url, "sink.db");
+    poll_long("the engine owns every loaded object", || {
         (e.metric("jaque_engine_objects_owned") == Some(N as f64)).then_some(())
     });
     let last = e.metric("jaque_engine_log_position").unwrap();
-    poll("every reader read the whole log", || {
+    poll_long("every reader read the whole log", || {
         let caught = ui.metric("jaque_ui_log_position")? >= last
-            && sink.metric("jaque_sink_written_position")? >= last
+            && sink.metric("jaque_sink_log_position")? >= last
+            && sink.metric("jaque_sink_lag_events")? == 0.0
             && notifier.metric("jaque_notifier_log_position")? >= last;
         caught.then_some(())
     });
@@ -2102,4 +2110,17 @@ fn p8_million() {
         ms(pct(&mut severity, 0.5)),
         walk.as_secs_f64()
     );
+}
+
+/// `poll` for what takes minutes at a million objects: asked every second, for up to ten minutes.
+fn poll_long<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            eprintln!("jaque-bench: {what} after {:.0} s", start.elapsed().as_secs_f64());
+            return v;
+        }
+        assert!(start.elapsed() < Duration::from_secs(600), "gave up waiting for {what} after 10 minutes");
+        thread::sleep(Duration::from_secs(1));
+    }
 }
