@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark table: every figure beside the floor it is built on, measured side by side in the same run on
 # this machine. Prints one markdown table (P1-P17) to stdout; progress and process logs go to stderr.
-# Usage: scripts/bench.sh > table.md     (takes a few minutes; needs nothing running)
+# Usage: scripts/bench.sh > table.md     (takes a few minutes a part, P8 at 1M objects and P9's 30k step a minute
+# or two each; needs nothing running)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-nats.sh >&2
@@ -28,6 +29,8 @@ echo "| P6 | simulator speed, 5 engines, 1000 objects, every fault kind | ${spee
 echo "| P6 | simulator swarm seeds per minute | ${seeds%%|*} | ${seeds#*|} | | |"
 echo "$core" | grep -E '^\| P7 '
 echo "$procs" | grep -E '^\| P8 '
+echo "$procs" | grep -E '^\| P9 '
+echo "$procs" | grep -E '^\| P10 '
 echo "$procs" | grep -E '^\| P11 '
 echo "$procs" | grep -E '^\| P12 '
 echo "$procs" | grep -E '^\| P1[34567] '

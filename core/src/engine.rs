@@ -216,7 +216,11 @@ pub struct EngineCounters {
     pub epochs_won: u64,
     pub checks_dispatched: u64,
     pub checks_lost: u64,
+    /// Slots passed over because the object's previous check was still running: past saturation checks
+    /// are skipped and counted here, never queued.
     pub checks_skipped_busy: u64,
+    /// How late each dispatched check left against the slot it was scheduled for.
+    pub check_start_lateness: Lateness,
     pub check_results_dropped: u64,
     pub transitions_written: u64,
     pub appends_failed: u64,
@@ -226,6 +230,35 @@ pub struct EngineCounters {
     pub restores: u64,
     /// Holes found in the log (purged events this engine had not read): each asks for a snapshot.
     pub log_gaps: u64,
+}
+
+/// A histogram of how late checks are dispatched against their slot (`now - slot` when `run_due` fires), in
+/// milliseconds: the shell exposes it as `jaque_engine_check_start_lateness_seconds`. Fixed buckets, so it
+/// costs a few counters whatever the load.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lateness {
+    /// Checks whose lateness was at most `LATENESS_BOUNDS_MS[i]` and more than the bound before it; the last
+    /// counts those later than every bound.
+    pub buckets: [u64; LATENESS_BOUNDS_MS.len() + 1],
+    pub count: u64,
+    pub sum_ms: u64,
+    /// The largest lateness seen, in milliseconds (0 before any).
+    pub max_ms: u64,
+}
+
+/// Upper bounds of `Lateness`'s buckets, milliseconds: fine below the 100 ms a healthy engine should keep to,
+/// coarse up to the intervals where a late check overlaps its next slot.
+pub const LATENESS_BOUNDS_MS: [u64; 14] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 30_000];
+
+impl Lateness {
+    pub fn record(&mut self, late: Duration) {
+        let ms = crate::time::millis(late);
+        let i = LATENESS_BOUNDS_MS.iter().position(|b| ms <= *b).unwrap_or(LATENESS_BOUNDS_MS.len());
+        self.buckets[i] += 1;
+        self.count += 1;
+        self.sum_ms = self.sum_ms.saturating_add(ms);
+        self.max_ms = self.max_ms.max(ms);
+    }
 }
 
 /// A command waiting for the verdict on its event.
@@ -475,7 +508,7 @@ impl Engine {
                 break;
             }
             self.due.pop_first();
-            self.run_due(now, object);
+            self.run_due(now, t, object);
         }
         self.maybe_snapshot(now);
         self.drain_membership();
@@ -871,7 +904,8 @@ impl Engine {
 
     // ---- checks ----
 
-    fn run_due(&mut self, now: Time, object: ObjectId) {
+    /// Runs the check of `object` that was due at `slot` (a slot of its grid, or the time a check-now asked for).
+    fn run_due(&mut self, now: Time, slot: Time, object: ObjectId) {
         let Some(view) = self.follow.reader().object(&object) else { return };
         let (def, anchor, paused): (ObjectDef, Time, bool) = (view.def.clone(), view.anchor, view.paused);
         let Some(o) = self.owned.get_mut(&object) else { return };
@@ -894,6 +928,7 @@ impl Engine {
         self.checks.insert(check_id, (object.clone(), deadline));
         self.check_deadlines.insert((deadline, check_id));
         self.counters.checks_dispatched += 1;
+        self.counters.check_start_lateness.record(now.saturating_since(slot));
         self.outputs.push_back(Output::Dispatch(CheckWork {
             check_id,
             object: object.clone(),

@@ -438,3 +438,39 @@ fn a_left_engine_stays_left_even_if_started_again() {
     w.check();
     assert!(w.oracle().fence().current().is_some_and(|r| r.members.is_empty() || r.epoch == 1));
 }
+
+#[test]
+fn a_check_dispatched_after_its_slot_reports_how_late_it_left_and_a_busy_one_is_skipped_not_queued() {
+    let mut w = World::new();
+    w.add_engine("a", 1);
+    w.submit("a", cmd("c1", "web", CommandKind::Put { def: def(10) }));
+    w.advance(Duration::from_secs(25));
+    // On time: the checks at 0 s, 10 s and 20 s left at their slots.
+    let l = &w.engines["a"].counters.check_start_lateness;
+    assert_eq!((l.count, l.buckets[0], l.max_ms), (3, 3, 0));
+    // The engine's loop is held 350 ms past the 30 s slot (a pause shorter than the ttl): the check leaves
+    // 350 ms late and lands in the (200, 500] ms bucket.
+    w.paused.push("a".into());
+    w.advance(Duration::from_millis(5_350));
+    w.paused.clear();
+    w.advance(Duration::ZERO);
+    let l = w.engines["a"].counters.check_start_lateness.clone();
+    let bucket = LATENESS_BOUNDS_MS.iter().position(|b| *b == 500).unwrap();
+    assert_eq!((l.count, l.buckets[bucket], l.max_ms, l.sum_ms), (4, 1, 350, 350));
+    // The next slot is on the grid again, not 350 ms after the late one.
+    let before = w.dispatched.len();
+    w.advance(Duration::from_millis(9_650));
+    assert_eq!(w.dispatched.len(), before + 1);
+    assert_eq!(w.engines["a"].counters.check_start_lateness.max_ms, 350);
+    // Workers that never answer, on an object checked every second: its check stays in flight until its
+    // deadline (timeout 1 s + grace 2 s), and the slots meanwhile are skipped and counted, never queued.
+    w.hold_results = true;
+    w.submit("a", cmd("c2", "fast", CommandKind::Put { def: def(1) }));
+    let (skipped, dispatched) =
+        (w.engines["a"].counters.checks_skipped_busy, w.engines["a"].counters.checks_dispatched);
+    w.advance(Duration::from_millis(9_500));
+    let c = &w.engines["a"].counters;
+    // fast's checks at 0, 3, 6 and 9 s (each once the previous one's deadline passed); 1, 2, 4, 5, 7 and 8 s
+    // skipped.
+    assert_eq!((c.checks_dispatched - dispatched, c.checks_skipped_busy - skipped), (4, 6));
+}

@@ -466,7 +466,15 @@ impl EngineLoop {
             "Log entries that stood past a hole (purged events) and made this reader jump to a snapshot.",
             c.log_gaps,
         );
-        let counters: [(&str, &str, u64); 11] = [
+        let late = &c.check_start_lateness;
+        m.histogram_ms(
+            "jaque_engine_check_start_lateness_seconds",
+            "How late checks were dispatched against the slot they were scheduled for.",
+            &jaque_core::LATENESS_BOUNDS_MS,
+            &late.buckets,
+            late.sum_ms,
+        );
+        let counters: [(&str, &str, u64); 12] = [
             ("jaque_engine_commands_applied_total", "Commands applied (their event accepted).", c.commands_applied),
             ("jaque_engine_commands_duplicate_total", "Retried commands answered from the log.", c.commands_duplicate),
             ("jaque_engine_commands_rejected_total", "Invalid commands refused.", c.commands_rejected),
@@ -475,6 +483,11 @@ impl EngineLoop {
             ("jaque_engine_epochs_won_total", "Epoch proposals that won the compare-and-set.", c.epochs_won),
             ("jaque_engine_checks_dispatched_total", "Checks sent to workers.", c.checks_dispatched),
             ("jaque_engine_checks_lost_total", "Checks with no result by their deadline.", c.checks_lost),
+            (
+                "jaque_engine_checks_skipped_busy_total",
+                "Check slots skipped because the object's previous check was still running.",
+                c.checks_skipped_busy,
+            ),
             ("jaque_engine_check_results_dropped_total", "Check results not used.", c.check_results_dropped),
             ("jaque_engine_transitions_written_total", "State transitions appended.", c.transitions_written),
             ("jaque_engine_appends_failed_total", "Log appends that failed.", c.appends_failed),

@@ -36,6 +36,23 @@ impl Exposition {
         }
     }
 
+    /// A histogram in seconds from counts per bucket in milliseconds (`counts[i]` at most `bounds_ms[i]`, the
+    /// last one past every bound), cumulated as Prometheus wants them.
+    pub fn histogram_ms(&mut self, name: &str, help: &str, bounds_ms: &[u64], counts: &[u64], sum_ms: u64) {
+        self.header(name, "histogram", help);
+        let bucket = format!("{name}_bucket");
+        let mut cumulative = 0;
+        for (bound, n) in bounds_ms.iter().zip(counts) {
+            cumulative += n;
+            let le = format!("{}", *bound as f64 / 1000.0);
+            self.sample(&bucket, &[("le", &le)], cumulative);
+        }
+        let count: u64 = counts.iter().sum();
+        self.sample(&bucket, &[("le", "+Inf")], count);
+        let _ = writeln!(self.0, "{name}_sum {}", sum_ms as f64 / 1000.0);
+        self.sample(&format!("{name}_count"), &[], count);
+    }
+
     pub fn one(&mut self, name: &str, kind: &str, help: &str, value: u64) {
         self.header(name, kind, help);
         self.sample(name, &[], value);

@@ -49,6 +49,8 @@ pub struct World {
     pub truth: BTreeMap<String, State>,
     /// Check outputs to return: object -> output (empty when absent).
     pub outputs: BTreeMap<String, String>,
+    /// Workers that never answer: dispatched checks get no result.
+    pub hold_results: bool,
     pub max_hop_seen: u8,
     /// Appends to lose silently (neither landing nor failing), as a broken store would.
     pub lose_appends: usize,
@@ -269,6 +271,9 @@ impl World {
             }
             Output::Dispatch(work) => {
                 self.dispatched.push((from.to_string(), work.clone(), now));
+                if self.hold_results {
+                    return;
+                }
                 let state = self.truth.get(work.object.as_str()).copied().unwrap_or(State::Ok);
                 let output = self.outputs.get(work.object.as_str()).cloned().unwrap_or_default();
                 self.engines.get_mut(from).unwrap().handle(

@@ -5,7 +5,11 @@
 //! P1 ui write -> applied latency beside raw NATS request/reply + JetStream publish;
 //! P2 writes per second through ingress with three engines beside raw pipelined NATS requests;
 //! P3 failover after kill -9 and after SIGTERM, as a multiple of the ttl;
-//! P8 engine resident memory with 100k objects;
+//! P8 engine resident memory with 100k objects; `p8m`: an engine, a ui, a sink and a notifier at 1,000,000;
+//! P9 checks one engine and one worker sustain (tcp probes, 1k/10k/30k objects every second, both queues),
+//! their CPU per check and how late they leave their slots, beside a bare loop's connects;
+//! P10 a transition storm (50,000 objects whose target dies at once) until a ui shows it all, beside a bare
+//! client's appends of as many events;
 //! `cluster`: P1 and P3 again on a 3-node NATS cluster with `-log-replicas 3`, and writes applied again after
 //! the loss of the node leading the log.
 //! P12 notification latency (a transition appended -> the webhook receiver) beside a log delivery plus one
@@ -268,8 +272,22 @@ fn unix_ms() -> u64 {
 
 /// Writes `n` objects straight into a fresh log (as a departed engine would have), object `i` then moved to
 /// `state(i)` by a transition when that is not pending; returns the resident memory of the engine that made
-/// the log, before it left.
+/// the log, before it left. The objects are tcp checks of a closed port, daily, defined an hour ago: nothing
+/// is due when a new engine takes over.
 fn load_log(servers: &Servers, n: usize, state: impl Fn(usize) -> jaque_core::State) -> u64 {
+    let def = ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 86_400_000, timeout_ms: 1000 };
+    let at = unix_ms() - 3_600_000;
+    load_objects(servers, n, |_| def.clone(), |_| at, state)
+}
+
+/// `load_log` with object `i` defined by `def(i)` at `defined(i)` (the anchor of its check slots).
+fn load_objects(
+    servers: &Servers,
+    n: usize,
+    def: impl Fn(usize) -> ObjectDef,
+    defined: impl Fn(usize) -> u64,
+    state: impl Fn(usize) -> jaque_core::State,
+) -> u64 {
     // The first engine creates the log stream and the membership bucket, then leaves.
     let mut warmup = engine(servers, "warmup");
     warmup.wait_ready();
@@ -283,14 +301,11 @@ fn load_log(servers: &Servers, n: usize, state: impl Fn(usize) -> jaque_core::St
         let record =
             EpochRecord { epoch: 2, members: vec![loader.clone()], members_rev: 0, idempotency_window_ms: None };
         js.publish("jaque.log.epoch", wire::encode(&LogEntry::Epoch(record)).into()).await.unwrap().await.unwrap();
-        // Defined an hour ago on a daily interval: nothing is due when the new engine takes over.
-        let at = unix_ms() - 3_600_000;
-        let def =
-            ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 86_400_000, timeout_ms: 1000 };
         let mut acks = Vec::new();
         for i in 0..n {
+            let at = defined(i);
             let object = ObjectId::new(format!("object-{i:06}")).unwrap();
-            let mut bodies = vec![(at, EventBody::Put { def: def.clone() })];
+            let mut bodies = vec![(at, EventBody::Put { def: def(i) })];
             let to = state(i);
             if to != jaque_core::State::Pending {
                 // In that state for a time that differs per object, so "the longest first" has work to do.
@@ -1193,6 +1208,15 @@ fn main() {
             ms(list)
         );
     }
+    if want("p8m") {
+        p8_million();
+    }
+    if want("p9") {
+        p9();
+    }
+    if want("p10") {
+        p10();
+    }
     if want("p12") {
         p12();
     }
@@ -1724,5 +1748,479 @@ fn p15() {
             lo as f64 / 1024.0,
             hi as f64 / lo.max(1) as f64
         );
+    }
+}
+
+// ---- P9, P10 and P8 at a million objects: what an operator compares tools by (issue 14) ----
+
+/// TCP listeners on 127.0.0.1 that accept every connection and close it at once, until `stop`: from then on
+/// their ports refuse (the target "dies"). Several ports, because every connect to one address and port from
+/// 127.0.0.1 takes an ephemeral port that stays in TIME_WAIT for a minute: ~28,000 of them (the kernel's
+/// range) would cap the connects to one port at a few hundred a second once they are used up, which is the
+/// test rig's limit, not jaque's (real checks go to many addresses).
+struct AcceptAndClose {
+    addrs: Vec<std::net::SocketAddr>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+const TARGET_PORTS: usize = 16;
+
+impl AcceptAndClose {
+    fn start() -> AcceptAndClose {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (mut addrs, mut threads) = (Vec::new(), Vec::new());
+        for _ in 0..TARGET_PORTS {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            addrs.push(listener.local_addr().unwrap());
+            let stopped = stop.clone();
+            threads.push(thread::spawn(move || {
+                for conn in listener.incoming() {
+                    drop(conn);
+                    if stopped.load(Ordering::SeqCst) {
+                        return;
+                    }
+                }
+            }));
+        }
+        AcceptAndClose { addrs, stop, threads }
+    }
+
+    /// Closes the listening sockets: every connect after this returns is refused.
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for (addr, t) in self.addrs.iter().zip(self.threads.drain(..)) {
+            // Wakes the accept loop, which sees the flag and drops its listener.
+            let _ = std::net::TcpStream::connect(addr);
+            t.join().unwrap();
+        }
+    }
+}
+
+impl Drop for AcceptAndClose {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// CPU time (user + system) the calling thread has used, in seconds (nanosecond clock).
+fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// CPU time (user + system) a process has used, from `/proc/<pid>/stat`, in seconds.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces): utime is the 12th, stime the
+    // 13th of those; clock ticks of 1/100 s (USER_HZ on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
+    f.get(11).zip(f.get(12)).map_or(0.0, |(u, s)| (u + s) as f64 / 100.0)
+}
+
+/// Every sample of a process's `/metrics`, by its name with labels.
+fn metrics_of(j: &Jaque) -> std::collections::BTreeMap<String, f64> {
+    j.get("/metrics")
+        .text()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(k, v)| Some((k.to_string(), v.parse().ok()?))))
+        .collect()
+}
+
+/// The bare floor of a tcp check: one thread connecting to the target's ports in turn (and closing) in a loop
+/// for `secs`, its own CPU time measured: connects per second and per CPU second.
+fn bare_connects(target: &AcceptAndClose, secs: f64) -> (f64, f64) {
+    let addrs = target.addrs.clone();
+    thread::spawn(move || {
+        let (cpu0, start) = (thread_cpu_secs(), Instant::now());
+        let mut n = 0usize;
+        while start.elapsed().as_secs_f64() < secs {
+            drop(std::net::TcpStream::connect(addrs[n % addrs.len()]).unwrap());
+            n += 1;
+        }
+        let (wall, cpu) = (start.elapsed().as_secs_f64(), thread_cpu_secs() - cpu0);
+        (n as f64 / wall, n as f64 / cpu.max(1e-6))
+    })
+    .join()
+    .unwrap()
+}
+
+/// Quantile `q` of a histogram given by per-bucket counts (`counts[i]` in (bounds[i-1], bounds[i]] ms, the last
+/// past every bound), interpolated within the bucket as Prometheus' `histogram_quantile` does.
+fn histogram_quantile(q: f64, bounds: &[u64], counts: &[f64]) -> f64 {
+    let total: f64 = counts.iter().sum();
+    if total == 0.0 {
+        return 0.0;
+    }
+    let rank = q * total;
+    let mut seen = 0.0;
+    for (i, c) in counts.iter().enumerate() {
+        if seen + c >= rank && *c > 0.0 {
+            let lo = if i == 0 { 0.0 } else { bounds[i - 1] as f64 };
+            let Some(hi) = bounds.get(i) else { return lo };
+            return lo + (*hi as f64 - lo) * (rank - seen) / c;
+        }
+        seen += c;
+    }
+    *bounds.last().unwrap() as f64
+}
+
+/// The engine's lateness histogram: per-bucket counts (not cumulated) from one `/metrics` reading.
+fn lateness_buckets(m: &std::collections::BTreeMap<String, f64>) -> Vec<f64> {
+    let bounds = jaque_core::LATENESS_BOUNDS_MS;
+    let mut cumulative: Vec<f64> = bounds
+        .iter()
+        .map(|b| {
+            let le = *b as f64 / 1000.0;
+            m.get(&format!("jaque_engine_check_start_lateness_seconds_bucket{{le=\"{le}\"}}")).copied().unwrap_or(0.0)
+        })
+        .collect();
+    cumulative.push(m.get("jaque_engine_check_start_lateness_seconds_bucket{le=\"+Inf\"}").copied().unwrap_or(0.0));
+    let mut prev = 0.0;
+    cumulative
+        .into_iter()
+        .map(|c| {
+            let d = c - prev;
+            prev = c;
+            d
+        })
+        .collect()
+}
+
+/// Tcp checks of the target's ports (object `i` on port `i % TARGET_PORTS`) every `interval_ms`, their slots
+/// spread evenly over the interval (anchors an hour ago plus `i * interval / n`), so `n` objects make
+/// `n / interval` checks a second in an even stream.
+fn spread_objects(servers: &Servers, n: usize, target: &AcceptAndClose, interval_ms: u64) {
+    let defs: Vec<ObjectDef> = target
+        .addrs
+        .iter()
+        .map(|a| ObjectDef {
+            probe: Probe::Tcp { addr: a.to_string() },
+            interval_ms,
+            timeout_ms: interval_ms.min(1000),
+        })
+        .collect();
+    let base = unix_ms() - 3_600_000;
+    let defined = |i: usize| base + i as u64 * interval_ms / n as u64;
+    load_objects(servers, n, |i| defs[i % defs.len()].clone(), defined, |_| State::Ok);
+}
+
+/// The engine and the worker of a P9/P10 run: one `-target engine,worker -queue memory` process, or an engine
+/// and a worker process on `-queue nats://`; the list of (role, process) whose CPU is counted.
+fn engine_and_worker(servers: &Servers, queue: &str, extra_target: &str) -> Vec<(&'static str, Jaque)> {
+    let url = &servers.url;
+    let ttl = format!("{TTL_SECS}s");
+    if queue == "memory" {
+        let target = format!("engine,worker{extra_target}");
+        let args = ["-target", &target, "-queue", "memory", "-coordination", url, "-id", "e1", "-heartbeat-ttl", &ttl];
+        vec![("engine+worker", Jaque::start("e1", &args))]
+    } else {
+        let target = format!("engine{extra_target}");
+        let args = ["-target", &target, "-queue", url, "-coordination", url, "-id", "e1", "-heartbeat-ttl", &ttl];
+        let e = Jaque::start("e1", &args);
+        let w = Jaque::start("w1", &["-target", "worker", "-queue", url, "-id", "w1"]);
+        vec![("engine", e), ("worker", w)]
+    }
+}
+
+/// P9: one engine and one worker checking `n` objects every second (tcp connects to a listener that accepts
+/// and closes), for 1k, 10k and 30k objects, on both queues: checks completed per second, CPU seconds per
+/// 1,000 checks of each process, how late checks leave against their slot, and the slots skipped busy; beside a
+/// bare loop's connects to the same listener, measured in the same step.
+fn p9() {
+    const WARMUP: Duration = Duration::from_secs(4);
+    const WINDOW: Duration = Duration::from_secs(10);
+    for queue in ["memory", "nats"] {
+        for n in [1_000usize, 10_000, 30_000] {
+            eprintln!("jaque-bench: P9 {n} objects at 1 s, -queue {queue}...");
+            let nats = Nats::start();
+            let servers = Servers::one(&nats);
+            let target = AcceptAndClose::start();
+            spread_objects(&servers, n, &target, 1000);
+            // The floor first, with nothing of jaque running yet: load from elsewhere on the machine is what
+            // both share.
+            let (floor_rate, floor_per_cpu) = bare_connects(&target, 3.0);
+            let procs = engine_and_worker(&servers, queue, "");
+            let engine = &procs[0].1;
+            poll("the engine owns every object", || {
+                (engine.metric("jaque_engine_objects_owned") == Some(n as f64)).then_some(())
+            });
+            thread::sleep(WARMUP);
+            let read = |procs: &[(&str, Jaque)]| {
+                let m: Vec<_> = procs.iter().map(|(_, j)| metrics_of(j)).collect();
+                let cpu: Vec<f64> = procs.iter().map(|(_, j)| cpu_secs(j.proc.pid())).collect();
+                (Instant::now(), m, cpu)
+            };
+            let (t0, m0, c0) = read(&procs);
+            thread::sleep(WINDOW);
+            let (t1, m1, c1) = read(&procs);
+            let wall = (t1 - t0).as_secs_f64();
+            let worker_m = |m: &[std::collections::BTreeMap<String, f64>]| {
+                let w = m.last().unwrap();
+                ["ok", "warning", "critical", "unknown"]
+                    .iter()
+                    .map(|s| w.get(&format!("jaque_worker_checks_total{{state=\"{s}\"}}")).copied().unwrap_or(0.0))
+                    .sum::<f64>()
+            };
+            let done = worker_m(&m1) - worker_m(&m0);
+            let critical = m1.last().unwrap()["jaque_worker_checks_total{state=\"critical\"}"]
+                - m0.last().unwrap()["jaque_worker_checks_total{state=\"critical\"}"];
+            let delta = |k: &str| m1[0].get(k).copied().unwrap_or(0.0) - m0[0].get(k).copied().unwrap_or(0.0);
+            let skipped = delta("jaque_engine_checks_skipped_busy_total");
+            let lost = delta("jaque_engine_checks_lost_total");
+            let (b0, b1) = (lateness_buckets(&m0[0]), lateness_buckets(&m1[0]));
+            let late: Vec<f64> = b1.iter().zip(&b0).map(|(a, b)| a - b).collect();
+            let bounds = jaque_core::LATENESS_BOUNDS_MS;
+            let (p50, p99) = (histogram_quantile(0.5, &bounds, &late), histogram_quantile(0.99, &bounds, &late));
+            let max = late.iter().rposition(|c| *c > 0.0).map_or("0 ms".to_string(), |i| match bounds.get(i) {
+                Some(b) => format!("<= {b} ms"),
+                None => format!("> {} ms", bounds.last().unwrap()),
+            });
+            let rate = done / wall;
+            let cpu: Vec<f64> = c1.iter().zip(&c0).map(|(a, b)| a - b).collect();
+            let total_cpu: f64 = cpu.iter().sum();
+            let per_k: Vec<String> =
+                procs.iter().zip(&cpu).map(|((r, _), c)| format!("{r} {:.3}", c / done.max(1.0) * 1000.0)).collect();
+            let per_cpu = done / total_cpu.max(0.01);
+            println!(
+                "| P9 | -queue {queue}, {n} objects every 1 s (due {n}/s): checks completed/s; CPU s per 1,000 checks | {rate:.0}/s ({:.2}x due; {critical:.0} critical, {lost:.0} lost); {} | bare loop: {floor_rate:.0} connects/s, {:.3} CPU s per 1,000 | {:.2}x connects per CPU s ({per_cpu:.0} vs {floor_per_cpu:.0}) | >= 0.5x |",
+                rate / n as f64,
+                per_k.join(", "),
+                1000.0 / floor_per_cpu,
+                per_cpu / floor_per_cpu,
+            );
+            println!(
+                "| P9 | -queue {queue}, {n} objects every 1 s: check start lateness against the slot, p50 / p99 / max; slots skipped busy | {p50:.1} / {p99:.1} ms / {max}; {skipped:.0} skipped ({:.1}%) | | | p99 <= 100 ms below saturation |",
+                100.0 * skipped / (skipped + late.iter().sum::<f64>()).max(1.0)
+            );
+            drop(procs);
+            drop(target);
+        }
+    }
+}
+
+/// P10: `N` objects checked every `INTERVAL` whose target dies at once: the time from the death until every
+/// transition is accepted in the log and visible in a `-target ui`, beside a bare client appending `N` events
+/// of the same size to a stream on the same server in the same run.
+fn p10() {
+    const N: usize = 50_000;
+    const INTERVAL_MS: u64 = 10_000;
+    eprintln!("jaque-bench: P10 a storm of {N} transitions...");
+    let nats = Nats::start();
+    let servers = Servers::one(&nats);
+    let mut target = AcceptAndClose::start();
+    spread_objects(&servers, N, &target, INTERVAL_MS);
+    let procs = engine_and_worker(&servers, "nats", "");
+    let engine = &procs[0].1;
+    let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &servers.url, "-id", "ui"]);
+    poll("the engine owns every object", || {
+        (engine.metric("jaque_engine_objects_owned") == Some(N as f64)).then_some(())
+    });
+    poll("the ui has every object", || (ui.get("/api/summary").json()["objects"] == N as u64).then_some(()));
+    // One interval in steady state, so every object has been checked (ok) by this engine once.
+    thread::sleep(Duration::from_millis(INTERVAL_MS));
+    let critical = |j: &Jaque| j.get("/api/summary").json()["states"]["critical"].as_u64().unwrap_or(0);
+    let written0 = engine.metric("jaque_engine_transitions_written_total").unwrap_or(0.0);
+    let cpu0: Vec<f64> = procs.iter().map(|(_, j)| cpu_secs(j.proc.pid())).collect();
+    let death = Instant::now();
+    target.stop();
+    let mut written_all = None;
+    let mut seen: Vec<(f64, u64)> = Vec::new();
+    loop {
+        let c = critical(&ui);
+        let t = death.elapsed();
+        seen.push((t.as_secs_f64(), c));
+        if written_all.is_none()
+            && engine.metric("jaque_engine_transitions_written_total").unwrap_or(0.0) - written0 >= N as f64
+        {
+            written_all = Some(t);
+        }
+        if c >= N as u64 {
+            break;
+        }
+        assert!(t < Duration::from_secs(600), "every transition visible within 10 minutes ({c} of {N})");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let visible = death.elapsed();
+    let cpu: Vec<String> =
+        procs.iter().zip(&cpu0).map(|((r, j), c0)| format!("{r} {:.1} s", cpu_secs(j.proc.pid()) - c0)).collect();
+    let written_all = written_all.unwrap_or(visible);
+    let skipped = engine.metric("jaque_engine_checks_skipped_busy_total").unwrap_or(0.0);
+    // The busiest second as the ui saw it.
+    let peak = seen
+        .iter()
+        .filter_map(|(t, c)| {
+            let before = seen.iter().rev().find(|(u, _)| *u <= t - 1.0)?;
+            Some(c - before.1)
+        })
+        .max()
+        .unwrap_or(0);
+    drop(procs);
+    // The floor: the same number of events, each the size of one of the storm's transitions, appended by one
+    // bare client (acks awaited in windows of 1000) to a stream on the same server.
+    let (floor, size) = rt().block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+        js.get_or_create_stream(async_nats::jetstream::stream::Config {
+            name: "BENCH_STORM".into(),
+            subjects: vec!["bench.storm".into()],
+            storage: async_nats::jetstream::stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let event = |i: usize| {
+            wire::encode(&LogEntry::Event(Event {
+                object: ObjectId::new(format!("object-{i:06}")).unwrap(),
+                epoch: 3,
+                writer: MemberRef { id: MemberId::new("e1").unwrap(), incarnation: unix_ms() },
+                at: Time(unix_ms()),
+                command_id: None,
+                body: EventBody::Transition {
+                    from: State::Ok,
+                    to: State::Critical,
+                    output: format!("connect {}: Connection refused (os error 111)", target.addrs[i % TARGET_PORTS]),
+                },
+            }))
+        };
+        let size = event(0).len();
+        let s = Instant::now();
+        let mut acks = Vec::new();
+        for i in 0..N {
+            acks.push(js.publish("bench.storm", event(i).into()).await.unwrap());
+            if acks.len() >= 1000 {
+                for a in acks.drain(..) {
+                    a.await.unwrap();
+                }
+            }
+        }
+        for a in acks {
+            a.await.unwrap();
+        }
+        (s.elapsed(), size)
+    });
+    let iv = INTERVAL_MS as f64 / 1000.0;
+    println!(
+        "| P10 | {N} objects checked every {iv:.0} s, their target dies: death -> every transition accepted and visible in a -target ui | {:.2} s (all written by the engine at {:.2} s; {skipped:.0} slots skipped busy; CPU {}) | {iv:.0} s (the last object's first slot after the death) + {:.2} s (bare append of {N} events of {size} bytes) | {:.2}x | |",
+        visible.as_secs_f64(),
+        written_all.as_secs_f64(),
+        cpu.join(", "),
+        floor.as_secs_f64(),
+        visible.as_secs_f64() / (iv + floor.as_secs_f64()),
+    );
+    println!(
+        "| P10 | the storm's tail: from the last object's first slot after the death until every transition is visible | {:.2} s | {:.2} s bare append of {N} events | {:.2}x | <= 2x |",
+        visible.as_secs_f64() - iv,
+        floor.as_secs_f64(),
+        (visible.as_secs_f64() - iv) / floor.as_secs_f64()
+    );
+    println!(
+        "| P10 | transitions per second the ui saw in the storm's busiest second | {peak}/s | {:.0}/s bare appends; {:.0}/s checks due | {:.2}x | |",
+        N as f64 / floor.as_secs_f64(),
+        N as f64 / iv,
+        peak as f64 / (N as f64 / floor.as_secs_f64())
+    );
+}
+
+/// P8 at a million objects: the resident memory of an engine (serving the API too), a `-target ui`, a sink
+/// (SQLite) and a notifier, each with 1,000,000 objects, against each one's own before the objects; the first
+/// page of `GET /api/objects` and a walk of every page of 10,000.
+fn p8_million() {
+    const N: usize = 1_000_000;
+    eprintln!("jaque-bench: P8 memory at {N} objects...");
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::start(None);
+    let hook = rx.url("/hook");
+    let readers = |url: &str, db: &str| {
+        let store = format!("sqlite://{}", dir.path().join(db).display());
+        [
+            Jaque::start("ui", &["-target", "ui", "-coordination", url, "-id", "ui"]),
+            Jaque::start("sink", &["-target", "sink", "-coordination", url, "-sink-store", &store]),
+            Jaque::start("notifier", &["-target", "notifier", "-coordination", url, "-notify-webhook", &hook]),
+        ]
+    };
+    // Each reader's memory with no object: on a server of its own whose log an engine made and left.
+    let idle: Vec<u64> = {
+        let nats = Nats::start();
+        let servers = Servers::one(&nats);
+        let mut e = engine(&servers, "empty");
+        e.wait_ready();
+        e.proc.signal("TERM");
+        e.proc.wait_exit();
+        let r = readers(&servers.url, "empty.db");
+        r.iter().for_each(Jaque::wait_ready);
+        r.iter().map(|j| rss_kib(j.proc.pid())).collect()
+    };
+    let nats = Nats::start();
+    let servers = Servers::one(&nats);
+    let load = Instant::now();
+    let engine_idle = load_log(&servers, N, |_| State::Pending);
+    eprintln!("jaque-bench: P8 loaded {N} objects in {:.0} s", load.elapsed().as_secs_f64());
+    let e = engine_as(&servers, "rss", "engine,ui");
+    let [ui, sink, notifier] = readers(&servers.url, "sink.db");
+    poll_long("the engine owns every loaded object", || {
+        (e.metric("jaque_engine_objects_owned") == Some(N as f64)).then_some(())
+    });
+    let last = e.metric("jaque_engine_log_position").unwrap();
+    poll_long("every reader read the whole log", || {
+        let caught = ui.metric("jaque_ui_log_position")? >= last
+            && sink.metric("jaque_sink_log_position")? >= last
+            && sink.metric("jaque_sink_lag_events")? == 0.0
+            && notifier.metric("jaque_notifier_log_position")? >= last;
+        caught.then_some(())
+    });
+    let rows = [
+        ("engine (engine,ui: its API reads the engine's own view)", rss_kib(e.proc.pid()), engine_idle),
+        ("-target ui", rss_kib(ui.proc.pid()), idle[0]),
+        ("sink (SQLite)", rss_kib(sink.proc.pid()), idle[1]),
+        ("notifier", rss_kib(notifier.proc.pid()), idle[2]),
+    ];
+    for (who, kib, idle_kib) in rows {
+        println!(
+            "| P8 | {who} resident memory, 1M objects | {:.1} MiB | {:.1} MiB with no object | {:.0} bytes/object | |",
+            kib as f64 / 1024.0,
+            idle_kib as f64 / 1024.0,
+            (kib.saturating_sub(idle_kib) * 1024) as f64 / N as f64
+        );
+    }
+    let mut first: Vec<Duration> = (0..20)
+        .map(|_| {
+            let s = Instant::now();
+            let r = e.get("/api/objects?limit=100");
+            let t = s.elapsed();
+            assert_eq!(r.status, 200);
+            t
+        })
+        .collect();
+    let mut severity: Vec<Duration> = (0..5)
+        .map(|_| {
+            let s = Instant::now();
+            assert_eq!(e.get("/api/objects?limit=100&sort=severity").status, 200);
+            s.elapsed()
+        })
+        .collect();
+    let (pages, walk) = all_pages(&e, "/api/objects?limit=10000");
+    assert_eq!(pages.iter().sum::<usize>(), N);
+    println!(
+        "| P8 | GET /api/objects at 1M objects: first page (limit=100) p50 / problems first (sort=severity) p50 / every page of 10,000 (100 pages) | {:.2} ms / {:.0} ms / {:.1} s | | | |",
+        ms(pct(&mut first, 0.5)),
+        ms(pct(&mut severity, 0.5)),
+        walk.as_secs_f64()
+    );
+}
+
+/// `poll` for what takes minutes at a million objects: asked every second, for up to ten minutes.
+fn poll_long<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            eprintln!("jaque-bench: {what} after {:.0} s", start.elapsed().as_secs_f64());
+            return v;
+        }
+        assert!(start.elapsed() < Duration::from_secs(600), "gave up waiting for {what} after 10 minutes");
+        thread::sleep(Duration::from_secs(1));
     }
 }
