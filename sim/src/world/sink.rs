@@ -693,7 +693,14 @@ impl Sim {
         }
         let k = mix(self.params.seed ^ mix(check_id ^ hrw::key(object.as_str()).rotate_left(7)));
         let marked = self.params.sink.refuse > 0.0 && (k % 1000) < (self.params.sink.refuse * 1000.0) as u64;
-        format!("{}{} check {check_id}", if marked { MARKER } else { "" }, state.as_str())
+        // A worker's output may echo the probe's credential (an HTTP client's error names the url it failed on).
+        let echo = super::workload::object_index(object).filter(|i| super::secret_def(*i)).map(|_| super::SECRET);
+        format!(
+            "{}{} check {check_id}{}",
+            if marked { MARKER } else { "" },
+            state.as_str(),
+            echo.map(|s| format!(" as u:{s}")).unwrap_or_default()
+        )
     }
 
     // ---- the sink's life ----

@@ -281,6 +281,12 @@ impl Sim {
     /// (or that row degraded, if the store refuses it whole); every objects row names an accepted event of its
     /// object; per object, the store holds a prefix of its accepted events (counted skips aside).
     fn check_commit(&mut self, b: &Batch) {
+        let shown =
+            b.events.iter().flat_map(|r| [&r.output, &r.definition]).chain(b.objects.iter().map(|r| &r.definition));
+        if let Some(leak) = shown.flatten().find(|text| text.contains(super::SECRET)) {
+            let msg = format!("{} stored a probe's credential: {leak}", b.progress.sink);
+            return self.fail(Category::Safety, "10 sink", msg);
+        }
         let max_output = self.params.sink.max_output;
         let mut touched = Vec::new();
         for r in &b.events {

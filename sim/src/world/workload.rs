@@ -288,9 +288,12 @@ fn draw_def(r: &mut ChaCha8Rng, p: &Params, i: usize) -> ObjectDef {
     let interval_ms = r.random_range(p.interval_ms.0..=p.interval_ms.1.max(p.interval_ms.0)) / 100 * 100;
     let interval_ms = interval_ms.max(100);
     let marker = if super::sink::refused_def(p, i) { super::MARKER } else { "" };
-    ObjectDef {
-        probe: Probe::Tcp { addr: format!("{marker}host{i}:80") },
-        interval_ms,
-        timeout_ms: r.random_range(1..=interval_ms.min(2_000)),
-    }
+    // Every fourth object's probe carries a credential (an http url's userinfo), which the log keeps and no
+    // sink row may show (`sql::check_commit`), nor any output the engine writes (its worker echoes it).
+    let probe = if super::secret_def(i) {
+        Probe::Http { url: format!("http://u:{}@{marker}host{i}/", super::SECRET).into(), expect_status: None }
+    } else {
+        Probe::Tcp { addr: format!("{marker}host{i}:80") }
+    };
+    ObjectDef { probe, interval_ms, timeout_ms: r.random_range(1..=interval_ms.min(2_000)) }
 }
