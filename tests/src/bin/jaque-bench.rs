@@ -386,6 +386,16 @@ fn all_pages(j: &Jaque, first: &str) -> (Vec<usize>, Duration) {
     (pages, took)
 }
 
+/// The state mix of P16's and P17's 100k objects: 4% problems (2% critical, 1% warning, 1% unknown).
+fn problems_mix(i: usize) -> jaque_core::State {
+    match i % 100 {
+        0 | 1 => jaque_core::State::Critical,
+        2 => jaque_core::State::Warning,
+        3 => jaque_core::State::Unknown,
+        _ => jaque_core::State::Ok,
+    }
+}
+
 /// P16: what a status page asks of a process holding 100,000 objects (4% of them problems): the first page
 /// problems first, a page of one state, a search, the counts, beside the same process's `/healthz` (an HTTP
 /// exchange and a trip through the same loop, with no work), alternating so load hits both alike. On the
@@ -395,13 +405,7 @@ fn p16() {
     eprintln!("jaque-bench: P16 object pages at {N} objects...");
     let nats = Nats::start();
     let servers = Servers::one(&nats);
-    let state = |i: usize| match i % 100 {
-        0 | 1 => jaque_core::State::Critical,
-        2 => jaque_core::State::Warning,
-        3 => jaque_core::State::Unknown,
-        _ => jaque_core::State::Ok,
-    };
-    load_log(&servers, N, state);
+    load_log(&servers, N, problems_mix);
     let e = engine_as(&servers, "p16", "engine,ui");
     let ui = Jaque::start("p16-ui", &["-target", "ui", "-coordination", &servers.url, "-id", "p16-ui"]);
     for j in [&e, &ui] {
@@ -410,7 +414,7 @@ fn p16() {
             (s.status == 200 && s.json()["objects"] == N as u64 && j.get("/healthz").status == 200).then_some(())
         });
     }
-    let critical = (0..N).filter(|i| state(*i) == jaque_core::State::Critical).count();
+    let critical = (0..N).filter(|i| problems_mix(*i) == jaque_core::State::Critical).count();
     let requests = [
         ("first page, problems first (limit=100&sort=severity)", "/api/objects?limit=100&sort=severity", 100),
         ("a page of one state (limit=100&state=critical)", "/api/objects?limit=100&state=critical", 100),
@@ -466,13 +470,7 @@ fn p17() {
     eprintln!("jaque-bench: P17 the status page at {N} objects in headless Chromium...");
     let nats = Nats::start();
     let servers = Servers::one(&nats);
-    let state = |i: usize| match i % 100 {
-        0 | 1 => jaque_core::State::Critical,
-        2 => jaque_core::State::Warning,
-        3 => jaque_core::State::Unknown,
-        _ => jaque_core::State::Ok,
-    };
-    load_log(&servers, N, state);
+    load_log(&servers, N, problems_mix);
     let e = engine_as(&servers, "p17", "engine");
     let ui = Jaque::start("p17-ui", &["-target", "ui", "-coordination", &servers.url, "-id", "p17-ui"]);
     let empty = Jaque::start("p17-empty", &["-target", "engine,worker,ui", "-queue", "memory", "-id", "p17-empty"]);
