@@ -1,5 +1,8 @@
-//! Who may do what over HTTP: `-read-token` guards every read of the ui (the API and the status page),
+//! Who may do what over HTTP: `-read-token` guards every read of the ui (the API and the status page's data),
 //! `-write-token` guards writes and grants reads too, `-metrics-token` guards `/metrics` and `/healthz`.
+//! The status page's own files (`/` and `/assets/*`) stay open: they are the same for everyone, in the
+//! binary, and hold no data; a browser cannot send a bearer token when it navigates, so the page asks for the
+//! token and sends it with every read it makes (`page/page.js`).
 //! A token is a bearer token (`Authorization: Bearer <token>`), compared in constant time; a wrong or missing
 //! one answers 401 with `WWW-Authenticate: Bearer`, counted in `jaque_http_unauthorized_total`.
 
@@ -57,18 +60,28 @@ pub fn write_denied(write_token: Option<&str>, headers: &HeaderMap) -> Option<Re
         .then(|| refuse("writes need Authorization: Bearer <token> (the -write-token)"))
 }
 
+/// The status page's files: the same bytes for everyone, no data in them.
+pub fn page_file(path: &str) -> bool {
+    path == "/" || path.starts_with("/assets/")
+}
+
+/// What `-metrics-token` guards (a scraper's and a probe's paths).
+pub fn metrics_path(path: &str) -> bool {
+    path == "/metrics" || path == "/healthz"
+}
+
 /// The middleware in front of every route. Writes are checked by their handler (`write_denied`), after
 /// the body is known to be a write, so that a 401 comes before a 503 or a 400 there too.
 pub async fn guard(State(tokens): State<Arc<Tokens>>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let read = matches!(*request.method(), Method::GET | Method::HEAD);
-    if path == "/metrics" || path == "/healthz" {
+    if metrics_path(path) {
         if let Some(token) = &tokens.metrics {
             if !matches(bearer(request.headers()), &[Some(token)]) {
                 return refuse("this endpoint needs Authorization: Bearer <token> (the -metrics-token)");
             }
         }
-    } else if read {
+    } else if read && !page_file(path) {
         if let Some(token) = &tokens.read {
             if !matches(bearer(request.headers()), &[Some(token), tokens.write.as_deref()]) {
                 return refuse("reads need Authorization: Bearer <token> (the -read-token, or the -write-token)");
@@ -97,6 +110,16 @@ mod tests {
         assert!(!matches(None, &[Some("s3cret")]));
         assert!(matches(Some(b"w"), &[Some("r"), Some("w")]), "either of two");
         assert!(!matches(Some(b"x"), &[None, None]), "no token configured matches nothing");
+    }
+
+    #[test]
+    fn only_the_page_files_are_open_to_reads_without_the_read_token() {
+        for open in ["/", "/assets/page.js", "/assets/page.css"] {
+            assert!(page_file(open), "{open}");
+        }
+        for guarded in ["/api/objects", "/api/stream", "/api/summary", "/api/openapi.json", "/index.html", "/api"] {
+            assert!(!page_file(guarded), "{guarded}");
+        }
     }
 
     #[test]

@@ -41,7 +41,8 @@ pub struct Http {
     pub owners: Option<Owners>,
     pub writes_to_owner: AtomicU64,
     pub writes_to_ingress: AtomicU64,
-    pub write_token: Option<String>,
+    /// The tokens (the guard checks reads; writes are checked in `write`; the OpenAPI document says which).
+    pub tokens: crate::guard::Tokens,
     pub worker: bool,
     /// Prefix of command ids this process makes (member id and incarnation: unique across restarts).
     pub id_prefix: String,
@@ -410,7 +411,7 @@ async fn event_stream(State(s): State<Arc<Http>>) -> Response {
 }
 
 async fn openapi(State(s): State<Arc<Http>>) -> Response {
-    Json(crate::openapi::document(s.write_token.is_some())).into_response()
+    Json(crate::openapi::document(&s.tokens)).into_response()
 }
 
 async fn cluster(State(s): State<Arc<Http>>) -> Response {
@@ -508,7 +509,7 @@ async fn write(
     headers: &HeaderMap,
     kind: impl FnOnce() -> Result<CommandKind, (StatusCode, String)>,
 ) -> Response {
-    if let Some(denied) = crate::guard::write_denied(s.write_token.as_deref(), headers) {
+    if let Some(denied) = crate::guard::write_denied(s.tokens.write.as_deref(), headers) {
         return denied;
     }
     if s.route == WriteRoute::Reject {

@@ -257,7 +257,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         owners: owners.filter(|_| cfg.ui_writes_to_owner),
         writes_to_owner: AtomicU64::new(0),
         writes_to_ingress: AtomicU64::new(0),
-        write_token: cfg.tokens.write.clone(),
+        tokens: cfg.tokens.clone(),
         worker: cfg.roles.worker,
         id_prefix: format!("{}-{}", me.id, me.incarnation),
         next_id: AtomicU64::new(0),

@@ -8,6 +8,7 @@
 //! (utoipa) would bring a proc-macro stack and still describe only what its annotations say, so the check
 //! against real answers is needed either way, and with it a plain document is the simpler thing to keep.
 
+use crate::guard::{self, Tokens};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
 
@@ -19,18 +20,31 @@ fn base() -> &'static Value {
     DOC.get_or_init(|| serde_json::from_str(DOCUMENT).expect("shell/src/openapi.json is JSON"))
 }
 
-/// The document as this process serves it: with `-write-token`, every write (tagged `writes`) needs the bearer
-/// token and may answer 401.
-pub fn document(write_token: bool) -> Value {
+/// The document as this process serves it, with the tokens it was given (`guard.rs` is what enforces them):
+/// with `-write-token` every write (tagged `writes`) needs it; with `-read-token` every read of data needs it
+/// or the write token (the status page's own files stay open); with `-metrics-token`, `/metrics` and
+/// `/healthz` need it. Each guarded operation names its schemes and may answer 401.
+pub fn document(tokens: &Tokens) -> Value {
     let mut doc = base().clone();
-    if write_token {
-        if let Some(paths) = doc["paths"].as_object_mut() {
-            for op in paths.values_mut().filter_map(Value::as_object_mut).flat_map(|p| p.values_mut()) {
-                let is_write = op["tags"].as_array().is_some_and(|t| t.iter().any(|t| t == "writes"));
-                if is_write {
-                    op["security"] = json!([{ "writeToken": [] }]);
-                    op["responses"]["401"] = json!({ "$ref": "#/components/responses/Unauthorized" });
-                }
+    let Some(paths) = doc["paths"].as_object_mut() else { return doc };
+    for (path, item) in paths.iter_mut() {
+        let Some(item) = item.as_object_mut() else { continue };
+        // The operations (a path item's `parameters` is not one).
+        for op in item.iter_mut().filter(|(k, _)| *k != "parameters").map(|(_, op)| op) {
+            let is_write = op["tags"].as_array().is_some_and(|t| t.iter().any(|t| t == "writes"));
+            let schemes: Vec<&str> = if is_write {
+                [tokens.write.as_ref().map(|_| "writeToken")].into_iter().flatten().collect()
+            } else if guard::metrics_path(path) {
+                [tokens.metrics.as_ref().map(|_| "metricsToken")].into_iter().flatten().collect()
+            } else if tokens.read.is_some() && !guard::page_file(path) {
+                ["readToken"].into_iter().chain(tokens.write.as_ref().map(|_| "writeToken")).collect()
+            } else {
+                vec![]
+            };
+            if !schemes.is_empty() {
+                // Any one of them will do: a list of alternatives, each a scheme of its own.
+                op["security"] = schemes.iter().map(|s| json!({ *s: [] })).collect();
+                op["responses"]["401"] = json!({ "$ref": "#/components/responses/Unauthorized" });
             }
         }
     }
@@ -101,9 +115,24 @@ mod tests {
         r
     }
 
+    /// No token.
+    fn open() -> Tokens {
+        Tokens::default()
+    }
+
+    /// `-write-token s3cret`.
+    fn write_only() -> Tokens {
+        Tokens { write: Some("s3cret".into()), ..Tokens::default() }
+    }
+
+    /// Every token: `-read-token r`, `-write-token s3cret`, `-metrics-token m`.
+    fn every() -> Tokens {
+        Tokens { read: Some("r".into()), write: Some("s3cret".into()), metrics: Some("m".into()) }
+    }
+
     /// A ui over `reader()` whose writes are answered as an engine would (applied, or not found), the store
-    /// in `dir`, and `-write-token` when `token`.
-    fn app(token: bool, route: WriteRoute, history: Option<Arc<Store>>) -> axum::Router {
+    /// in `dir`, and `tokens`, guarded as a process is (`guard::guard` in front of the router).
+    fn app(tokens: Tokens, route: WriteRoute, history: Option<Arc<Store>>) -> axum::Router {
         let (tx, mut rx) = mpsc::channel::<UiRequest>(16);
         let (stop, stopping) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
@@ -148,7 +177,7 @@ mod tests {
             owners: None,
             writes_to_owner: AtomicU64::new(0),
             writes_to_ingress: AtomicU64::new(0),
-            write_token: token.then(|| "s3cret".to_string()),
+            tokens: tokens.clone(),
             worker: false,
             id_prefix: "test".into(),
             next_id: AtomicU64::new(0),
@@ -157,6 +186,7 @@ mod tests {
             history,
             changes: Some(crate::stream::Changes::new(stopping)),
         }))
+        .layer(axum::middleware::from_fn_with_state(Arc::new(tokens), guard::guard))
     }
 
     struct Answer {
@@ -212,8 +242,8 @@ mod tests {
 
     #[tokio::test]
     async fn every_route_is_documented_and_every_documented_route_exists() {
-        let app = app(false, WriteRoute::LocalEngine, None);
-        assert_eq!(routed(&app).await, documented(&document(false)));
+        let app = app(open(), WriteRoute::LocalEngine, None);
+        assert_eq!(routed(&app).await, documented(&document(&open())));
     }
 
     /// Follows a `$ref` within the document.
@@ -410,23 +440,44 @@ mod tests {
             (2, "POST", "/api/objects/a/actions/check", "/api/objects/{id}/actions/{action}", &[], ""),
             (3, "GET", "/api/objects/a/history", "/api/objects/{id}/history", &[], ""),
             (3, "GET", "/api/objects/a/history?limit=5000", "/api/objects/{id}/history", &[], ""),
+            // Every token set: reads of data, metrics and health answer 401 without theirs, the page's files do not.
+            (4, "GET", "/metrics", "/metrics", &[], ""),
+            (4, "GET", "/metrics", "/metrics", &[("authorization", "Bearer r")], ""),
+            (4, "GET", "/metrics", "/metrics", &[("authorization", "Bearer m")], ""),
+            (4, "GET", "/healthz", "/healthz", &[], ""),
+            (4, "GET", "/api/openapi.json", "/api/openapi.json", &[], ""),
+            (4, "GET", "/api/objects", "/api/objects", &[("authorization", "Bearer m")], ""),
+            (4, "GET", "/api/objects", "/api/objects", &[("authorization", "Bearer r")], ""),
+            (4, "GET", "/api/summary", "/api/summary", &[], ""),
+            (4, "GET", "/api/summary", "/api/summary", &auth, ""),
+            (4, "GET", "/api/cluster", "/api/cluster", &[("authorization", "bearer r")], ""),
+            (4, "GET", "/api/stream", "/api/stream", &[], ""),
+            (4, "GET", "/api/objects/a", "/api/objects/{id}", &[], ""),
+            (4, "GET", "/api/objects/a/history", "/api/objects/{id}/history", &[], ""),
+            (4, "GET", "/", "/", &[], ""),
+            (4, "GET", "/assets/page.js", "/assets/page.js", &[], ""),
+            (4, "GET", "/assets/page.css", "/assets/page.css", &[], ""),
+            (4, "PUT", "/api/objects/n", "/api/objects/{id}", &[("authorization", "Bearer r")], def),
+            (4, "POST", "/api/objects/a/actions/ack", "/api/objects/{id}/actions/{action}", &auth, ""),
         ];
+        let tokens = [open(), write_only(), open(), open(), every()];
         let apps = [
-            app(false, WriteRoute::LocalEngine, None),
-            app(true, WriteRoute::LocalEngine, None),
-            app(false, WriteRoute::Reject, None),
-            app(false, WriteRoute::LocalEngine, Some(store)),
+            app(open(), WriteRoute::LocalEngine, None),
+            app(write_only(), WriteRoute::LocalEngine, None),
+            app(open(), WriteRoute::Reject, None),
+            app(open(), WriteRoute::LocalEngine, Some(store)),
+            app(every(), WriteRoute::LocalEngine, None),
         ];
         let mut seen = BTreeSet::new();
         for (i, method, uri, path, headers, body) in cases {
-            let doc = document(i == 1);
+            let doc = document(&tokens[i]);
             let a = send(&apps[i], method, uri, headers, body).await;
             let status = conforms(&doc, path, method, &a);
             seen.insert((path.to_string(), method.to_lowercase(), status));
         }
         // Each documented answer was given at least once, but for those no single process can be made to give
         // here: a stopping process (no log reader), a store that is away, a forward that lost its owner.
-        let doc = document(true);
+        let doc = document(&every());
         for (path, item) in doc["paths"].as_object().unwrap() {
             for (method, op) in item.as_object().unwrap().iter().filter(|(k, _)| *k != "parameters") {
                 for status in op["responses"].as_object().unwrap().keys() {
@@ -440,7 +491,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_page_that_is_not_the_last_links_the_next_with_the_same_parameters() {
-        let app = app(false, WriteRoute::LocalEngine, None);
+        let app = app(open(), WriteRoute::LocalEngine, None);
         let a = send(&app, "GET", "/api/objects?limit=2&state=critical,ok,pending&q=&sort=severity", &[], "").await;
         let ids: Vec<Value> =
             serde_json::from_slice::<Vec<Value>>(&a.body).unwrap().iter().map(|o| o["id"].clone()).collect();
@@ -457,16 +508,37 @@ mod tests {
         assert_eq!(c.status, 400, "a severity cursor does not continue an id list");
     }
 
+    /// The schemes that may authorize `method path` in `doc` (empty: open).
+    fn schemes(doc: &Value, path: &str, method: &str) -> Vec<String> {
+        let op = &doc["paths"][path][method.to_lowercase()];
+        let alternatives = op.get("security").and_then(Value::as_array).cloned().unwrap_or_default();
+        assert_eq!(op["responses"].get("401").is_some(), !alternatives.is_empty(), "{method} {path}");
+        alternatives.iter().flat_map(|a| a.as_object().unwrap().keys().cloned()).collect()
+    }
+
     #[test]
-    fn a_write_token_puts_every_write_behind_the_bearer_scheme() {
-        let open = document(false);
-        let guarded = document(true);
-        for (path, method) in documented(&open) {
-            let op = &guarded["paths"][&path][method.to_lowercase()];
-            let is_write = method != "GET";
-            assert_eq!(op.get("security").is_some(), is_write, "{method} {path}");
-            assert_eq!(op["responses"].get("401").is_some(), is_write, "{method} {path}");
-            assert!(open["paths"][&path][method.to_lowercase()].get("security").is_none());
+    fn each_token_puts_what_it_guards_behind_the_bearer_scheme_and_nothing_else() {
+        let read_only = Tokens { read: Some("r".into()), ..Tokens::default() };
+        let metrics_only = Tokens { metrics: Some("m".into()), ..Tokens::default() };
+        for (path, method) in documented(&document(&open())) {
+            let write = method != "GET";
+            let scrape = path == "/metrics" || path == "/healthz";
+            let page = path == "/" || path.starts_with("/assets/");
+            assert!(schemes(&document(&open()), &path, &method).is_empty(), "{method} {path}");
+            let w: &[&str] = if write { &["writeToken"] } else { &[] };
+            assert_eq!(schemes(&document(&write_only()), &path, &method), w, "{method} {path}");
+            let r: &[&str] = if write || scrape || page { &[] } else { &["readToken"] };
+            assert_eq!(schemes(&document(&read_only), &path, &method), r, "{method} {path}");
+            let m: &[&str] = if scrape { &["metricsToken"] } else { &[] };
+            assert_eq!(schemes(&document(&metrics_only), &path, &method), m, "{method} {path}");
+            // With every token a read of data takes either the read or the write token.
+            let all: &[&str] = match (write, scrape, page) {
+                (true, _, _) => &["writeToken"],
+                (_, true, _) => &["metricsToken"],
+                (_, _, true) => &[],
+                _ => &["readToken", "writeToken"],
+            };
+            assert_eq!(schemes(&document(&every()), &path, &method), all, "{method} {path}");
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The API against its OpenAPI document (`GET /api/openapi.json`), fuzzed by schemathesis on live processes:
 //! no 5xx, and every answer's status, content type, headers and body as documented; every input the document
-//! calls invalid refused with a 4xx; an object deleted is gone; with `-write-token`, a write without the token
-//! refused. Each run is bounded (`MAX_EXAMPLES` per operation) and seeded (`JAQUE_SCHEMATHESIS_SEED` to vary).
+//! calls invalid refused with a 4xx; an object deleted is gone; with `-read-token` and `-write-token`, a write
+//! without the token refused. Each run is bounded (`MAX_EXAMPLES` per operation) and seeded (`JAQUE_SCHEMATHESIS_SEED` to vary).
 //!
 //! `GET /api/stream` is left out (`--exclude-operation-id eventStream`): it answers a stream that never ends by
 //! design, which schemathesis would wait on until its request timeout and report; the unit tests of
@@ -70,9 +70,9 @@ fn one_process(name: &str, targets: &str, extra: &[&str]) -> (Jaque, LoopbackPro
     (j, front)
 }
 
-/// Every object the fuzzing defined has its probe on loopback: the proxy held.
-fn every_probe_on_loopback(j: &Jaque) {
-    let list = j.get("/api/objects?limit=10000").json();
+/// Every object the fuzzing defined has its probe on loopback: the proxy held. Read with `auth` headers.
+fn every_probe_on_loopback(j: &Jaque, auth: &[(&str, &str)]) {
+    let list = j.request("GET", "/api/objects?limit=10000", auth, None).json();
     for o in list.as_array().expect("a list") {
         let probe = &o["definition"]["probe"];
         let target = probe["url"].as_str().or(probe["addr"].as_str());
@@ -89,14 +89,16 @@ fn schemathesis_finds_nothing_on_the_whole_product_with_history() {
     let store = format!("sqlite://{}", dir.path().join("sink.db").display());
     let (j, front) = one_process("jaque", "engine,worker,ui,sink", &["-sink-store", &store]);
     schemathesis(front.addr, false, &[]);
-    every_probe_on_loopback(&j);
+    every_probe_on_loopback(&j, &[]);
 }
 
 #[test]
-fn schemathesis_finds_nothing_with_a_write_token() {
-    let (j, front) = one_process("jaque-token", "engine,worker,ui", &["-write-token", "s3cret"]);
+fn schemathesis_finds_nothing_with_a_read_and_a_write_token() {
+    // The write token grants reads too: every operation is answered, and the document lists both schemes.
+    let (j, front) = one_process("jaque-token", "engine,worker,ui", &["-read-token", "r3ad", "-write-token", "s3cret"]);
     schemathesis(front.addr, false, &["--header", "Authorization: Bearer s3cret"]);
-    every_probe_on_loopback(&j);
+    assert_eq!(j.get("/api/objects").status, 401, "reads need a token");
+    every_probe_on_loopback(&j, &[("authorization", "Bearer r3ad")]);
 }
 
 #[test]

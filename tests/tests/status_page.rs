@@ -1,6 +1,7 @@
 //! The status page (`GET /`) in headless Chromium against real processes: it lists the objects, problems
 //! first; a state change reaches it through `GET /api/stream` without a reload; an acknowledgement from the page
-//! reaches the log; a wrong write token shows as a 401; and on a `-target ui` of a NATS cluster it follows the log
+//! reaches the log; a wrong write token shows as a 401; with `-read-token` the page shows nothing until it is
+//! given the token, then sends it with every read and its stream; and on a `-target ui` of a NATS cluster it follows the log
 //! the engines write. A screenshot of the main page is saved as `target/status-page.png` for a reviewer.
 //!
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (`scripts/install-chromium.sh`; scripts/test.sh runs it):
@@ -171,7 +172,7 @@ async fn a_wrong_write_token_shows_as_401_and_the_right_one_is_asked_for_and_use
     b.type_into("#token", "wrong").await;
     b.click("#token-dialog button[value=send]").await;
     let error = b.until("the 401 for the wrong token", "const e = document.querySelector('#token-error').textContent; return document.querySelector('#token-dialog').open && e.includes('401') ? e : null;").await;
-    assert!(error.as_str().unwrap().contains("401 Unauthorized: the write token was refused"), "{error}");
+    assert!(error.as_str().unwrap().contains("401 Unauthorized: the token sent is not the write token"), "{error}");
     assert_eq!(j.get("/api/objects/db").json()["paused"], false, "nothing was written");
 
     // Cancelled: the 401 stays on the page, not a silent failure.
@@ -195,6 +196,108 @@ async fn a_wrong_write_token_shows_as_401_and_the_right_one_is_asked_for_and_use
         "return document.querySelector('#list-problems tr[data-id=\"db\"] .mark.paused') !== null;",
     )
     .await;
+    b.close().await;
+}
+
+/// A read with a bearer token.
+fn get_with(j: &Jaque, path: &str, token: &str) -> jaque_tests::Response {
+    j.request("GET", path, &[("authorization", &format!("Bearer {token}"))], None)
+}
+
+#[tokio::test]
+async fn with_a_read_token_the_page_shows_nothing_until_it_is_given_then_reads_and_follows_with_it() {
+    let args = ["-target", "engine,worker,ui", "-queue", "memory", "-read-token", "r3ad", "-write-token", "wr1te"];
+    let j = Jaque::start("jaque-read-token", &args);
+    j.wait_ready();
+    // The page's own files are open (no data in them); every read of data is not.
+    for open in ["/", "/assets/page.js", "/assets/page.css"] {
+        assert_eq!(j.get(open).status, 200, "{open}");
+    }
+    for guarded in ["/api/summary", "/api/objects", "/api/stream", "/api/cluster", "/api/openapi.json"] {
+        let r = j.get(guarded);
+        assert_eq!(r.status, 401, "{guarded}: {}", r.text());
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"), "{guarded}");
+    }
+    let put = |id: &str| {
+        let def = json!({"probe": {"type": "tcp", "addr": closed_port()}, "interval": "1h", "timeout": "2s"});
+        let r = j.request(
+            "PUT",
+            &format!("/api/objects/{id}"),
+            &[("authorization", "Bearer wr1te")],
+            Some(def.to_string().as_bytes()),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    put("db");
+    let critical = |n: u64| get_with(&j, "/api/summary", "r3ad").json()["states"]["critical"].as_u64() == Some(n);
+    poll("db checked", || critical(1).then_some(()));
+
+    let b = Browser::start().await;
+    b.client.goto(&format!("http://{}/", j.addr)).await.expect("the page loads");
+    b.until(
+        "the read token's dialog",
+        "return document.querySelector('#token-dialog').open && document.querySelector('#token-title').textContent === 'Read token';",
+    )
+    .await;
+    assert_eq!(
+        b.js("return document.querySelectorAll('tr[data-id]').length + (jaqueStats.renders > 0 ? 1000 : 0);", vec![])
+            .await,
+        0,
+        "nothing of the ui's state is on the page without the token"
+    );
+    // Declined: the page says why it is empty, and stops asking until it is loaded again.
+    b.click("#token-dialog button[value=cancel]").await;
+    let notice = b.until("the 401 notice", "const n = document.querySelector('#notice'); return !n.hidden && n.textContent.includes('401') ? n.textContent : null;").await;
+    assert!(notice.as_str().unwrap().contains("only with its read token"), "{notice}");
+    b.until("the stream given up", "return document.querySelector('#conn').dataset.state === 'disconnected';").await;
+    b.client.refresh().await.unwrap();
+    b.until("the read token's dialog again", "return document.querySelector('#token-dialog').open;").await;
+    // A wrong token is refused, and said so; the right one opens the page, its stream included.
+    b.type_into("#token", "wrong").await;
+    b.click("#token-dialog button[value=send]").await;
+    let error = b.until("the 401 for the wrong token", "const e = document.querySelector('#token-error').textContent; return document.querySelector('#token-dialog').open && e.includes('401') ? e : null;").await;
+    assert!(error.as_str().unwrap().contains("401 Unauthorized: the token was refused"), "{error}");
+    b.type_into("#token", "r3ad").await;
+    b.click("#token-dialog button[value=send]").await;
+    b.until("the page's first load and its live stream", "return jaqueStats.renders > 0 && jaqueStats.connected && document.querySelector('#conn').dataset.state === 'live';").await;
+    assert_eq!(b.js(&row_state("problems", "db"), vec![]).await, "critical");
+
+    // A change reaches the page through the stream it reads with the token, without a new load.
+    let loads = b.js("return jaqueStats.loads;", vec![]).await;
+    put("web");
+    poll("web checked", || critical(2).then_some(()));
+    b.until("web on the page as critical", &row_state("problems", "web")).await;
+    assert_eq!(b.js("return jaqueStats.loads;", vec![]).await, loads, "applied from the stream, not loaded again");
+    assert_eq!(b.text("#count-critical").await.as_deref(), Some("2"));
+
+    // The read token does not write: the page asks for the write token, and the write goes through with it.
+    b.click("#list-problems tr[data-id=\"db\"] button.pause").await;
+    b.until(
+        "the write token's dialog",
+        "return document.querySelector('#token-dialog').open && document.querySelector('#token-title').textContent === 'Write token';",
+    )
+    .await;
+    let error = b.text("#token-error").await.unwrap();
+    assert!(error.contains("401 Unauthorized: the token sent is not the write token"), "{error}");
+    assert_eq!(get_with(&j, "/api/objects/db", "r3ad").json()["paused"], false, "nothing was written");
+    b.type_into("#token", "wr1te").await;
+    b.click("#token-dialog button[value=send]").await;
+    b.until(
+        "the pause applied",
+        "const n = document.querySelector('#notice'); return !n.hidden && n.textContent.startsWith('db: paused');",
+    )
+    .await;
+    assert_eq!(get_with(&j, "/api/objects/db", "r3ad").json()["paused"], true);
+
+    // The token is kept for the tab's life: a reload reads with it (the write token grants reads) and asks nothing.
+    b.client.refresh().await.unwrap();
+    b.until(
+        "the reloaded page's first load and its live stream",
+        "return window.jaqueStats && jaqueStats.renders > 0 && jaqueStats.connected;",
+    )
+    .await;
+    assert_eq!(b.js("return document.querySelector('#token-dialog').open;", vec![]).await, false);
+    assert_eq!(b.js(&row_state("problems", "web"), vec![]).await, "critical");
     b.close().await;
 }
 

@@ -3,6 +3,9 @@
 // `GET /api/stream` (Server-Sent Events) to apply every change to what it shows, without asking again.
 // On every (re)connection of the stream it loads what it shows afresh, so nothing between two connections is
 // missed; changes older than what it loaded are recognised by their log position and passed over.
+// With `-read-token` the page's own files are open but every read answers 401 until the page sends a token:
+// it asks for one (the read token or the write token), keeps it for the tab's life (sessionStorage), and sends
+// it with every request, the stream included (read with fetch, as EventSource cannot send a header).
 'use strict';
 
 const STATES = ['critical', 'unknown', 'warning', 'pending', 'ok'];
@@ -25,7 +28,10 @@ const app = {
   // Events the fence discarded, as seen on this page since it opened (newest first).
   stale: [],
   staleTotal: null,
-  token: sessionStorage.getItem('jaque-write-token') || '',
+  // The bearer token sent with every request ('' for none); a read 401 and a write 401 both ask for it.
+  token: sessionStorage.getItem('jaque-token') || '',
+  // The reader said no to the read token's dialog: reads are not asked for again until a reload.
+  readRefused: false,
   es: null,
   retryMs: 1000,
   // What tests and the benchmark read: events applied, loads begun, loads drawn, loads in flight; when the last
@@ -78,11 +84,59 @@ function nextLink(resp) {
   return m ? m[1] : null;
 }
 
+function authHeaders(accept) {
+  const headers = { accept };
+  if (app.token) headers.authorization = `Bearer ${app.token}`;
+  return headers;
+}
+
+// A read refused for want of the read token, after the reader declined to give it (the notice says so).
+class Unauthorized extends Error {}
+
+const READ_REFUSED = '401 Unauthorized: this ui shows its state only with its read token (-read-token) or its write token; reload the page to enter it.';
+
+// A read answered 401 with `sent` as the token: asks for the token once for every read waiting on it. Resolves
+// to true when there is a new token to try (entered now, or by another read since this one was sent).
+async function askReadToken(sent) {
+  if (app.token !== sent) return true;
+  if (app.readRefused) return false;
+  if (!app.askingRead) {
+    app.askingRead = askToken({
+      title: 'Read token',
+      label: ['The ui\'s read token (', h('code', null, '-read-token'), ') or its write token'],
+      why: 'This ui shows its state only to those who hold its read token.',
+      error: sent ? '401 Unauthorized: the token was refused.' : '',
+    }).then((token) => {
+      app.askingRead = null;
+      if (token === null) {
+        app.readRefused = true;
+        notice(READ_REFUSED, true);
+        return false;
+      }
+      useToken(token);
+      return true;
+    });
+  }
+  return app.askingRead;
+}
+
+function useToken(token) {
+  app.token = token;
+  sessionStorage.setItem('jaque-token', token);
+}
+
 async function getJSON(url) {
-  const r = await fetch(url, { headers: { accept: 'application/json' } });
-  let body = null;
-  try { body = await r.json(); } catch (_) { /* not JSON */ }
-  return { status: r.status, body, resp: r };
+  for (;;) {
+    const sent = app.token;
+    const r = await fetch(url, { headers: authHeaders('application/json') });
+    if (r.status === 401) {
+      if (await askReadToken(sent)) continue;
+      throw new Unauthorized(READ_REFUSED);
+    }
+    let body = null;
+    try { body = await r.json(); } catch (_) { /* not JSON */ }
+    return { status: r.status, body, resp: r };
+  }
 }
 
 function notice(text, isError) {
@@ -283,7 +337,7 @@ async function load() {
     const s = await summary;
     if (s.status === 200) app.summary = s.body;
   } catch (e) {
-    notice(`Could not load: ${e.message}`, true);
+    if (!(e instanceof Unauthorized)) notice(`Could not load: ${e.message}`, true);
   } finally {
     app.loading -= 1;
     app.stats.loading = app.loading;
@@ -376,43 +430,92 @@ function setConn(state, text) {
   app.stats.connected = state === 'live';
 }
 
-// Follows the stream. The browser reconnects by itself after a dropped connection; after an answer that is not a
-// stream (the process stopping, a proxy's error) it gives up, and the page tries again, waiting longer each time.
-function connect() {
-  const es = new EventSource('/api/stream');
-  app.es = es;
-  es.addEventListener('hello', () => {
+// What each event of the stream does.
+const ON_EVENT = {
+  hello: () => {
     app.retryMs = 1000;
     setConn('live', 'live');
     load();
-  });
-  es.addEventListener('change', (ev) => applyChange(JSON.parse(ev.data)));
-  es.addEventListener('reload', () => load());
-  es.addEventListener('epoch', (ev) => {
-    const e = JSON.parse(ev.data);
+  },
+  change: (data) => applyChange(JSON.parse(data)),
+  reload: () => load(),
+  epoch: (data) => {
+    const e = JSON.parse(data);
     if (app.summary) app.summary.epoch = e.epoch;
     // Owners may have moved: what is shown is loaded again.
     debounceLoad();
-  });
-  es.addEventListener('members', () => {
+  },
+  members: () => {
     if (app.view === 'cluster') debounceLoad();
-  });
-  es.addEventListener('stale', (ev) => {
-    const s = JSON.parse(ev.data);
+  },
+  stale: (data) => {
+    const s = JSON.parse(data);
     app.stale.unshift(s);
     app.stale.length = Math.min(app.stale.length, 50);
     app.staleTotal = s.stale_events;
     if (app.view === 'cluster') renderCluster();
-  });
-  es.onerror = () => {
-    if (es.readyState === EventSource.CLOSED) {
-      setConn('disconnected', `disconnected: retrying in ${Math.round(app.retryMs / 1000)} s`);
-      setTimeout(() => { if (app.es === es) connect(); }, app.retryMs);
-      app.retryMs = Math.min(app.retryMs * 2, 30000);
-    } else {
-      setConn('disconnected', 'disconnected: reconnecting…');
+  },
+};
+
+// Reads Server-Sent Events from a response body until it ends, calling `on(event, data)` for each: fields
+// `event:` and `data:` (several data lines joined by newlines), comments (the keep-alives) passed over.
+async function readEvents(body, on) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value.replace(/\r\n?/g, '\n');
+    let end;
+    while ((end = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      let event = 'message';
+      const data = [];
+      for (const line of block.split('\n')) {
+        if (line === '' || line.startsWith(':')) continue;
+        const colon = line.indexOf(':');
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let v = colon < 0 ? '' : line.slice(colon + 1);
+        if (v.startsWith(' ')) v = v.slice(1);
+        if (field === 'event') event = v;
+        else if (field === 'data') data.push(v);
+      }
+      if (data.length) on(event, data.join('\n'));
     }
-  };
+  }
+}
+
+// Follows the stream (`GET /api/stream`, with the token). When it ends or cannot be had (the process stopping,
+// a proxy's error) the page tries again, waiting longer each time up to 30 s; a 401 asks for the read token.
+async function connect() {
+  const ctl = new AbortController();
+  app.es = ctl;
+  const sent = app.token;
+  let r = null;
+  try {
+    r = await fetch('/api/stream', { headers: authHeaders('text/event-stream'), cache: 'no-store', signal: ctl.signal });
+  } catch (_) { /* no answer */ }
+  if (r && r.status === 401) {
+    if (await askReadToken(sent)) {
+      if (app.es === ctl) connect();
+    } else {
+      setConn('disconnected', 'disconnected: no read token');
+    }
+    return;
+  }
+  if (r && r.ok && r.body) {
+    try {
+      await readEvents(r.body, (event, data) => {
+        const on = ON_EVENT[event];
+        if (on && app.es === ctl) on(data);
+      });
+    } catch (_) { /* the connection dropped */ }
+  }
+  if (app.es !== ctl) return;
+  setConn('disconnected', `disconnected: retrying in ${Math.round(app.retryMs / 1000)} s`);
+  setTimeout(() => { if (app.es === ctl) connect(); }, app.retryMs);
+  app.retryMs = Math.min(app.retryMs * 2, 30000);
 }
 
 let loadTimer = null;
@@ -423,20 +526,28 @@ function debounceLoad() {
 
 // ---- writes ---------------------------------------------------------------------------------------------------
 
-function askToken(why, error) {
-  const dialog = $('#token-dialog');
-  $('#token-why').textContent = why;
-  $('#token-error').textContent = error || '';
-  const input = $('#token');
-  input.value = '';
-  return new Promise((resolve) => {
-    dialog.addEventListener('close', () => {
-      resolve(dialog.returnValue === 'send' && input.value ? input.value : null);
-    }, { once: true });
-    dialog.returnValue = '';
-    dialog.showModal();
-    input.focus();
+// Asks for a token in the one dialog; a second ask waits for the first to close. Resolves to the token, or null.
+let dialogQueue = Promise.resolve();
+function askToken({ title, label, why, error }) {
+  const asked = dialogQueue.then(() => {
+    const dialog = $('#token-dialog');
+    $('#token-title').textContent = title;
+    $('#token-label').replaceChildren(...label);
+    $('#token-why').textContent = why;
+    $('#token-error').textContent = error || '';
+    const input = $('#token');
+    input.value = '';
+    return new Promise((resolve) => {
+      dialog.addEventListener('close', () => {
+        resolve(dialog.returnValue === 'send' && input.value ? input.value : null);
+      }, { once: true });
+      dialog.returnValue = '';
+      dialog.showModal();
+      input.focus();
+    });
   });
+  dialogQueue = asked.catch(() => null);
+  return asked;
 }
 
 const DONE = { ack: 'acknowledged', pause: 'paused', resume: 'resumed', check: 'asked to check now', delete: 'deleted' };
@@ -457,23 +568,25 @@ async function act(button, id, what, action) {
   if (button) button.disabled = true;
   try {
     for (;;) {
-      const headers = { accept: 'application/json' };
-      if (app.token) headers.authorization = `Bearer ${app.token}`;
-      const r = await fetch(path, { method: action === 'delete' ? 'DELETE' : 'POST', headers });
+      const r = await fetch(path, { method: action === 'delete' ? 'DELETE' : 'POST', headers: authHeaders('application/json') });
       let body = null;
       try { body = await r.json(); } catch (_) { /* not JSON */ }
       if (r.status === 401) {
         const refused = app.token !== '';
         const msg = refused
-          ? '401 Unauthorized: the write token was refused.'
+          ? '401 Unauthorized: the token sent is not the write token.'
           : '401 Unauthorized: this ui takes writes only with its write token.';
-        const token = await askToken(`To ${what} ${id}, enter the write token.`, refused ? msg : '');
+        const token = await askToken({
+          title: 'Write token',
+          label: ['The ui\'s write token (', h('code', null, '-write-token'), ')'],
+          why: `To ${what} ${id}, enter the write token.`,
+          error: refused ? msg : '',
+        });
         if (token === null) {
           notice(`${msg} ${what} ${id} was not sent.`, true);
           return;
         }
-        app.token = token;
-        sessionStorage.setItem('jaque-write-token', token);
+        useToken(token);
         continue;
       }
       if (r.status === 200) {
@@ -505,7 +618,12 @@ async function loadObject() {
 }
 
 async function refreshHistory() {
-  app.history = await getJSON(`/api/objects/${encodeURIComponent(app.objectId)}/history?limit=25`);
+  try {
+    app.history = await getJSON(`/api/objects/${encodeURIComponent(app.objectId)}/history?limit=25`);
+  } catch (e) {
+    if (!(e instanceof Unauthorized)) notice(`Could not load the history: ${e.message}`, true);
+    return;
+  }
   renderObject();
 }
 
