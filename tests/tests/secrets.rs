@@ -1,7 +1,8 @@
 //! Secrets stay secret (issue 15, point 3), against real processes: an http probe whose url carries a password
 //! really authenticates with it (a local server that demands it answers OK), the log keeps it as given, and no
-//! surface anyone reads shows it: every API read, the 400 of a refused write, the sink's SQLite file, the
-//! webhook bodies, `/metrics`, and everything each process wrote to stdout and stderr at `-log-level trace`.
+//! surface anyone reads shows it: every API read, the event stream the status page follows, the 400 of a
+//! refused write, the sink's SQLite file, the webhook bodies, `/metrics`, and everything each process wrote to
+//! stdout and stderr at `-log-level trace`.
 
 use base64::Engine as _;
 use jaque_core::{EventBody, LogEntry, Probe};
@@ -116,6 +117,8 @@ fn a_probe_password_authenticates_and_no_surface_shows_it() {
         p.wait_ready();
     }
     let ui = &procs[1];
+    // The status page's stream, followed from before the first write until the ui stops.
+    let stream = follow_stream(ui.addr);
 
     let mut target = BasicAuthTarget::start();
     let url = format!("http://user:{PASSWORD}@{}/", target.addr);
@@ -222,6 +225,9 @@ fn a_probe_password_authenticates_and_no_surface_shows_it() {
         p.proc.wait_exit();
         surfaces.push((format!("{} stdout+stderr", p.proc.name), p.proc.output.text()));
     }
+    let stream = stream.join().unwrap();
+    assert!(stream.contains("event: change") && stream.contains("\"id\":\"web\""), "{stream}");
+    surfaces.push(("GET /api/stream".into(), stream));
     // The SQLite file byte for byte (the database, and its WAL if any is left), and its rows.
     let mut rows = 0;
     for f in std::fs::read_dir(store_dir.path()).unwrap() {
@@ -250,6 +256,20 @@ fn a_probe_password_authenticates_and_no_surface_shows_it() {
     }
     assert!(leaks.is_empty(), "the password is shown by {leaks:?}");
     assert!(surfaces.len() > 20);
+}
+
+/// Reads `GET /api/stream` from `ui` in a thread until the ui closes it; the thread answers what it read.
+fn follow_stream(ui: SocketAddr) -> thread::JoinHandle<String> {
+    let mut conn = std::net::TcpStream::connect(ui).unwrap();
+    conn.write_all(b"GET /api/stream HTTP/1.1\r\nHost: ui\r\nAccept: text/event-stream\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    conn.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200", "the stream is answered");
+    thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = conn.read_to_end(&mut text);
+        String::from_utf8_lossy(&text).into_owned()
+    })
 }
 
 /// One text column of every row `sql` selects from the SQLite store, read with a client of the test's own.
