@@ -18,6 +18,9 @@ export JAQUE_SCHEMATHESIS="$PWD/.tools/bin/st"
 scripts/install-postgres.sh
 # Headless Chromium and chromedriver (Debian) for the status page's browser tests (tests/tests/status_page.rs).
 scripts/install-chromium.sh
+# promtool (from Debian's prometheus package, the one binary, into .tools/) lints /metrics (tests/tests/metrics_lint.rs).
+scripts/install-promtool.sh
+export JAQUE_PROMTOOL="$PWD/.tools/bin/promtool"
 
 # One profile (optimised, with debug assertions) for everything, so the workspace compiles once.
 cargo build --profile ci --workspace --bins
