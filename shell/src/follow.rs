@@ -272,10 +272,10 @@ mod tests {
         MemberObservation { bucket: Bucket::Engine, rev, change: MemberChange::Down(MemberId::new(id).unwrap()) }
     }
 
-    fn pair() -> (UnboundedSender<MemberEvent>, UnboundedSender<LogEvent>, Follower) {
+    fn pair() -> (UnboundedSender<MemberEvent>, mpsc::Sender<LogEvent>, Follower) {
         let (members_tx, members) = unbounded_channel();
-        let (log_tx, log) = unbounded_channel();
-        (members_tx, log_tx, Follower::over(members, Events::Unbounded(log)))
+        let (log_tx, log) = mpsc::channel(16);
+        (members_tx, log_tx, Follower::over(members, log))
     }
 
     /// Every event the follower has ready now.
@@ -295,7 +295,7 @@ mod tests {
     fn a_lost_watch_resyncs_from_a_fresh_snapshot_and_members_missing_from_it_go_down() {
         let (members_tx, log_tx, mut f) = pair();
         members_tx.send(MemberEvent::Snapshot { observed: vec![up(1, "a"), up(2, "b")], upto: 2 }).unwrap();
-        log_tx.send(LogEvent::CaughtUp).unwrap();
+        log_tx.try_send(LogEvent::CaughtUp).unwrap();
         let first = ready(&mut f);
         assert_eq!(members(&first), vec![up(1, "a"), up(2, "b")]);
         assert!(matches!(first.last(), Some(Followed::CaughtUp)));
@@ -321,9 +321,9 @@ mod tests {
     fn a_lost_log_follower_is_resyncing_until_its_new_backlog_is_in() {
         let (members_tx, log_tx, mut f) = pair();
         members_tx.send(MemberEvent::Snapshot { observed: vec![], upto: 0 }).unwrap();
-        log_tx.send(LogEvent::CaughtUp).unwrap();
+        log_tx.try_send(LogEvent::CaughtUp).unwrap();
         assert!(matches!(ready(&mut f)[..], [Followed::CaughtUp]));
-        log_tx.send(LogEvent::Lost { from: 8, error: "missed idle heartbeat".into() }).unwrap();
+        log_tx.try_send(LogEvent::Lost { from: 8, error: "missed idle heartbeat".into() }).unwrap();
         assert!(ready(&mut f).is_empty());
         assert_eq!(
             f.resyncing().as_deref(),
@@ -336,10 +336,10 @@ mod tests {
             members_rev: 0,
             idempotency_window_ms: None,
         });
-        log_tx.send(LogEvent::Entry { seq: 8, entry }).unwrap();
+        log_tx.try_send(LogEvent::Entry { seq: 8, entry }).unwrap();
         assert!(matches!(ready(&mut f)[..], [Followed::Log { seq: 8, .. }]));
         assert!(f.is_resyncing(), "until the backlog present at the new follower's creation is in");
-        log_tx.send(LogEvent::CaughtUp).unwrap();
+        log_tx.try_send(LogEvent::CaughtUp).unwrap();
         assert!(ready(&mut f).is_empty(), "no second CaughtUp for the role");
         assert!(!f.is_resyncing());
     }

@@ -11,7 +11,8 @@ use jaque_core::{Bucket, EpochRecord, LogEntry, MemberRef};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{self, unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// The in-process store: the same semantics as the JetStream one (revisions, TTL expiry seen by watchers as a
@@ -38,9 +39,14 @@ struct MemInner {
     last_epoch_seq: Option<u64>,
     /// Snapshots by position (the newest few), when there is no data directory.
     snapshots: BTreeMap<u64, Vec<u8>>,
-    log_followers: Vec<UnboundedSender<LogEvent>>,
+    /// Woken at every entry a follower may read (`follow_log`).
+    appended: Arc<Notify>,
     disk: Option<DiskLog>,
 }
+
+/// Log entries a follower holds for its role before it waits, and how many it reads from the log at a time.
+const LOG_FOLLOWER_BUFFER: usize = 1024;
+const FOLLOW_BATCH: usize = 256;
 
 /// How many snapshots the store keeps: the newest, and one before it for a reader that is loading it.
 pub(crate) const SNAPSHOTS_KEPT: usize = 2;
@@ -66,12 +72,8 @@ impl MemInner {
     }
 
     fn deliver(&mut self, seq: u64, entry: Option<LogEntry>) {
-        let event = match &entry {
-            Some(entry) => LogEvent::Entry { seq, entry: entry.clone() },
-            None => LogEvent::Unreadable { seq },
-        };
         self.log.insert(seq, entry);
-        self.log_followers.retain(|f| f.send(event.clone()).is_ok());
+        self.appended.notify_waiters();
     }
 
     fn change(&mut self, key: &str, up: Option<&[u8]>) {
@@ -185,17 +187,63 @@ impl MemStore {
         rx
     }
 
-    pub(super) fn follow_log(&self, from: u64) -> UnboundedReceiver<LogEvent> {
-        let (tx, rx) = unbounded_channel();
-        let mut inner = self.lock();
-        for (seq, entry) in inner.log.range(from..) {
-            let _ = tx.send(match entry {
-                Some(entry) => LogEvent::Entry { seq: *seq, entry: entry.clone() },
-                None => LogEvent::Unreadable { seq: *seq },
-            });
-        }
-        let _ = tx.send(LogEvent::CaughtUp);
-        inner.log_followers.push(tx);
+    /// A follower reads the log itself, a batch at a time, and holds at most `LOG_FOLLOWER_BUFFER` entries
+    /// for its role (as a NATS follower does): a role that is behind leaves the rest in the log, not in a
+    /// channel. Entries purged before it reads them are passed over, a jump in positions, as on NATS.
+    pub(super) fn follow_log(self: &Arc<Self>, from: u64) -> mpsc::Receiver<LogEvent> {
+        let (tx, rx) = mpsc::channel(LOG_FOLLOWER_BUFFER);
+        let store = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut next = from;
+            // Where the backlog present now ends: `CaughtUp` once it is delivered.
+            let Some((mut backlog_end, appended)) = store.upgrade().map(|s| {
+                let inner = s.lock();
+                (Some(inner.log.keys().next_back().copied().unwrap_or(0)), inner.appended.clone())
+            }) else {
+                return;
+            };
+            loop {
+                let Some(store) = store.upgrade() else { return };
+                let woken = appended.notified();
+                tokio::pin!(woken);
+                // Registered before the log is read: an entry that lands after the read wakes it.
+                woken.as_mut().enable();
+                let batch: Vec<LogEvent> = store
+                    .lock()
+                    .log
+                    .range(next..)
+                    .take(FOLLOW_BATCH)
+                    .map(|(seq, entry)| match entry {
+                        Some(entry) => LogEvent::Entry { seq: *seq, entry: entry.clone() },
+                        None => LogEvent::Unreadable { seq: *seq },
+                    })
+                    .collect();
+                drop(store);
+                // Fewer than a batch: the log was read to its end, and the follower waits for more.
+                let at_end = batch.len() < FOLLOW_BATCH;
+                for event in batch {
+                    let (LogEvent::Entry { seq, .. } | LogEvent::Unreadable { seq }) = &event else { continue };
+                    next = seq + 1;
+                    if tx.send(event).await.is_err() {
+                        return;
+                    }
+                }
+                // The backlog is delivered once the follower is past its end, or has read the log to its end
+                // (the end itself may have been purged meanwhile).
+                if backlog_end.is_some_and(|end| next > end || at_end) {
+                    backlog_end = None;
+                    if tx.send(LogEvent::CaughtUp).await.is_err() {
+                        return;
+                    }
+                }
+                if backlog_end.is_none() && at_end {
+                    tokio::select! {
+                        _ = &mut woken => {}
+                        _ = tx.closed() => return,
+                    }
+                }
+            }
+        });
         rx
     }
 
@@ -348,6 +396,91 @@ mod tests {
         let inner = store.lock();
         assert_eq!(inner.log.len(), 1 + 102, "the epoch record and the events at 900..=1001");
         assert!(matches!(inner.log.first_key_value(), Some((1, Some(LogEntry::Epoch(_))))));
+    }
+
+    /// Every event a follower has ready now, without waiting for more.
+    fn ready(f: &mut mpsc::Receiver<LogEvent>) -> Vec<LogEvent> {
+        std::iter::from_fn(|| f.try_recv().ok()).collect()
+    }
+
+    /// Lets the follower's task run until it waits (the test runtime is current-thread).
+    async fn settle() {
+        for _ in 0..64 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_follower_that_is_behind_holds_a_bounded_buffer_and_gets_every_entry_in_order() {
+        let store = MemStore::start();
+        assert!(store.propose(&epoch(1), None).await.unwrap());
+        for i in 0..3000 {
+            store.append(event(i));
+        }
+        let mut follower = store.follow_log(1);
+        settle().await;
+        // Not read: the follower holds at most its buffer; the rest stays in the log.
+        assert_eq!(follower.len(), LOG_FOLLOWER_BUFFER, "a role that is behind does not hold the backlog");
+        let mut seqs = Vec::new();
+        let mut caught_up_at = None;
+        while seqs.len() < 3001 + 500 {
+            if seqs.len() == 3001 && caught_up_at.is_none() {
+                // Appends after the backlog come after `CaughtUp`, read as they land.
+                for i in 3000..3500 {
+                    store.append(event(i));
+                }
+            }
+            // A guard against a follower that stops with entries left (it did, once): fail saying where.
+            let got = tokio::time::timeout(Duration::from_secs(60), follower.recv()).await;
+            let Ok(got) = got else { panic!("stuck after {} entries (caught up at {caught_up_at:?})", seqs.len()) };
+            match got.expect("the follower lives") {
+                LogEvent::Entry { seq, .. } => seqs.push(seq),
+                LogEvent::CaughtUp => caught_up_at = Some(seqs.len()),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(seqs, (1..=3501).collect::<Vec<_>>());
+        assert_eq!(caught_up_at, Some(3001), "CaughtUp right after the backlog present when it was made");
+        settle().await;
+        assert!(ready(&mut follower).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_follower_passes_over_what_was_purged_before_it_read_it_as_a_jump() {
+        let store = MemStore::start();
+        assert!(store.propose(&epoch(1), None).await.unwrap());
+        for i in 0..3000 {
+            store.append(event(i));
+        }
+        let mut follower = store.follow_log(1);
+        settle().await;
+        store.purge_events_below(2500).await.unwrap();
+        let mut seqs = Vec::new();
+        loop {
+            match follower.recv().await.expect("the follower lives") {
+                LogEvent::Entry { seq, .. } => seqs.push(seq),
+                LogEvent::CaughtUp => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        // What it held already, then a jump to what the purge left.
+        let held = seqs.iter().take_while(|s| **s < 2500).count();
+        assert!((LOG_FOLLOWER_BUFFER..2500).contains(&held), "{held}");
+        assert_eq!(seqs[..held], (1..=held as u64).collect::<Vec<_>>());
+        assert_eq!(seqs[held..], (2500..=3001).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_follower_dropped_ends_its_task() {
+        let store = MemStore::start();
+        let appended = store.lock().appended.clone();
+        let follower = store.follow_log(1);
+        settle().await;
+        assert_eq!(Arc::strong_count(&store), 1, "the task holds no strong reference to the store while it waits");
+        assert_eq!(Arc::strong_count(&appended), 3, "the store's, this test's and the waiting task's");
+        drop(follower);
+        settle().await;
+        assert_eq!(Arc::strong_count(&appended), 2, "the task is gone");
     }
 
     #[tokio::test]

@@ -19,24 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 
-/// The receiving end of a follower: bounded where the store can wait (a NATS consumer is not polled while
-/// the role is behind, so the server's flow control holds the rest), unbounded where it cannot (the
-/// in-process store delivers from the append itself).
-#[derive(Debug)]
-pub enum Events<T> {
-    Bounded(mpsc::Receiver<T>),
-    Unbounded(UnboundedReceiver<T>),
-}
-
-impl<T> Events<T> {
-    /// The next event; `None` once the sender is gone. Cancel-safe.
-    pub async fn recv(&mut self) -> Option<T> {
-        match self {
-            Events::Bounded(rx) => rx.recv().await,
-            Events::Unbounded(rx) => rx.recv().await,
-        }
-    }
-}
+/// The receiving end of a log follower, bounded: a NATS consumer is not polled while the role is behind (the
+/// server's flow control holds the rest), and an in-process follower reads the log itself, so a role that is
+/// behind leaves its backlog in the log, not in its memory.
+pub type Events<T> = mpsc::Receiver<T>;
 
 /// What a membership watcher reports. A watch that is lost is made again (NATS), so the sequence is: a
 /// snapshot, changes, and after a `Lost` (perhaps several, while the store is away) a fresh snapshot again.
@@ -144,7 +130,7 @@ impl Coordination {
     /// follower could not be made (at start, a refused subscription, say); once made, a lost one is made again.
     pub async fn follow_log(&self, from: u64) -> Result<Events<LogEvent>, String> {
         match self {
-            Coordination::Memory(m) => Ok(Events::Unbounded(m.follow_log(from))),
+            Coordination::Memory(m) => Ok(m.follow_log(from)),
             Coordination::Nats(n) => n.follow_log(from).await,
         }
     }
@@ -153,7 +139,7 @@ impl Coordination {
     /// can be (a reader jumping to a snapshot while the store is away keeps running).
     pub async fn refollow_log(&self, from: u64) -> Events<LogEvent> {
         match self {
-            Coordination::Memory(m) => Events::Unbounded(m.follow_log(from)),
+            Coordination::Memory(m) => m.follow_log(from),
             Coordination::Nats(n) => n.refollow_log(from).await,
         }
     }

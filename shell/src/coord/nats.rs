@@ -258,14 +258,14 @@ impl NatsCoord {
     pub(super) async fn follow_log(&self, from: u64) -> Result<Events<LogEvent>, String> {
         let (tx, rx) = mpsc::channel(LOG_FOLLOWER_BUFFER);
         self.keep_following(Tail { tx, next: from.max(1) }, true).await?;
-        Ok(Events::Bounded(rx))
+        Ok(rx)
     }
 
     pub(super) async fn refollow_log(&self, from: u64) -> Events<LogEvent> {
         let (tx, rx) = mpsc::channel(LOG_FOLLOWER_BUFFER);
         // Not strict: a first consumer that cannot be made is reported lost and made again, never an error.
         let _ = self.keep_following(Tail { tx, next: from.max(1) }, false).await;
-        Events::Bounded(rx)
+        rx
     }
 
     /// Makes a first consumer for `f` (an error when `strict` and it cannot be made), then follows in a task
