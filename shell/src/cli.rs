@@ -126,6 +126,11 @@ pub struct Args {
     #[arg(long = "ui-writes", env = "JAQUE_UI_WRITES", default_value = "ingress", value_name = "ingress|owner")]
     pub ui_writes: String,
 
+    /// An engine dispatches the checks due within one tick of this grid together, at its end: fewer
+    /// wake-ups at low rates, at most this much later than each check's slot. Whole milliseconds, 1ms to 1s.
+    #[arg(long = "check-tick", env = "JAQUE_CHECK_TICK", default_value = "5ms", value_name = "DURATION")]
+    pub check_tick: String,
+
     /// How many checks a worker runs at once.
     #[arg(long = "worker-concurrency", env = "JAQUE_WORKER_CONCURRENCY", default_value_t = 64)]
     pub worker_concurrency: usize,
@@ -253,6 +258,8 @@ pub struct Config {
     /// `-tls-cert` and `-tls-key`, loaded.
     pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     pub worker_concurrency: usize,
+    /// `-check-tick`: the grid an engine dispatches the checks due on.
+    pub check_tick: Duration,
     pub idempotency_window: Duration,
     /// `-snapshot-every`, `-snapshot-interval`, `-log-retention`.
     pub snapshots: SnapshotConfig,
@@ -492,6 +499,16 @@ impl Config {
         if a.worker_concurrency == 0 {
             return err("-worker-concurrency must be at least 1");
         }
+        let check_tick = duration("-check-tick", &a.check_tick, "5ms")?;
+        if check_tick < Duration::from_millis(1)
+            || check_tick > Duration::from_secs(1)
+            || check_tick.subsec_nanos() % 1_000_000 != 0
+        {
+            return err(format!(
+                "-check-tick: {:?} is not a whole number of milliseconds from 1ms to 1s; write e.g. 5ms",
+                a.check_tick
+            ));
+        }
         let user = match (a.nats_user, a.nats_password) {
             (Some(u), Some(p)) => Some((u, p)),
             (None, None) => None,
@@ -531,6 +548,7 @@ impl Config {
             tokens,
             tls,
             worker_concurrency: a.worker_concurrency,
+            check_tick,
             idempotency_window,
             snapshots,
             log_replicas: a.log_replicas,
@@ -632,6 +650,21 @@ mod tests {
         let c = parse(&["-target", "ui", "-idempotency-window", "2h"]).unwrap();
         assert_eq!(c.idempotency_window, Duration::from_secs(7200));
         assert_eq!(parse(&["-target", "ui"]).unwrap().idempotency_window, Duration::from_secs(24 * 3600));
+    }
+
+    #[test]
+    fn a_check_tick_is_whole_milliseconds_from_1ms_to_1s() {
+        let engine = ["-target", "engine,worker", "-queue", "memory"];
+        let with = |tick: &str| parse(&[&engine[..], &["-check-tick", tick]].concat());
+        assert_eq!(parse(&engine).unwrap().check_tick, Duration::from_millis(5), "the default");
+        assert_eq!(with("1ms").unwrap().check_tick, Duration::from_millis(1));
+        assert_eq!(with("20ms").unwrap().check_tick, Duration::from_millis(20));
+        assert_eq!(with("1s").unwrap().check_tick, Duration::from_secs(1));
+        for bad in ["0ms", "0s", "500us", "1500us", "2s"] {
+            let e = with(bad).unwrap_err();
+            assert!(e.contains("-check-tick") && e.contains("from 1ms to 1s"), "{bad}: {e}");
+        }
+        assert!(with("soon").unwrap_err().contains("not a duration"));
     }
 
     const HOOK: &str = "http://127.0.0.1:9/hook";

@@ -16,7 +16,8 @@ use crate::worker::MemWork;
 use futures_util::StreamExt;
 use jaque_core::wire;
 use jaque_core::{
-    CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef, Outcome, Output, ReplyTo,
+    CheckResult, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef, Outcome,
+    Output, ReplyTo, Time, Timer,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -53,6 +54,13 @@ pub struct EngineLoop {
     queue: WorkQueue,
     done_tx: mpsc::UnboundedSender<Done>,
     done_rx: Option<mpsc::UnboundedReceiver<Done>>,
+    /// Check results from either queue, taken by the loop as many at a time as have arrived.
+    results_tx: mpsc::UnboundedSender<CheckResult>,
+    results_rx: Option<mpsc::UnboundedReceiver<CheckResult>>,
+    /// The check work of one drain, sent together (`dispatch`).
+    dispatches: Vec<CheckWork>,
+    /// `-check-tick`: checks due are dispatched on this grid (see `wake_at`).
+    check_tick: Duration,
     heartbeats: HeartbeatWriter,
     appends: mpsc::UnboundedSender<Event>,
     waiters: HashMap<u64, Waiter>,
@@ -69,6 +77,7 @@ pub struct EngineLoop {
 impl EngineLoop {
     pub fn new(cfg: EngineConfig, coord: Coordination, nats: Option<NatsLink>, queue: WorkQueue) -> EngineLoop {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let (results_tx, results_rx) = mpsc::unbounded_channel();
         let results_subject = results_subject(&cfg.me);
         EngineLoop {
             engine: Engine::new(cfg),
@@ -79,6 +88,10 @@ impl EngineLoop {
             nats,
             queue,
             done_tx,
+            results_tx,
+            results_rx: Some(results_rx),
+            dispatches: Vec::new(),
+            check_tick: Duration::from_millis(1),
             waiters: HashMap::new(),
             next_reply: 0,
             results_subject,
@@ -86,6 +99,12 @@ impl EngineLoop {
             restores: snapshots::Restores::default(),
             feed: None,
         }
+    }
+
+    /// Dispatches the checks due on a grid of `tick` (`-check-tick`) instead of each at its own millisecond.
+    pub fn with_check_tick(mut self, tick: Duration) -> EngineLoop {
+        self.check_tick = tick;
+        self
     }
 
     /// Sends what the log changes to the ui's event streams (`GET /api/stream`).
@@ -102,6 +121,8 @@ impl EngineLoop {
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<(), String> {
         let mut done = self.done_rx.take().ok_or("the engine loop runs once")?;
+        let mut results = self.results_rx.take().ok_or("the engine loop runs once")?;
+        let mut arrived = Vec::new();
         // Start from the latest snapshot, and read only the log after it.
         if let Some(reader) = snapshots::latest_reader(&self.coord).await {
             self.engine = Engine::with_reader(self.engine.config().clone(), reader);
@@ -112,16 +133,38 @@ impl EngineLoop {
         let mut leave_by: Option<tokio::time::Instant> = None;
         self.engine.handle(now(), Input::Start);
         self.drain();
+        // One timer for the loop's life, moved only when the core's next deadline moves: most turns of the
+        // loop (a result, a log entry) leave it where it is.
+        let timer = tokio::time::sleep_until(far_future());
+        tokio::pin!(timer);
+        let mut armed: Option<Time> = None;
         loop {
-            let timer = self.engine.poll_timeout().map(|(t, _)| instant_at(t));
+            let wake = self.engine.poll_timeout().map(|(t, which)| wake_at(t, which, self.check_tick));
+            if wake != armed {
+                if let Some(t) = wake {
+                    timer.as_mut().reset(instant_at(t));
+                }
+                armed = wake;
+            }
             tokio::select! {
                 Some(f) = follow.next() => self.handle_followed(f, follow.buckets()),
+                // Every result that has arrived, at once: checks dispatched together come back together.
+                n = results.recv_many(&mut arrived, RESULTS_PER_TURN) => {
+                    if n == 0 {
+                        return Err("internal: the check results channel closed".into());
+                    }
+                    let t = now();
+                    for r in arrived.drain(..) {
+                        self.engine.handle(t, Input::CheckResult(r));
+                    }
+                }
                 Some(d) = done.recv() => match d {
                     Done::Restored(reader) => self.restore(reader, &mut follow).await?,
                     d => self.handle_done(d),
                 },
                 Some(req) = ui.recv() => self.handle_ui(req, &follow),
-                _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => {
+                _ = &mut timer, if armed.is_some() => {
+                    armed = None;
                     self.engine.handle_timeout(now());
                 }
                 _ = shutdown.changed(), if leave_by.is_none() => {
@@ -227,7 +270,7 @@ impl EngineLoop {
                 .subscribe(self.results_subject.clone())
                 .await
                 .map_err(|e| format!("subscribing to check results on {}: {e}", link.url))?;
-            let tx = self.done_tx.clone();
+            let tx = self.results_tx.clone();
             tokio::spawn(async move {
                 while let Some(msg) = results.next().await {
                     if msg.status.is_some() {
@@ -238,7 +281,7 @@ impl EngineLoop {
                     }
                     match wire::decode_check_result(&msg.payload) {
                         Ok(r) => {
-                            if tx.send(Done::Core(Input::CheckResult(r))).is_err() {
+                            if tx.send(r).is_err() {
                                 return;
                             }
                         }
@@ -355,7 +398,7 @@ impl EngineLoop {
                     }
                     None => tracing::warn!(reply = to.0, "a reply for nobody"),
                 },
-                Output::Dispatch(work) => self.dispatch(work),
+                Output::Dispatch(work) => self.dispatches.push(work),
                 Output::WriteSnapshot(snapshot) => {
                     let tx = self.done_tx.clone();
                     snapshots::spawn_write(self.coord.clone(), snapshot, move |position, result| {
@@ -370,6 +413,9 @@ impl EngineLoop {
                     });
                 }
             }
+        }
+        if !self.dispatches.is_empty() {
+            self.dispatch();
         }
     }
 
@@ -395,26 +441,25 @@ impl EngineLoop {
         });
     }
 
-    fn dispatch(&self, work: CheckWork) {
+    /// Sends the check work of one drain (at a tick, every check due in it) to the workers together.
+    fn dispatch(&mut self) {
         match &self.queue {
             WorkQueue::Memory(tx) => {
-                let (reply, mut results) = mpsc::unbounded_channel();
-                if tx.send(MemWork { work, reply }).is_ok() {
-                    let done = self.done_tx.clone();
-                    tokio::spawn(async move {
-                        if let Some(r) = results.recv().await {
-                            let _ = done.send(Done::Core(Input::CheckResult(r)));
-                        }
-                    });
+                for work in self.dispatches.drain(..) {
+                    // A send fails only once the worker is gone: the core counts the check as lost at its deadline.
+                    let _ = tx.send(MemWork { work, reply: self.results_tx.clone() });
                 }
             }
             WorkQueue::Nats(link) => {
                 let (client, reply) = (link.client.clone(), self.results_subject.clone());
+                let batch = std::mem::take(&mut self.dispatches);
                 tokio::spawn(async move {
-                    let payload = wire::encode(&work).into();
-                    if let Err(e) = client.publish_with_reply(WORK_SUBJECT, reply, payload).await {
-                        // The core counts the check as lost at its deadline.
-                        tracing::warn!(error = %e, "dispatching check work");
+                    for work in batch {
+                        let payload = wire::encode(&work).into();
+                        if let Err(e) = client.publish_with_reply(WORK_SUBJECT, reply.clone(), payload).await {
+                            // The core counts the check as lost at its deadline.
+                            tracing::warn!(error = %e, "dispatching check work");
+                        }
                     }
                 });
             }
@@ -499,6 +544,24 @@ impl EngineLoop {
     }
 }
 
+/// At most this many check results are handed to the core per turn of the loop, so a flood of them cannot
+/// hold back the timer, the log or the ui for long.
+const RESULTS_PER_TURN: usize = 1024;
+
+/// When the loop wakes for the core's deadline `t`. A check due is dispatched at the next multiple of `tick`
+/// (Unix milliseconds) at or after it, so all the checks due within one tick leave together and one wake-up
+/// of the engine, the queue and the worker carries them all: at a low rate (1,000 checks a second is one a
+/// millisecond) waking per check costs more than the check. `jaque_engine_check_start_lateness_seconds`
+/// includes the wait (up to `tick`). Every other deadline is kept to the millisecond, unless a check due
+/// comes before it and the tick rounds past it: then it is met at that tick.
+fn wake_at(t: Time, which: Timer, tick: Duration) -> Time {
+    let tick = u64::try_from(tick.as_millis()).unwrap_or(u64::MAX).max(1);
+    match which {
+        Timer::CheckDue => Time(t.0.div_ceil(tick).saturating_mul(tick)),
+        _ => t,
+    }
+}
+
 /// Feeds commands from a subscription to the loop until told to leave; then unsubscribes and still hands
 /// over what was already delivered, so no claimed command goes unanswered. Bytes that are not a command are
 /// answered at once with the core's rejection (the engine never sees them).
@@ -574,4 +637,21 @@ fn spawn_appender(coord: Coordination, done: mpsc::UnboundedSender<Done>) -> mps
         }
     });
     tx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_check_due_waits_for_the_end_of_its_tick_and_other_deadlines_do_not() {
+        let tick = Duration::from_millis(5);
+        assert_eq!(wake_at(Time(1_000), Timer::CheckDue, tick), Time(1_000), "on the grid: at once");
+        assert_eq!(wake_at(Time(1_001), Timer::CheckDue, tick), Time(1_005));
+        assert_eq!(wake_at(Time(1_004), Timer::CheckDue, tick), Time(1_005));
+        for other in [Timer::Heartbeat, Timer::CheckLost, Timer::ReplyDeadline, Timer::ProposeRetry, Timer::Snapshot] {
+            assert_eq!(wake_at(Time(1_001), other, tick), Time(1_001), "{other:?}");
+        }
+        assert_eq!(wake_at(Time(1_001), Timer::CheckDue, Duration::from_millis(1)), Time(1_001), "1ms: as before");
+    }
 }

@@ -198,7 +198,8 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
             (None, Some(tx)) => WorkQueue::Memory(tx),
             (None, None) => return Err("internal: -queue memory without a worker in this process".into()),
         };
-        let mut engine = EngineLoop::new(engine_cfg.clone(), coord.clone(), coord_link.clone(), queue);
+        let mut engine = EngineLoop::new(engine_cfg.clone(), coord.clone(), coord_link.clone(), queue)
+            .with_check_tick(cfg.check_tick);
         if let Some(feed) = feed {
             engine = engine.with_feed(feed);
         }

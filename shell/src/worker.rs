@@ -10,6 +10,7 @@ use crate::subjects::{WORKER_GROUP, WORK_SUBJECT};
 use futures_util::StreamExt;
 use jaque_core::wire;
 use jaque_core::{CheckResult, CheckWork, Probe, State};
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
@@ -39,14 +40,14 @@ impl Prober {
         Ok(Prober { http, plugin_dir })
     }
 
-    pub async fn run(&self, work: &CheckWork) -> CheckResult {
+    pub async fn run(&self, work: CheckWork) -> CheckResult {
         let timeout = Duration::from_millis(work.timeout_ms.max(1));
         let (state, output) = match tokio::time::timeout(timeout, self.probe(&work.probe, timeout)).await {
             Ok(r) => r,
             Err(_) => (State::Critical, format!("check timed out after {}", humantime::format_duration(timeout))),
         };
         WORKER_CHECKS[state as usize].fetch_add(1, Ordering::Relaxed);
-        CheckResult { check_id: work.check_id, object: work.object.clone(), state, output }
+        CheckResult { check_id: work.check_id, object: work.object, state, output }
     }
 
     async fn probe(&self, probe: &Probe, timeout: Duration) -> (State, String) {
@@ -66,7 +67,11 @@ impl Prober {
             },
             Probe::Exec { plugin, args } => self.exec(plugin, args).await,
         };
-        (state, probe.scrub(&output).into_owned())
+        let output = match probe.scrub(&output) {
+            Cow::Borrowed(_) => output,
+            Cow::Owned(scrubbed) => scrubbed,
+        };
+        (state, output)
     }
 
     async fn exec(&self, plugin: &str, args: &[String]) -> (State, String) {
@@ -165,7 +170,7 @@ pub async fn serve_memory(prober: Prober, mut rx: mpsc::UnboundedReceiver<MemWor
         let Ok(permit) = limit.clone().acquire_owned().await else { return };
         let prober = prober.clone();
         tokio::spawn(async move {
-            let result = prober.run(&item.work).await;
+            let result = prober.run(item.work).await;
             let _ = item.reply.send(result);
             drop(permit);
         });
@@ -214,7 +219,7 @@ pub async fn serve_nats(
         let Ok(permit) = limit.clone().acquire_owned().await else { break };
         let (prober, client) = (prober.clone(), link.client.clone());
         tokio::spawn(async move {
-            let result = prober.run(&work).await;
+            let result = prober.run(work).await;
             if let Err(e) = client.publish(reply, wire::encode(&result).into()).await {
                 tracing::warn!(error = %e, "returning a check result");
             }

@@ -31,6 +31,14 @@ fn malformed_urls_and_durations_are_refused() {
 }
 
 #[test]
+fn a_check_tick_off_the_millisecond_grid_or_out_of_range_is_refused_with_exit_2() {
+    for tick in ["0ms", "250us", "5s", "often"] {
+        let out = jaque_refuses_config(&["-target", "engine,worker", "-queue", "memory", "-check-tick", tick]);
+        assert!(out.contains("-check-tick"), "{tick}: {out}");
+    }
+}
+
+#[test]
 fn a_ttl_nats_cannot_hold_is_refused() {
     for ttl in ["1500ms", "500ms", "0s"] {
         let out = jaque_refuses(&["-target", "ui", "-heartbeat-ttl", ttl]);

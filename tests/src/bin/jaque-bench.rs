@@ -1925,15 +1925,58 @@ fn engine_and_worker(servers: &Servers, queue: &str, extra_target: &str) -> Vec<
     }
 }
 
+/// The same connects as `bare_connects`, paced the way an engine dispatches `rate` checks a second on a
+/// `-check-tick` of `tick`: at each tick the ones due in it, one after the other, then sleep until the next;
+/// for `secs`. CPU seconds of the thread per 1,000 connects: what the connects alone cost at that pace, with
+/// nothing of jaque around them.
+fn paced_connects(target: &AcceptAndClose, rate: usize, tick: Duration, secs: f64) -> f64 {
+    let addrs = target.addrs.clone();
+    thread::spawn(move || {
+        let per_tick = (rate as f64 * tick.as_secs_f64()).round().max(1.0) as usize;
+        let (cpu0, start) = (thread_cpu_secs(), Instant::now());
+        let (mut n, mut next) = (0usize, start);
+        while start.elapsed().as_secs_f64() < secs {
+            for _ in 0..per_tick {
+                drop(std::net::TcpStream::connect(addrs[n % addrs.len()]).unwrap());
+                n += 1;
+            }
+            next += tick;
+            thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+        (thread_cpu_secs() - cpu0) / n.max(1) as f64 * 1000.0
+    })
+    .join()
+    .unwrap()
+}
+
+/// The `-check-tick` the processes run with: `JAQUE_CHECK_TICK` (whole milliseconds, e.g. `10ms`) when the
+/// bench is run with it set (the processes inherit it), else the flag's default.
+fn check_tick() -> Duration {
+    let ms = std::env::var("JAQUE_CHECK_TICK").ok().and_then(|s| s.strip_suffix("ms").and_then(|m| m.parse().ok()));
+    Duration::from_millis(ms.unwrap_or(5))
+}
+
 /// P9: one engine and one worker checking `n` objects every second (tcp connects to a listener that accepts
 /// and closes), for 1k, 10k and 30k objects, on both queues: checks completed per second, CPU seconds per
 /// 1,000 checks of each process, how late checks leave against their slot, and the slots skipped busy; beside a
-/// bare loop's connects to the same listener, measured in the same step.
+/// bare loop's connects to the same listener, measured in the same step, and the same connects paced like the
+/// engine's dispatches. `JAQUE_BENCH_P9_STEPS` (e.g. `memory:1000,nats:1000`) runs only those steps and
+/// `JAQUE_BENCH_P9_WINDOW_SECS` changes the 10 s window; the window's start prints the processes' pids (for a
+/// profiler).
 fn p9() {
     const WARMUP: Duration = Duration::from_secs(4);
-    const WINDOW: Duration = Duration::from_secs(10);
+    let window = Duration::from_secs(
+        std::env::var("JAQUE_BENCH_P9_WINDOW_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10),
+    );
+    let steps = std::env::var("JAQUE_BENCH_P9_STEPS").ok();
+    let tick = check_tick();
     for queue in ["memory", "nats"] {
         for n in [1_000usize, 10_000, 30_000] {
+            if let Some(steps) = &steps {
+                if !steps.split(',').any(|s| s == format!("{queue}:{n}")) {
+                    continue;
+                }
+            }
             eprintln!("jaque-bench: P9 {n} objects at 1 s, -queue {queue}...");
             let nats = Nats::start();
             let servers = Servers::one(&nats);
@@ -1942,6 +1985,7 @@ fn p9() {
             // The floor first, with nothing of jaque running yet: load from elsewhere on the machine is what
             // both share.
             let (floor_rate, floor_per_cpu) = bare_connects(&target, 3.0);
+            let paced_per_k = paced_connects(&target, n, tick, 3.0);
             let procs = engine_and_worker(&servers, queue, "");
             let engine = &procs[0].1;
             poll("the engine owns every object", || {
@@ -1954,7 +1998,12 @@ fn p9() {
                 (Instant::now(), m, cpu)
             };
             let (t0, m0, c0) = read(&procs);
-            thread::sleep(WINDOW);
+            eprintln!(
+                "jaque-bench: P9 window starts ({window:?}), pids {:?}",
+                procs.iter().map(|(_, j)| j.proc.pid()).collect::<Vec<_>>()
+            );
+            thread::sleep(window);
+            eprintln!("jaque-bench: P9 window ends");
             let (t1, m1, c1) = read(&procs);
             let wall = (t1 - t0).as_secs_f64();
             let worker_m = |m: &[std::collections::BTreeMap<String, f64>]| {
@@ -1985,10 +2034,11 @@ fn p9() {
                 procs.iter().zip(&cpu).map(|((r, _), c)| format!("{r} {:.3}", c / done.max(1.0) * 1000.0)).collect();
             let per_cpu = done / total_cpu.max(0.01);
             println!(
-                "| P9 | -queue {queue}, {n} objects every 1 s (due {n}/s): checks completed/s; CPU s per 1,000 checks | {rate:.0}/s ({:.2}x due; {critical:.0} critical, {lost:.0} lost); {} | bare loop: {floor_rate:.0} connects/s, {:.3} CPU s per 1,000 | {:.2}x connects per CPU s ({per_cpu:.0} vs {floor_per_cpu:.0}) | >= 0.5x |",
+                "| P9 | -queue {queue}, {n} objects every 1 s (due {n}/s): checks completed/s; CPU s per 1,000 checks | {rate:.0}/s ({:.2}x due; {critical:.0} critical, {lost:.0} lost); {} | bare loop: {floor_rate:.0} connects/s, {:.3} CPU s per 1,000 (paced as dispatched, {n}/s in {} ms ticks: {paced_per_k:.3}) | {:.2}x connects per CPU s ({per_cpu:.0} vs {floor_per_cpu:.0}) | >= 0.5x |",
                 rate / n as f64,
                 per_k.join(", "),
                 1000.0 / floor_per_cpu,
+                tick.as_millis(),
                 per_cpu / floor_per_cpu,
             );
             println!(
