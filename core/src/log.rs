@@ -198,7 +198,9 @@ pub struct ObjectView {
     pub anchor: Time,
     /// The time of the last accepted check-now request, if any.
     pub check_requested: Option<Time>,
-    pub last_transition: Option<TransitionInfo>,
+    /// Boxed: a reader holds a view of every object, and an object that never changed state (pending, or read
+    /// from a log that has only its put) needs no room for one.
+    pub last_transition: Option<Box<TransitionInfo>>,
     /// Log position of the last accepted event on this object.
     pub last_seq: u64,
 }
@@ -648,15 +650,24 @@ impl LogReader {
             }
             EventBody::Transition { to, from, output } => match self.objects.get_mut(&event.object) {
                 Some(view) if view.state != *to => {
-                    view.last_transition = Some(TransitionInfo {
+                    // The writer's id from the epoch record in force (an accepted event's writer is one of its
+                    // members): one allocation shared by every object it wrote, not one per event decoded.
+                    let writer = self
+                        .fence
+                        .current()
+                        .and_then(|r| {
+                            r.members.binary_search_by(|m| m.id.cmp(&event.writer.id)).ok().map(|i| &r.members[i])
+                        })
+                        .map_or_else(|| event.writer.id.clone(), |m| m.id.clone());
+                    view.last_transition = Some(Box::new(TransitionInfo {
                         seq,
                         from: *from,
                         to: *to,
                         at: event.at,
                         epoch: event.epoch,
-                        writer: event.writer.id.clone(),
+                        writer,
                         output: output.clone(),
-                    });
+                    }));
                     view.state = *to;
                     view.acked = false;
                     view.last_seq = seq;
