@@ -102,12 +102,14 @@ pub enum After {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Work {
     Event(Owned),
-    /// A resume's replay is done: every event of these objects up to `at` has come out. Each object with the
-    /// log's view of it at `at` (`None`: deleted) and its last accepted position. Objects with held events
+    /// A resume's replay is done: every event of these objects up to `at` has come out. Each object with its
+    /// last accepted position; none has an accepted event after `at`, so the reader's view of it (`LogReader::
+    /// object`, `None`: deleted) is the one at `at` until the next log entry is read: take this work before that
+    /// (it is not copied here, a million views for a resume of a million objects). Objects with held events
     /// after `at` are not listed: their held events follow, each with its own view.
     Resumed {
         at: u64,
-        objects: Vec<(ObjectId, Option<ObjectView>, u64)>,
+        objects: Vec<(ObjectId, u64)>,
         /// Objects the store was behind on whose events may have been purged from the log before this member
         /// could hand them out (it, or the object's previous owner, lagged past `-log-retention`): `(object,
         /// stored, last)`, some events after `stored` up to `last` are gone. Their current state is still in
@@ -634,14 +636,9 @@ impl LogRole {
         let Some(r) = self.resumes.pop_front() else { return };
         self.counters.resumes_done += 1;
         self.backoff.reset();
-        let reader = self.follow.reader();
         let held: BTreeSet<&ObjectId> = r.held.iter().map(|h| &h.event.object).collect();
-        let objects = r
-            .objects
-            .iter()
-            .filter(|(id, _)| !held.contains(id))
-            .map(|(id, last)| (id.clone(), reader.object(id).cloned(), *last))
-            .collect();
+        let objects =
+            r.objects.iter().filter(|(id, _)| !held.contains(id)).map(|(id, last)| (id.clone(), *last)).collect();
         // Said and counted as each hole was found (`handle_replayed`).
         let lost = match r.stage {
             Stage::Replaying { lost, .. } => lost,

@@ -211,9 +211,11 @@ pub struct Health {
     pub reason: String,
 }
 
+/// What is held to write. An event's row is boxed: a resume's end holds the row of every object it took on at
+/// once (a sink taking over a million objects holds a million), and those are the small variant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Item {
-    Event { row: EventRow, object: Option<ObjectRow>, degraded: bool },
+    Event { row: Box<EventRow>, object: Option<ObjectRow>, degraded: bool },
     Object { row: ObjectRow, degraded: bool },
 }
 
@@ -515,11 +517,14 @@ impl Sink {
                     After::Replayed => None,
                 };
                 self.pending_events += 1;
-                self.pending.push_back(Item::Event { row: event_row(&owned, max), object, degraded: false });
+                self.pending.push_back(Item::Event { row: Box::new(event_row(&owned, max)), object, degraded: false });
             }
             Work::Resumed { objects, .. } => {
-                for (id, view, last) in objects {
-                    self.pending.push_back(Item::Object { row: object_row(&id, view.as_ref(), last), degraded: false });
+                // Taken in the step that finished the resume: the reader's views are the ones at its end.
+                let reader = self.role.reader();
+                for (id, last) in objects {
+                    let row = object_row(&id, reader.object(&id), last);
+                    self.pending.push_back(Item::Object { row, degraded: false });
                 }
             }
         }
@@ -544,6 +549,11 @@ impl Sink {
                 break;
             }
         }
+        // A resume's end may have held a row for every object: give the room back as it drains.
+        let room = self.pending.len().max(self.cfg.max_batch) * 2;
+        if self.pending.capacity() > 2 * room {
+            self.pending.shrink_to(room);
+        }
         let mut events = Vec::new();
         let mut objects: BTreeMap<ObjectId, ObjectRow> = BTreeMap::new();
         let mut keep = |row: &ObjectRow| match objects.get(&row.object) {
@@ -555,7 +565,7 @@ impl Sink {
         for item in &items {
             match item {
                 Item::Event { row, object, .. } => {
-                    events.push(row.clone());
+                    events.push(EventRow::clone(row));
                     if let Some(o) = object {
                         keep(o);
                     }
