@@ -933,7 +933,9 @@ impl Notifier {
         let starts = self.starts.clone().unwrap_or_default();
         let view = self.role.membership().view().clone();
         let me = self.me().clone();
-        let mut least: BTreeMap<ObjectId, u64> = BTreeMap::new();
+        // Each asked object's least `done` over its endpoints, in the order asked (a resume asks for every object
+        // it takes on: a list, not a map, is what a million of them should cost).
+        let mut least: Vec<(ObjectId, u64)> = Vec::new();
         for id in asked {
             let owned = self.role.owns(&id);
             for i in 0..self.cfg.endpoints.len() {
@@ -999,13 +1001,14 @@ impl Notifier {
                 }
                 let Some(done) = self.lanes.get(&key).map(|l| l.done) else { continue };
                 self.tidy(&key);
-                let e = least.entry(id.clone()).or_insert(u64::MAX);
-                *e = (*e).min(done);
+                match least.last_mut() {
+                    Some((last, d)) if *last == id => *d = (*d).min(done),
+                    _ => least.push((id.clone(), done)),
+                }
             }
         }
         if !recheck {
-            let answer = least.into_iter().map(|(id, d)| (id, if d == u64::MAX { 0 } else { d })).collect();
-            self.role.handle_progress(now, token, Ok(answer));
+            self.role.handle_progress(now, token, Ok(least));
         }
     }
 

@@ -404,8 +404,20 @@ impl LogRole {
         else {
             return;
         };
+        // Sorted and searched rather than made a map: a resume may ask for a million objects.
         let stored = match result {
-            Ok(s) => s.into_iter().collect::<BTreeMap<_, _>>(),
+            Ok(mut s) => {
+                s.sort_by(|a, b| a.0.cmp(&b.0));
+                // As a map would: of one object given twice, the later position.
+                s.dedup_by(|later, kept| {
+                    let same = later.0 == kept.0;
+                    if same {
+                        kept.1 = later.1;
+                    }
+                    same
+                });
+                s
+            }
             Err(_) => {
                 r.stage = Stage::Waiting;
                 self.schedule_retry(now);
@@ -416,7 +428,7 @@ impl LogRole {
             .objects
             .iter()
             .filter_map(|(id, last)| {
-                let s = stored.get(id).copied().unwrap_or(0);
+                let s = stored.binary_search_by(|(o, _)| o.cmp(id)).map_or(0, |i| stored[i].1);
                 (s < *last).then(|| (id.clone(), s))
             })
             .collect();
