@@ -2177,6 +2177,13 @@ fn p8_million() {
             && notifier.metric("jaque_notifier_log_position")? >= last;
         caught.then_some(())
     });
+    // The sink's lag counts events; the objects' rows of its resume follow them: wait until it commits no more.
+    let mut batches = (f64::NAN, 0);
+    poll_long("the sink wrote every objects row", || {
+        let now = sink.metric("jaque_sink_batches_written_total")?;
+        batches = if now == batches.0 { (now, batches.1 + 1) } else { (now, 0) };
+        (batches.1 >= 3).then_some(())
+    });
     for (who, j) in [("engine", &e), ("ui", &ui), ("sink", &sink), ("notifier", &notifier)] {
         eprintln!(
             "jaque-bench: P8 {who} peak resident memory (VmHWM) {:.1} MiB",
