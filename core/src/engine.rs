@@ -268,10 +268,17 @@ struct Awaiting {
     deadline: Time,
 }
 
-/// An object this engine owns under the epoch in force.
+/// An object this engine owns under the epoch in force: its next slot, and what its checks have going, kept
+/// apart only while something is (most objects, most of the time, have nothing: an engine holds every object it
+/// owns, so this entry is kept small).
 #[derive(Clone, Debug)]
 struct Owned {
     next: Option<Time>,
+    busy: Option<Box<Busy>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Busy {
     inflight: Option<u64>,
     /// A transition this engine appended and has not read back yet, with the time after which it is presumed
     /// lost. A result is a transition when it differs from this state, or else from the log's.
@@ -280,6 +287,32 @@ struct Owned {
     requested: bool,
     /// A check-now arrived while a check was in flight: check again when it returns.
     rerun: bool,
+}
+
+impl Busy {
+    const IDLE: Busy = Busy { inflight: None, written: None, requested: false, rerun: false };
+}
+
+impl Owned {
+    fn new(next: Option<Time>) -> Owned {
+        Owned { next, busy: None }
+    }
+
+    fn busy(&self) -> &Busy {
+        self.busy.as_deref().unwrap_or(&Busy::IDLE)
+    }
+
+    /// Changes what its checks have going: held apart while it is anything but idle.
+    fn update<R>(&mut self, f: impl FnOnce(&mut Busy) -> R) -> R {
+        let mut b = *self.busy();
+        let r = f(&mut b);
+        match &mut self.busy {
+            _ if b == Busy::IDLE => self.busy = None,
+            Some(held) => **held = b,
+            None => self.busy = Some(Box::new(b)),
+        }
+        r
+    }
 }
 
 pub struct Engine {
@@ -497,8 +530,8 @@ impl Engine {
             if let Some((object, _)) = self.checks.remove(&check_id) {
                 self.counters.checks_lost += 1;
                 if let Some(o) = self.owned.get_mut(&object) {
-                    if o.inflight == Some(check_id) {
-                        o.inflight = None;
+                    if o.busy().inflight == Some(check_id) {
+                        o.update(|b| b.inflight = None);
                     }
                 }
             }
@@ -656,7 +689,7 @@ impl Engine {
         if let Some(t) = next {
             self.due.insert((t, id.clone()));
         }
-        self.owned.insert(id, Owned { next, inflight: None, written: None, requested: false, rerun: false });
+        self.owned.insert(id, Owned::new(next));
     }
 
     fn lose(&mut self, id: ObjectId) {
@@ -740,8 +773,8 @@ impl Engine {
         if let EventBody::Transition { to, .. } = &event.body {
             if event.writer == self.cfg.me {
                 if let Some(o) = self.owned.get_mut(&event.object) {
-                    if o.written.is_some_and(|(s, _)| s == *to) {
-                        o.written = None;
+                    if o.busy().written.is_some_and(|(s, _)| s == *to) {
+                        o.update(|b| b.written = None);
                     }
                 }
             }
@@ -779,7 +812,7 @@ impl Engine {
                 if !paused {
                     self.set_next(&event.object, Some(now));
                     if let Some(o) = self.owned.get_mut(&event.object) {
-                        o.requested = true;
+                        o.update(|b| b.requested = true);
                     }
                 }
             }
@@ -814,7 +847,7 @@ impl Engine {
             (None, EventBody::Transition { .. }) => {
                 // Forget what we wrote: the next result is compared with what the log says.
                 if let Some(o) = self.owned.get_mut(&event.object) {
-                    o.written = None;
+                    o.update(|b| b.written = None);
                 }
             }
             _ => {}
@@ -910,20 +943,20 @@ impl Engine {
         let (def, anchor, paused): (ObjectDef, Time, bool) = (view.def.clone(), view.anchor, view.paused);
         let Some(o) = self.owned.get_mut(&object) else { return };
         o.next = None;
-        let requested = std::mem::take(&mut o.requested);
+        let requested = o.update(|b| std::mem::take(&mut b.requested));
         if paused {
             return;
         }
         let next = Some(schedule::slot_after(anchor, def.interval(), now));
-        if o.inflight.is_some() {
+        if o.busy().inflight.is_some() {
             self.counters.checks_skipped_busy += 1;
-            o.rerun |= requested;
+            o.update(|b| b.rerun |= requested);
             self.set_next(&object, next);
             return;
         }
         let check_id = self.next_check;
         self.next_check += 1;
-        o.inflight = Some(check_id);
+        o.update(|b| b.inflight = Some(check_id));
         let deadline = now + def.timeout() + self.cfg.check_grace;
         self.checks.insert(check_id, (object.clone(), deadline));
         self.check_deadlines.insert((deadline, check_id));
@@ -961,18 +994,23 @@ impl Engine {
             self.counters.check_results_dropped += 1;
             return;
         };
-        if o.inflight != Some(result.check_id) {
+        if o.busy().inflight != Some(result.check_id) {
             self.counters.check_results_dropped += 1;
             return;
         }
-        o.inflight = None;
-        let from = match o.written {
-            Some((state, until)) if now < until => state,
-            _ => logged,
-        };
-        let rerun = std::mem::take(&mut o.rerun);
+        let reply_timeout = self.cfg.reply_timeout;
+        let (from, rerun) = o.update(|b| {
+            b.inflight = None;
+            let from = match b.written {
+                Some((state, until)) if now < until => state,
+                _ => logged,
+            };
+            if result.state != from {
+                b.written = Some((result.state, now + reply_timeout));
+            }
+            (from, std::mem::take(&mut b.rerun))
+        });
         if result.state != from {
-            o.written = Some((result.state, now + self.cfg.reply_timeout));
             self.counters.transitions_written += 1;
             self.outputs.push_back(Output::Append(Event {
                 object: object.clone(),

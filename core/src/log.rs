@@ -198,7 +198,9 @@ pub struct ObjectView {
     pub anchor: Time,
     /// The time of the last accepted check-now request, if any.
     pub check_requested: Option<Time>,
-    pub last_transition: Option<TransitionInfo>,
+    /// Boxed: a reader holds a view of every object, and an object that never changed state (pending, or read
+    /// from a log that has only its put) needs no room for one.
+    pub last_transition: Option<Box<TransitionInfo>>,
     /// Log position of the last accepted event on this object.
     pub last_seq: u64,
 }
@@ -310,7 +312,10 @@ pub struct LogReader {
     position: u64,
     /// Whether any position was read yet: a log numbered from 0 has a real position 0 that can be re-delivered.
     started: bool,
-    objects: BTreeMap<ObjectId, ObjectView>,
+    /// Each view boxed: a B-tree node holds eleven entries but is, filled in log order, little more than half
+    /// full, so inline views would leave nearly half of a node's room for them empty; boxed, the room a node
+    /// leaves empty is a pointer's.
+    objects: BTreeMap<ObjectId, Box<ObjectView>>,
     /// Object ids with accepted events that have no view — deleted ones, and ones a command named that never
     /// existed — with the position and log time of their last one: with the views' `last_seq`, what a sink or
     /// notifier starting from a snapshot needs to know which objects its store may be behind on. Forgotten
@@ -354,12 +359,12 @@ impl LogReader {
         self.epoch_seq
     }
 
-    pub fn objects(&self) -> &BTreeMap<ObjectId, ObjectView> {
+    pub fn objects(&self) -> &BTreeMap<ObjectId, Box<ObjectView>> {
         &self.objects
     }
 
     pub fn object(&self, id: &ObjectId) -> Option<&ObjectView> {
-        self.objects.get(id)
+        self.objects.get(id).map(|v| &**v)
     }
 
     /// Every object id with an accepted event, deleted ones too (within `TOMBSTONE_HORIZON`), and the position
@@ -434,7 +439,7 @@ impl LogReader {
                 .copied()
                 .zip(self.fence.records.iter().map(|(r, _)| r.clone()))
                 .collect(),
-            objects: self.objects.iter().map(|(id, v)| (id.clone(), v.clone())).collect(),
+            objects: self.objects.iter().map(|(id, v)| (id.clone(), ObjectView::clone(v))).collect(),
             tombstones: {
                 let mut t: Vec<_> = self.tombstones.iter().map(|(id, (seq, at))| (id.clone(), *seq, *at)).collect();
                 t.sort_by_key(|(_, seq, at)| (*at, *seq));
@@ -474,7 +479,7 @@ impl LogReader {
                 return Err(SnapshotError::Invalid(format!("{id} was last changed past the snapshot's position")));
             }
             view.key = hrw::key(id.as_str());
-            if reader.objects.insert(id.clone(), view).is_some() {
+            if reader.objects.insert(id.clone(), Box::new(view)).is_some() {
                 return Err(SnapshotError::Invalid(format!("{id} appears twice")));
             }
         }
@@ -630,16 +635,18 @@ impl LogReader {
         };
         let effect = match &event.body {
             EventBody::Put { def } => {
-                let view = self.objects.entry(event.object.clone()).or_insert_with(|| ObjectView {
-                    def: def.clone(),
-                    key,
-                    state: State::Pending,
-                    paused: false,
-                    acked: false,
-                    anchor: event.at,
-                    check_requested: None,
-                    last_transition: None,
-                    last_seq: seq,
+                let view = self.objects.entry(event.object.clone()).or_insert_with(|| {
+                    Box::new(ObjectView {
+                        def: def.clone(),
+                        key,
+                        state: State::Pending,
+                        paused: false,
+                        acked: false,
+                        anchor: event.at,
+                        check_requested: None,
+                        last_transition: None,
+                        last_seq: seq,
+                    })
                 });
                 view.def = def.clone();
                 view.anchor = event.at;
@@ -648,15 +655,24 @@ impl LogReader {
             }
             EventBody::Transition { to, from, output } => match self.objects.get_mut(&event.object) {
                 Some(view) if view.state != *to => {
-                    view.last_transition = Some(TransitionInfo {
+                    // The writer's id from the epoch record in force (an accepted event's writer is one of its
+                    // members): one allocation shared by every object it wrote, not one per event decoded.
+                    let writer = self
+                        .fence
+                        .current()
+                        .and_then(|r| {
+                            r.members.binary_search_by(|m| m.id.cmp(&event.writer.id)).ok().map(|i| &r.members[i])
+                        })
+                        .map_or_else(|| event.writer.id.clone(), |m| m.id.clone());
+                    view.last_transition = Some(Box::new(TransitionInfo {
                         seq,
                         from: *from,
                         to: *to,
                         at: event.at,
                         epoch: event.epoch,
-                        writer: event.writer.id.clone(),
+                        writer,
                         output: output.clone(),
-                    });
+                    }));
                     view.state = *to;
                     view.acked = false;
                     view.last_seq = seq;

@@ -6,6 +6,7 @@ use crate::time::Time;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why an identifier was refused. The message says what is allowed, so a user can fix the input.
@@ -35,9 +36,11 @@ fn check_id(what: &'static str, s: &str, max: usize, extra: &'static str) -> Res
 macro_rules! string_id {
     ($(#[$doc:meta])* $name:ident, $what:literal, $max:literal, $extra:literal) => {
         $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        ///
+        /// Its bytes are one shared allocation: a clone (the reader's map, an engine's schedule, a lane's key) is a
+        /// reference count, not a copy. On the wire it is a plain string.
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(Arc<str>);
 
         impl $name {
             pub const MAX_LEN: usize = $max;
@@ -46,11 +49,20 @@ macro_rules! string_id {
             pub fn new(s: impl Into<String>) -> Result<Self, IdError> {
                 let s = s.into();
                 check_id($what, &s, $max, $extra)?;
-                Ok($name(s))
+                Ok($name(s.into()))
             }
 
             pub fn as_str(&self) -> &str {
                 &self.0
+            }
+        }
+
+        /// `new` from a borrowed string: one allocation, for the id's bytes.
+        impl std::str::FromStr for $name {
+            type Err = IdError;
+            fn from_str(s: &str) -> Result<Self, IdError> {
+                check_id($what, s, $max, $extra)?;
+                Ok($name(s.into()))
             }
         }
 
@@ -63,13 +75,35 @@ macro_rules! string_id {
 
         impl From<$name> for String {
             fn from(id: $name) -> String {
-                id.0
+                id.0.as_ref().to_owned()
             }
         }
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(&self.0)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Visitor;
+                impl serde::de::Visitor<'_> for Visitor {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("a string")
+                    }
+                    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<$name, E> {
+                        s.parse().map_err(E::custom)
+                    }
+                }
+                deserializer.deserialize_string(Visitor)
             }
         }
     };

@@ -337,12 +337,21 @@ enum LaneState {
     },
 }
 
+/// One object at one endpoint. Most lanes are at rest — idle, nothing queued, nothing to settle — and then hold
+/// only where the object's record stands (`done`, `rev`, `handed`): the rest, `LaneWork`, is kept apart while there
+/// is any and read through `Deref` (a lane at rest reads as `LaneWork::AT_REST`). A lane at rest with no record
+/// that says nothing a lane just made would not (`is_fresh`) is not held at all: see `Notifier::lanes`.
 #[derive(Clone, Debug)]
 struct Lane {
     done: u64,
     rev: Option<u64>,
     /// The newest position queued or in flight here: a replay never queues what is already here.
     handed: u64,
+    work: Option<Box<LaneWork>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct LaneWork {
     queue: VecDeque<Transition>,
     state: LaneState,
     /// Sent again after a fault: counted once it is sent.
@@ -353,17 +362,37 @@ struct Lane {
     unsure: bool,
 }
 
+static AT_REST: LaneWork =
+    LaneWork { queue: VecDeque::new(), state: LaneState::Idle, resend: false, store_attempts: 0, unsure: false };
+
+impl std::ops::Deref for Lane {
+    type Target = LaneWork;
+    fn deref(&self) -> &LaneWork {
+        self.work.as_deref().unwrap_or(&AT_REST)
+    }
+}
+
+impl std::ops::DerefMut for Lane {
+    fn deref_mut(&mut self) -> &mut LaneWork {
+        self.work.get_or_insert_with(|| Box::new(AT_REST.clone()))
+    }
+}
+
 impl Lane {
-    fn new() -> Lane {
-        Lane {
-            done: 0,
-            rev: None,
-            handed: 0,
-            queue: VecDeque::new(),
-            state: LaneState::Unread,
-            resend: false,
-            store_attempts: 0,
-            unsure: false,
+    /// A lane nothing is known of yet but where its endpoint's notifications begin.
+    fn fresh(start: u64) -> Lane {
+        Lane { done: start, rev: None, handed: start, work: None }
+    }
+
+    /// Whether it says nothing `fresh(start)` would not: no record read, nothing queued or going on.
+    fn is_fresh(&self, start: u64) -> bool {
+        self.work.is_none() && self.rev.is_none() && self.done == start && self.handed == start
+    }
+
+    /// Lets go of the work part once it is back at rest.
+    fn settle(&mut self) {
+        if self.work.as_deref() == Some(&AT_REST) {
+            self.work = None;
         }
     }
 
@@ -391,6 +420,13 @@ impl Lane {
 
 type LaneKey = (usize, ObjectId);
 
+/// A lane not held, as the answer to a resume's progress query finds it: to be read.
+fn unread(start: u64) -> Lane {
+    let mut lane = Lane::fresh(start);
+    lane.state = LaneState::Unread;
+    lane
+}
+
 /// What an outstanding operation is for.
 #[derive(Clone, Debug)]
 enum Op {
@@ -401,6 +437,10 @@ enum Op {
 pub struct Notifier {
     cfg: NotifierConfig,
     role: LogRole,
+    /// The lanes that say something: a lane not held is, for an object this member owns, one that nothing is known
+    /// of but its endpoint's start (`Lane::fresh`), which a resume's progress query reads like one just gained.
+    /// Every object and endpoint with no record and no transition since the start has none: a notifier pays
+    /// per object only for what it has delivered or has to.
     lanes: BTreeMap<LaneKey, Lane>,
     disabled: Vec<bool>,
     /// Lanes per endpoint that are claiming or sending (the concurrency bound).
@@ -577,6 +617,9 @@ impl Notifier {
             }
         }
         for (key, lane) in &self.lanes {
+            if lane.is_fresh(self.start(key.0)) {
+                return Err(format!("{}: a lane that says nothing more than one not held is held", key.1));
+            }
             if let Some(d) = lane.deadline() {
                 if !self.deadlines.contains(&(d, key.clone())) {
                     return Err(format!("{}: lane deadline {d} not armed", key.1));
@@ -655,14 +698,19 @@ impl Notifier {
                     let starts: Vec<u64> =
                         self.cfg.endpoints.iter().map(|e| by.get(&e.id).copied().unwrap_or(0)).collect();
                     // Transitions met before the starts were known: none at or below an endpoint's start goes out.
-                    for ((i, _), lane) in self.lanes.iter_mut() {
+                    let queued = &mut self.queued;
+                    self.lanes.retain(|(i, _), lane| {
                         lane.done = lane.done.max(starts[*i]);
                         lane.handed = lane.handed.max(lane.done);
                         let done = lane.done;
-                        let before = lane.queue.len();
-                        lane.queue.retain(|t| t.seq > done);
-                        self.queued -= before - lane.queue.len();
-                    }
+                        if !lane.queue.is_empty() {
+                            let before = lane.queue.len();
+                            lane.queue.retain(|t| t.seq > done);
+                            *queued -= before - lane.queue.len();
+                        }
+                        lane.settle();
+                        !lane.is_fresh(starts[*i])
+                    });
                     self.starts = Some(starts);
                     self.store_backoff.reset();
                 }
@@ -763,11 +811,7 @@ impl Notifier {
                         self.outputs.push_back(Output::Membership(m));
                     }
                     RoleOutput::QueryProgress { token, objects } => {
-                        for id in &objects {
-                            for i in 0..self.cfg.endpoints.len() {
-                                self.lanes.entry((i, id.clone())).or_insert_with(Lane::new);
-                            }
-                        }
+                        // The lanes of these objects that are not held are read when the answer comes.
                         self.role_queries.insert(token, objects.clone());
                         self.outputs.push_back(Output::ReadProgress { token, objects });
                     }
@@ -804,25 +848,20 @@ impl Notifier {
             epoch: owned.event.epoch,
             writer: owned.event.writer.id.clone(),
         };
-        let starts = self.starts.clone().unwrap_or_default();
         for i in 0..self.cfg.endpoints.len() {
             if self.disabled[i] {
                 self.counters.disabled += 1;
                 continue;
             }
             let key = (i, t.object.clone());
-            let lane = self.lanes.entry(key.clone()).or_insert_with(|| {
-                // An object met live (created after we gained the rest): its record, if one exists, is found
-                // by the compare-and-set of the first claim, which expects none.
-                let mut l = Lane::new();
-                l.state = LaneState::Idle;
-                l.done = starts.get(i).copied().unwrap_or(0);
-                l.handed = l.done;
-                l
-            });
-            if t.seq <= lane.handed || t.seq <= lane.done {
+            let start = self.start(i);
+            let (done, handed) = self.lanes.get(&key).map_or((start, start), |l| (l.done, l.handed));
+            if t.seq <= handed || t.seq <= done {
                 continue;
             }
+            // An object met live with no lane (created after we gained the rest, or nothing known of it): its
+            // record, if one exists, is found by the compare-and-set of the first claim, which expects none.
+            let lane = self.lanes.entry(key.clone()).or_insert_with(|| Lane::fresh(start));
             lane.handed = t.seq;
             lane.queue.push_back(t.clone());
             self.queued += 1;
@@ -843,7 +882,12 @@ impl Notifier {
     /// Drops every queued transition; each lane is read again from what it handed out (the resume that
     /// follows brings them back from the log).
     fn drop_queued(&mut self) {
-        for lane in self.lanes.values_mut() {
+        // A lane at rest goes altogether: its record is read again with the rest (a lane not held reads as one
+        // to be read), and a notifier with many objects does not grow to mark each of them.
+        self.lanes.retain(|_, lane| {
+            if lane.work.is_none() {
+                return false;
+            }
             lane.queue.clear();
             lane.handed = match &lane.state {
                 LaneState::Claiming { t, .. } | LaneState::Sending { t, .. } | LaneState::Backoff { t, .. } => t.seq,
@@ -852,7 +896,8 @@ impl Notifier {
             if matches!(lane.state, LaneState::Idle) {
                 lane.state = LaneState::Unread;
             }
-        }
+            true
+        });
         self.queued = 0;
         self.ready.iter_mut().for_each(VecDeque::clear);
     }
@@ -888,12 +933,18 @@ impl Notifier {
         let starts = self.starts.clone().unwrap_or_default();
         let view = self.role.membership().view().clone();
         let me = self.me().clone();
-        let mut least: BTreeMap<ObjectId, u64> = BTreeMap::new();
+        // Each asked object's least `done` over its endpoints, in the order asked (a resume asks for every object
+        // it takes on: a list, not a map, is what a million of them should cost).
+        let mut least: Vec<(ObjectId, u64)> = Vec::new();
         for id in asked {
+            let owned = self.role.owns(&id);
             for i in 0..self.cfg.endpoints.len() {
                 let key = (i, id.clone());
                 let stored = by_key.get(&key);
-                let not_ours = !self.role.owns(&id) || self.leaving();
+                let not_ours = !owned || self.leaving();
+                if !recheck && owned && !self.lanes.contains_key(&key) {
+                    self.lanes.insert(key.clone(), unread(starts.get(i).copied().unwrap_or(0)));
+                }
                 let Some(lane) = self.lanes.get_mut(&key) else { continue };
                 let applies = match &lane.state {
                     LaneState::Unread => !recheck,
@@ -949,13 +1000,32 @@ impl Notifier {
                     }
                 }
                 let Some(done) = self.lanes.get(&key).map(|l| l.done) else { continue };
-                let e = least.entry(id.clone()).or_insert(u64::MAX);
-                *e = (*e).min(done);
+                self.tidy(&key);
+                match least.last_mut() {
+                    Some((last, d)) if *last == id => *d = (*d).min(done),
+                    _ => least.push((id.clone(), done)),
+                }
             }
         }
         if !recheck {
-            let answer = least.into_iter().map(|(id, d)| (id, if d == u64::MAX { 0 } else { d })).collect();
-            self.role.handle_progress(now, token, Ok(answer));
+            self.role.handle_progress(now, token, Ok(least));
+        }
+    }
+
+    /// Where endpoint `i`'s notifications begin (0 until the starts are known): what a lane not held says.
+    fn start(&self, i: usize) -> u64 {
+        self.starts.as_ref().and_then(|s| s.get(i).copied()).unwrap_or(0)
+    }
+
+    /// A lane back at rest lets go of its work part, and goes altogether if it says nothing a lane not held does
+    /// not.
+    fn tidy(&mut self, key: &LaneKey) {
+        let start = self.start(key.0);
+        if let Some(lane) = self.lanes.get_mut(key) {
+            lane.settle();
+            if lane.is_fresh(start) {
+                self.lanes.remove(key);
+            }
         }
     }
 
@@ -1111,6 +1181,11 @@ impl Notifier {
 
     fn handle_written(&mut self, now: Time, op: u64, result: Result<Option<u64>, String>) {
         let Some(Op::Write(key)) = self.ops.remove(&op) else { return };
+        self.written(now, op, key.clone(), result);
+        self.tidy(&key);
+    }
+
+    fn written(&mut self, now: Time, op: u64, key: LaneKey, result: Result<Option<u64>, String>) {
         let leaving = self.leaving();
         let Some(lane) = self.lanes.get_mut(&key) else { return };
         match std::mem::replace(&mut lane.state, LaneState::Idle) {
@@ -1276,7 +1351,10 @@ impl Notifier {
             let lane = self.lanes.get_mut(&key).expect("listed");
             self.counters.disabled += lane.queue.len() as u64;
             self.queued -= lane.queue.len();
-            lane.queue.clear();
+            if !lane.queue.is_empty() {
+                lane.queue.clear();
+            }
+            self.tidy(&key);
         }
     }
 

@@ -22,7 +22,7 @@ use crate::log::{LogReader, ObjectView, Read};
 use crate::membership::{MemberObservation, Membership, MembershipOutput};
 use crate::model::{Bucket, Event, LogEntry, MemberRef, ObjectId};
 use crate::time::Time;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
@@ -102,12 +102,14 @@ pub enum After {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Work {
     Event(Owned),
-    /// A resume's replay is done: every event of these objects up to `at` has come out. Each object with the
-    /// log's view of it at `at` (`None`: deleted) and its last accepted position. Objects with held events
+    /// A resume's replay is done: every event of these objects up to `at` has come out. Each object with its
+    /// last accepted position; none has an accepted event after `at`, so the reader's view of it (`LogReader::
+    /// object`, `None`: deleted) is the one at `at` until the next log entry is read: take this work before that
+    /// (it is not copied here, a million views for a resume of a million objects). Objects with held events
     /// after `at` are not listed: their held events follow, each with its own view.
     Resumed {
         at: u64,
-        objects: Vec<(ObjectId, Option<ObjectView>, u64)>,
+        objects: Vec<(ObjectId, u64)>,
         /// Objects the store was behind on whose events may have been purged from the log before this member
         /// could hand them out (it, or the object's previous owner, lagged past `-log-retention`): `(object,
         /// stored, last)`, some events after `stored` up to `last` are gone. Their current state is still in
@@ -153,7 +155,8 @@ enum Stage {
     /// Reading the log again from `next`; `need` is each object's position in the store (events past it come
     /// out), `asked` whether a read is out.
     Replaying {
-        need: BTreeMap<ObjectId, u64>,
+        /// Sorted by object (see `Resume::objects`).
+        need: Vec<(ObjectId, u64)>,
         next: u64,
         asked: bool,
         /// The highest position the replay found missing from the log (0: none). Positions never skip in a
@@ -170,8 +173,10 @@ enum Stage {
 #[derive(Clone, Debug)]
 struct Resume {
     token: u64,
-    /// Each gained object with its last accepted position at or below `at`.
-    objects: BTreeMap<ObjectId, u64>,
+    /// Each gained object with its last accepted position at or below `at`, sorted by object: a sorted list
+    /// rather than a map, since a resume may take on every object (a million at start) and is only walked in
+    /// order or searched; one allocation, given back whole when the resume ends.
+    objects: Vec<(ObjectId, u64)>,
     /// The position this member had read when it gained them: the replay's end.
     at: u64,
     held: Vec<Owned>,
@@ -194,15 +199,28 @@ pub struct LogRole {
     pub counters: RoleCounters,
 }
 
+/// The position of `id` in a list sorted by object (`Resume::objects`, `Stage::Replaying::need`).
+fn lookup(list: &[(ObjectId, u64)], id: &ObjectId) -> Option<u64> {
+    list.binary_search_by(|(o, _)| o.cmp(id)).ok().map(|i| list[i].1)
+}
+
 /// A resume now ends at `position`: its held events are dropped (its replay reads them again), and an object
 /// the store already had complete has to be read again past its old end too.
 fn extend_resume(r: &mut Resume, position: u64, reader: &LogReader) {
     r.held.clear();
     r.at = position;
-    for (id, last) in r.objects.iter_mut() {
-        if let Stage::Replaying { need, .. } = &mut r.stage {
-            need.entry(id.clone()).or_insert(*last);
+    if let Stage::Replaying { need, .. } = &mut r.stage {
+        // Every object not needed yet is needed from its old end: both lists are sorted, so merge them.
+        let mut have = std::mem::take(need).into_iter().peekable();
+        for (id, last) in &r.objects {
+            while let Some(other) = have.next_if(|(o, _)| o < id) {
+                need.push(other);
+            }
+            need.push(have.next_if(|(o, _)| o == id).unwrap_or_else(|| (id.clone(), *last)));
         }
+        need.extend(have);
+    }
+    for (id, last) in r.objects.iter_mut() {
         *last = reader.last_accepted_of(id).unwrap_or(*last);
     }
 }
@@ -382,7 +400,7 @@ impl LogRole {
         let mut resuming = BTreeSet::new();
         for r in &mut self.resumes {
             extend_resume(r, position, self.follow.reader());
-            resuming.extend(r.objects.keys().cloned());
+            resuming.extend(r.objects.iter().map(|(id, _)| id.clone()));
         }
         let rest: Vec<ObjectId> = self.known().filter(|id| self.owns(id) && !resuming.contains(*id)).cloned().collect();
         self.push_resume(rest);
@@ -402,23 +420,35 @@ impl LogRole {
         else {
             return;
         };
+        // Sorted and searched rather than made a map: a resume may ask for a million objects.
         let stored = match result {
-            Ok(s) => s.into_iter().collect::<BTreeMap<_, _>>(),
+            Ok(mut s) => {
+                s.sort_by(|a, b| a.0.cmp(&b.0));
+                // As a map would: of one object given twice, the later position.
+                s.dedup_by(|later, kept| {
+                    let same = later.0 == kept.0;
+                    if same {
+                        kept.1 = later.1;
+                    }
+                    same
+                });
+                s
+            }
             Err(_) => {
                 r.stage = Stage::Waiting;
                 self.schedule_retry(now);
                 return;
             }
         };
-        let need: BTreeMap<ObjectId, u64> = r
+        let need: Vec<(ObjectId, u64)> = r
             .objects
             .iter()
             .filter_map(|(id, last)| {
-                let s = stored.get(id).copied().unwrap_or(0);
+                let s = stored.binary_search_by(|(o, _)| o.cmp(id)).map_or(0, |i| stored[i].1);
                 (s < *last).then(|| (id.clone(), s))
             })
             .collect();
-        match need.values().min().copied() {
+        match need.iter().map(|(_, s)| *s).min() {
             None => self.finish_resume(),
             Some(from) => {
                 r.stage = Stage::Replaying { next: from + 1, need, asked: false, missing_upto: 0, lost: Vec::new() };
@@ -455,8 +485,8 @@ impl LogRole {
             }
             expect = expect.max(seq + 1);
             let LogEntry::Event(event) = entry else { continue };
-            let Some(stored) = need.get(&event.object) else { continue };
-            if seq <= *stored {
+            let Some(stored) = lookup(need, &event.object) else { continue };
+            if seq <= stored {
                 continue;
             }
             debug_assert!(seq <= reader_position);
@@ -472,15 +502,18 @@ impl LogRole {
         // its range not said yet when the range grows (the resume took on more when its held events were
         // dropped).
         let mut found = Vec::new();
-        for (id, stored) in need.iter() {
-            let Some(last) = r.objects.get(id).copied() else { continue };
-            let said = lost.iter().position(|(o, _, _)| o == id);
-            let from = said.map_or(*stored, |i| lost[i].2);
-            if last > from && *missing_upto > from {
-                found.push((id.clone(), from, last));
-                match said {
-                    Some(i) => lost[i].2 = last,
-                    None => lost.push((id.clone(), *stored, last)),
+        // Nothing missing yet (the common case): nothing to look for in every object needed, chunk after chunk.
+        if *missing_upto > 0 {
+            for (id, stored) in need.iter() {
+                let Some(last) = lookup(&r.objects, id) else { continue };
+                let said = lost.iter().position(|(o, _, _)| o == id);
+                let from = said.map_or(*stored, |i| lost[i].2);
+                if last > from && *missing_upto > from {
+                    found.push((id.clone(), from, last));
+                    match said {
+                        Some(i) => lost[i].2 = last,
+                        None => lost.push((id.clone(), *stored, last)),
+                    }
                 }
             }
         }
@@ -545,7 +578,7 @@ impl LogRole {
             Stage::Waiting => {
                 r.stage = Stage::Querying;
                 self.counters.progress_queries += 1;
-                let objects = r.objects.keys().cloned().collect();
+                let objects = r.objects.iter().map(|(id, _)| id.clone()).collect();
                 self.outputs.push_back(RoleOutput::QueryProgress { token: r.token, objects });
             }
             Stage::Replaying { next, asked, .. } if !*asked && room => {
@@ -600,7 +633,7 @@ impl LogRole {
     fn hand_out(&mut self, owned: Owned) {
         let max_held = self.cfg.max_held;
         let position = self.follow.reader().position();
-        let Some(r) = self.resumes.iter_mut().find(|r| r.objects.contains_key(&owned.event.object)) else {
+        let Some(r) = self.resumes.iter_mut().find(|r| lookup(&r.objects, &owned.event.object).is_some()) else {
             self.work.push_back(Work::Event(owned));
             return;
         };
@@ -616,13 +649,15 @@ impl LogRole {
         if gained.is_empty() {
             return;
         }
-        let objects = gained
+        let mut objects: Vec<(ObjectId, u64)> = gained
             .into_iter()
             .map(|id| {
                 let last = self.follow.reader().last_accepted_of(&id).unwrap_or(0);
                 (id, last)
             })
             .collect();
+        objects.sort_by(|a, b| a.0.cmp(&b.0));
+        objects.dedup_by(|a, b| a.0 == b.0);
         let token = self.next_token;
         self.next_token += 1;
         self.counters.resumes_started += 1;
@@ -634,14 +669,9 @@ impl LogRole {
         let Some(r) = self.resumes.pop_front() else { return };
         self.counters.resumes_done += 1;
         self.backoff.reset();
-        let reader = self.follow.reader();
         let held: BTreeSet<&ObjectId> = r.held.iter().map(|h| &h.event.object).collect();
-        let objects = r
-            .objects
-            .iter()
-            .filter(|(id, _)| !held.contains(id))
-            .map(|(id, last)| (id.clone(), reader.object(id).cloned(), *last))
-            .collect();
+        let objects =
+            r.objects.iter().filter(|(id, _)| !held.contains(id)).map(|(id, last)| (id.clone(), *last)).collect();
         // Said and counted as each hole was found (`handle_replayed`).
         let lost = match r.stage {
             Stage::Replaying { lost, .. } => lost,
@@ -681,14 +711,14 @@ impl LogRole {
             }
         }
         if !lost.is_empty() {
+            lost.sort();
+            let kept = |id: &ObjectId| lost.binary_search(id).is_err();
             for r in &mut self.resumes {
-                for id in &lost {
-                    r.objects.remove(id);
-                    if let Stage::Replaying { need, .. } = &mut r.stage {
-                        need.remove(id);
-                    }
+                r.objects.retain(|(id, _)| kept(id));
+                if let Stage::Replaying { need, .. } = &mut r.stage {
+                    need.retain(|(id, _)| kept(id));
                 }
-                r.held.retain(|h| r.objects.contains_key(&h.event.object));
+                r.held.retain(|h| lookup(&r.objects, &h.event.object).is_some());
             }
         }
         self.push_resume(gained);

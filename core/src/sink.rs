@@ -211,10 +211,25 @@ pub struct Health {
     pub reason: String,
 }
 
+/// What is held to write. A resume's end holds an item for every object it took on (a sink taking over a
+/// million objects holds a million), so that one is small: the object and its last position, its row made from
+/// the reader's view as its transaction is built. An event's row is boxed, to keep the item that small.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Item {
-    Event { row: EventRow, object: Option<ObjectRow>, degraded: bool },
-    Object { row: ObjectRow, degraded: bool },
+    Event {
+        row: Box<EventRow>,
+        object: Option<ObjectRow>,
+        degraded: bool,
+    },
+    Object {
+        row: ObjectRow,
+        degraded: bool,
+    },
+    /// The row of an object at the end of a resume, not made yet (see `Sink::resumed_row`).
+    Resumed {
+        object: ObjectId,
+        last: u64,
+    },
 }
 
 impl Item {
@@ -228,13 +243,14 @@ impl Item {
     fn event_seq(&self) -> Option<u64> {
         match self {
             Item::Event { row, .. } => Some(row.seq),
-            Item::Object { .. } => None,
+            Item::Object { .. } | Item::Resumed { .. } => None,
         }
     }
 
     fn degraded(&self) -> bool {
         match self {
             Item::Event { degraded, .. } | Item::Object { degraded, .. } => *degraded,
+            Item::Resumed { .. } => false,
         }
     }
 
@@ -248,6 +264,8 @@ impl Item {
                 Item::Event { row, object, degraded: true }
             }
             Item::Object { row, .. } => Item::Object { row: degrade_object(row), degraded: true },
+            // Made into an object's row before it is ever written.
+            Item::Resumed { .. } => self,
         }
     }
 }
@@ -515,12 +533,10 @@ impl Sink {
                     After::Replayed => None,
                 };
                 self.pending_events += 1;
-                self.pending.push_back(Item::Event { row: event_row(&owned, max), object, degraded: false });
+                self.pending.push_back(Item::Event { row: Box::new(event_row(&owned, max)), object, degraded: false });
             }
             Work::Resumed { objects, .. } => {
-                for (id, view, last) in objects {
-                    self.pending.push_back(Item::Object { row: object_row(&id, view.as_ref(), last), degraded: false });
-                }
+                self.pending.extend(objects.into_iter().map(|(object, last)| Item::Resumed { object, last }));
             }
         }
     }
@@ -536,13 +552,24 @@ impl Sink {
             if !items.is_empty() && rows + item.rows() > limit {
                 break;
             }
+            let item = match self.pending.pop_front().expect("front exists") {
+                Item::Resumed { object, last } => match self.resumed_row(&object, last) {
+                    Some(row) => Item::Object { row, degraded: false },
+                    None => continue,
+                },
+                item => item,
+            };
             rows += item.rows();
-            let item = self.pending.pop_front().expect("front exists");
             self.pending_events -= usize::from(item.event_seq().is_some());
             items.push(item);
             if self.isolate > 0 {
                 break;
             }
+        }
+        // A resume's end may have held a row for every object: give the room back as it drains.
+        let room = self.pending.len().max(self.cfg.max_batch) * 2;
+        if self.pending.capacity() > 2 * room {
+            self.pending.shrink_to(room);
         }
         let mut events = Vec::new();
         let mut objects: BTreeMap<ObjectId, ObjectRow> = BTreeMap::new();
@@ -555,12 +582,13 @@ impl Sink {
         for item in &items {
             match item {
                 Item::Event { row, object, .. } => {
-                    events.push(row.clone());
+                    events.push(EventRow::clone(row));
                     if let Some(o) = object {
                         keep(o);
                     }
                 }
                 Item::Object { row, .. } => keep(row),
+                Item::Resumed { .. } => unreachable!("made into an object's row as it was taken"),
             }
         }
         // Everything owned at or below this position is in this transaction or an earlier one, once it commits.
@@ -580,6 +608,15 @@ impl Sink {
         self.next_batch += 1;
         self.outputs.push_back(Output::Write(batch.clone()));
         self.inflight = Some((batch, items));
+    }
+
+    /// The row of an object at the end of a resume that took it on, at its last position there: the reader's
+    /// view, if the object has had no accepted event since (so the view is the one at the resume's end). If it
+    /// has, that event was handed out after the resume's end and brings the object's row with it (a newer one),
+    /// so none is made here.
+    fn resumed_row(&self, object: &ObjectId, last: u64) -> Option<ObjectRow> {
+        let reader = self.role.reader();
+        (reader.last_accepted_of(object) == Some(last)).then(|| object_row(object, reader.object(object), last))
     }
 
     fn handle_written(&mut self, now: Time, id: u64, result: Result<(), StoreError>) {

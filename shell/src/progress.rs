@@ -12,7 +12,7 @@ use crate::metrics;
 use async_nats::jetstream::kv::{self, CreateErrorKind, Operation, UpdateErrorKind};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use futures_util::{stream, StreamExt};
+use futures_util::{stream, StreamExt, TryStreamExt};
 use jaque_core::notifier::{DeliveryRecord, EndpointId, Stored};
 use jaque_core::ObjectId;
 use std::sync::Arc;
@@ -78,15 +78,16 @@ impl Progress {
         objects: Vec<ObjectId>,
         endpoints: Vec<EndpointId>,
     ) -> Result<Vec<(ObjectId, EndpointId, Stored)>, String> {
-        let keys: Vec<(ObjectId, EndpointId)> =
-            objects.iter().flat_map(|o| endpoints.iter().map(move |e| (o.clone(), *e))).collect();
-        type Found = Option<(ObjectId, EndpointId, Stored)>;
-        let results: Vec<Result<Found, String>> = stream::iter(keys)
+        // Only the records found are kept, and the first error ends the read (as the answer would be that error
+        // anyway): a resume asks for every object it takes on, a million at start, most with no record.
+        let n = endpoints.len();
+        let keys = (0..objects.len() * n).map(move |k| (objects[k / n].clone(), endpoints[k % n]));
+        stream::iter(keys)
             .map(|(o, e)| async move { Ok(self.get(&record_key(e, &o)).await?.map(|s| (o, e, s))) })
             .buffer_unordered(READ_CONCURRENCY)
-            .collect()
-            .await;
-        results.into_iter().filter_map(Result::transpose).collect()
+            .try_filter_map(|found| async move { Ok(found) })
+            .try_collect()
+            .await
     }
 
     /// Writes the record only if it is at revision `expect` (`None`: only if there is none). `Ok(None)`: it

@@ -258,10 +258,15 @@ fn failover(ui: &Jaque, gone: &str, target: &str, act: impl FnOnce()) -> (Durati
 }
 
 fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:`).
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
 }
@@ -2177,8 +2182,10 @@ fn p10() {
 /// (SQLite) and a notifier, each with 1,000,000 objects, against each one's own before the objects; the first
 /// page of `GET /api/objects` and a walk of every page of 10,000.
 fn p8_million() {
-    const N: usize = 1_000_000;
-    eprintln!("jaque-bench: P8 memory at {N} objects...");
+    // A smaller count for a quick look while working on memory: `JAQUE_BENCH_P8M_OBJECTS=200000`.
+    let n: usize = std::env::var("JAQUE_BENCH_P8M_OBJECTS").ok().and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let label = if n.is_multiple_of(1_000_000) { format!("{}M", n / 1_000_000) } else { n.to_string() };
+    eprintln!("jaque-bench: P8 memory at {n} objects...");
     let dir = tempfile::tempdir().unwrap();
     let rx = Receiver::start(None);
     let hook = rx.url("/hook");
@@ -2205,12 +2212,12 @@ fn p8_million() {
     let nats = Nats::start();
     let servers = Servers::one(&nats);
     let load = Instant::now();
-    let engine_idle = load_log(&servers, N, |_| State::Pending);
-    eprintln!("jaque-bench: P8 loaded {N} objects in {:.0} s", load.elapsed().as_secs_f64());
+    let engine_idle = load_log(&servers, n, |_| State::Pending);
+    eprintln!("jaque-bench: P8 loaded {n} objects in {:.0} s", load.elapsed().as_secs_f64());
     let e = engine_as(&servers, "rss", "engine,ui");
     let [ui, sink, notifier] = readers(&servers.url, "sink.db");
     poll_long("the engine owns every loaded object", || {
-        (e.metric("jaque_engine_objects_owned") == Some(N as f64)).then_some(())
+        (e.metric("jaque_engine_objects_owned") == Some(n as f64)).then_some(())
     });
     let last = e.metric("jaque_engine_log_position").unwrap();
     poll_long("every reader read the whole log", || {
@@ -2220,6 +2227,19 @@ fn p8_million() {
             && notifier.metric("jaque_notifier_log_position")? >= last;
         caught.then_some(())
     });
+    // The sink's lag counts events; the objects' rows of its resume follow them: wait until it commits no more.
+    let mut batches = (f64::NAN, 0);
+    poll_long("the sink wrote every objects row", || {
+        let now = sink.metric("jaque_sink_batches_written_total")?;
+        batches = if now == batches.0 { (now, batches.1 + 1) } else { (now, 0) };
+        (batches.1 >= 3).then_some(())
+    });
+    for (who, j) in [("engine", &e), ("ui", &ui), ("sink", &sink), ("notifier", &notifier)] {
+        eprintln!(
+            "jaque-bench: P8 {who} peak resident memory (VmHWM) {:.1} MiB",
+            status_kib(j.proc.pid(), "VmHWM:") as f64 / 1024.0
+        );
+    }
     let rows = [
         ("engine (engine,ui: its API reads the engine's own view)", rss_kib(e.proc.pid()), engine_idle),
         ("-target ui", rss_kib(ui.proc.pid()), idle[0]),
@@ -2228,10 +2248,10 @@ fn p8_million() {
     ];
     for (who, kib, idle_kib) in rows {
         println!(
-            "| P8 | {who} resident memory, 1M objects | {:.1} MiB | {:.1} MiB with no object | {:.0} bytes/object | |",
+            "| P8 | {who} resident memory, {label} objects | {:.1} MiB | {:.1} MiB with no object | {:.0} bytes/object | |",
             kib as f64 / 1024.0,
             idle_kib as f64 / 1024.0,
-            (kib.saturating_sub(idle_kib) * 1024) as f64 / N as f64
+            (kib.saturating_sub(idle_kib) * 1024) as f64 / n as f64
         );
     }
     let mut first: Vec<Duration> = (0..20)
@@ -2251,9 +2271,9 @@ fn p8_million() {
         })
         .collect();
     let (pages, walk) = all_pages(&e, "/api/objects?limit=10000");
-    assert_eq!(pages.iter().sum::<usize>(), N);
+    assert_eq!(pages.iter().sum::<usize>(), n);
     println!(
-        "| P8 | GET /api/objects at 1M objects: first page (limit=100) p50 / problems first (sort=severity) p50 / every page of 10,000 (100 pages) | {:.2} ms / {:.0} ms / {:.1} s | | | |",
+        "| P8 | GET /api/objects at {label} objects: first page (limit=100) p50 / problems first (sort=severity) p50 / every page of 10,000 (100 pages) | {:.2} ms / {:.0} ms / {:.1} s | | | |",
         ms(pct(&mut first, 0.5)),
         ms(pct(&mut severity, 0.5)),
         walk.as_secs_f64()
