@@ -11,7 +11,7 @@ use std::mem::size_of;
 
 /// P8 (1M objects): resident bytes per object of each process that folds the log.
 const BYTES_PER_OBJECT: [(&str, f64); 4] =
-    [("engine (engine,ui)", 843.0), ("-target ui", 482.0), ("sink", 947.0), ("notifier", 1222.0)];
+    [("engine (engine,ui)", 439.0), ("-target ui", 266.0), ("sink", 306.0), ("notifier", 303.0)];
 /// P9: checks one engine and one worker complete per CPU second between them, tcp probes (-queue nats, 10k objects
 /// every second, the step below saturation on this machine).
 const CHECKS_PER_CPU_SECOND: f64 = 15_000.0;
@@ -79,15 +79,21 @@ fn main() {
     println!("| `ObjectView` inline (the value of the reader's map) | {} |", size_of::<ObjectView>());
     println!("| of which `ObjectDef` (probe, interval, timeout) | {} |", size_of::<ObjectDef>());
     println!(
-        "| of which `Option<TransitionInfo>` (the last transition, shown by the ui) | {} |",
-        size_of::<Option<TransitionInfo>>()
+        "| of which `Option<Box<TransitionInfo>>` (the last transition, shown by the ui; a heap block only once \
+         the object changed state) | {} |",
+        size_of::<Option<Box<TransitionInfo>>>()
     );
     println!(
-        "| `ObjectId` inline (the map's key; its bytes are a heap block of their own) | {} |",
+        "| `TransitionInfo` in its heap block, once the object had a transition | {} |",
+        size_of::<TransitionInfo>()
+    );
+    println!(
+        "| `ObjectId` inline (an `Arc<str>`: the map's key; its bytes and count are one heap block shared by every \
+         copy) | {} |",
         size_of::<ObjectId>()
     );
     println!(
-        "| a due entry of an engine's schedule, `(Time, ObjectId)` (a second copy of the id) | {} |",
+        "| a due entry of an engine's schedule, `(Time, ObjectId)` (the id shared, not copied) | {} |",
         size_of::<(Time, ObjectId)>()
     );
     let probe = Probe::Tcp { addr: "127.0.0.1:9".into() };
