@@ -124,8 +124,18 @@ fn ui(n: usize) {
         r.read(seq, &entry(seq));
     }
     report("ui (LogReader)", n, base);
+    // What an engine's snapshot adds while it is written: the copy handed to the encoder and the encoded bytes.
+    let base_snapshot = mark();
+    let snapshot = r.snapshot();
+    let bytes = jaque_core::wire::encode_snapshot(&snapshot);
+    drop(snapshot);
+    SNAPSHOT_BYTES.store(bytes.len(), Relaxed);
+    drop(bytes);
+    report("a snapshot of that reader, taken and encoded (on top of it)", n, base_snapshot);
     drop(r);
 }
+
+static SNAPSHOT_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 fn engine(n: usize) {
     let base = mark();
@@ -229,4 +239,9 @@ fn main() {
     engine(n);
     notifier(n);
     sink(n);
+    println!();
+    println!(
+        "An encoded snapshot of the ui's reader: {:.0} bytes per object.",
+        SNAPSHOT_BYTES.load(Relaxed) as f64 / n as f64
+    );
 }

@@ -25,6 +25,7 @@ use crate::time::Time;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why an event was discarded.
@@ -312,10 +313,11 @@ pub struct LogReader {
     position: u64,
     /// Whether any position was read yet: a log numbered from 0 has a real position 0 that can be re-delivered.
     started: bool,
-    /// Each view boxed: a B-tree node holds eleven entries but is, filled in log order, little more than half
-    /// full, so inline views would leave nearly half of a node's room for them empty; boxed, the room a node
-    /// leaves empty is a pointer's.
-    objects: BTreeMap<ObjectId, Box<ObjectView>>,
+    /// Each view behind a pointer: a B-tree node holds eleven entries but is, filled in log order, little more
+    /// than half full, so inline views would leave nearly half of a node's room for them empty; behind a
+    /// pointer, the room a node leaves empty is a pointer's. Shared (`Arc`, copied on write) so that a snapshot
+    /// holds the views without copying them while it is encoded off the loop.
+    objects: BTreeMap<ObjectId, Arc<ObjectView>>,
     /// Object ids with accepted events that have no view — deleted ones, and ones a command named that never
     /// existed — with the position and log time of their last one: with the views' `last_seq`, what a sink or
     /// notifier starting from a snapshot needs to know which objects its store may be behind on. Forgotten
@@ -359,7 +361,7 @@ impl LogReader {
         self.epoch_seq
     }
 
-    pub fn objects(&self) -> &BTreeMap<ObjectId, Box<ObjectView>> {
+    pub fn objects(&self) -> &BTreeMap<ObjectId, Arc<ObjectView>> {
         &self.objects
     }
 
@@ -439,7 +441,9 @@ impl LogReader {
                 .copied()
                 .zip(self.fence.records.iter().map(|(r, _)| r.clone()))
                 .collect(),
-            objects: self.objects.iter().map(|(id, v)| (id.clone(), ObjectView::clone(v))).collect(),
+            // The views are shared, not copied: the reader copies one only if it changes it while the snapshot
+            // is still held (being encoded), so a snapshot of a million objects costs a list of pointers.
+            objects: self.objects.iter().map(|(id, v)| (id.clone(), Arc::clone(v))).collect(),
             tombstones: {
                 let mut t: Vec<_> = self.tombstones.iter().map(|(id, (seq, at))| (id.clone(), *seq, *at)).collect();
                 t.sort_by_key(|(_, seq, at)| (*at, *seq));
@@ -478,8 +482,8 @@ impl LogReader {
             if view.last_seq > s.position {
                 return Err(SnapshotError::Invalid(format!("{id} was last changed past the snapshot's position")));
             }
-            view.key = hrw::key(id.as_str());
-            if reader.objects.insert(id.clone(), Box::new(view)).is_some() {
+            Arc::make_mut(&mut view).key = hrw::key(id.as_str());
+            if reader.objects.insert(id.clone(), view).is_some() {
                 return Err(SnapshotError::Invalid(format!("{id} appears twice")));
             }
         }
@@ -607,7 +611,7 @@ impl LogReader {
 
     /// Records `seq` as the last accepted event of `object`, whatever it did: on its view, or as a tombstone.
     fn note_accepted(&mut self, seq: u64, object: &ObjectId) {
-        match self.objects.get_mut(object) {
+        match self.objects.get_mut(object).map(Arc::make_mut) {
             Some(view) => {
                 view.last_seq = seq;
                 self.tombstones.remove(object);
@@ -636,7 +640,7 @@ impl LogReader {
         let effect = match &event.body {
             EventBody::Put { def } => {
                 let view = self.objects.entry(event.object.clone()).or_insert_with(|| {
-                    Box::new(ObjectView {
+                    Arc::new(ObjectView {
                         def: def.clone(),
                         key,
                         state: State::Pending,
@@ -648,6 +652,7 @@ impl LogReader {
                         last_seq: seq,
                     })
                 });
+                let view = Arc::make_mut(view);
                 view.def = def.clone();
                 view.anchor = event.at;
                 view.last_seq = seq;
@@ -655,6 +660,7 @@ impl LogReader {
             }
             EventBody::Transition { to, from, output } => match self.objects.get_mut(&event.object) {
                 Some(view) if view.state != *to => {
+                    let view = Arc::make_mut(view);
                     // The writer's id from the epoch record in force (an accepted event's writer is one of its
                     // members): one allocation shared by every object it wrote, not one per event decoded.
                     let writer = self
@@ -688,7 +694,7 @@ impl LogReader {
                 }
             }
             body @ (EventBody::Pause | EventBody::Resume | EventBody::Ack | EventBody::CheckRequested) => {
-                match self.objects.get_mut(&event.object) {
+                match self.objects.get_mut(&event.object).map(Arc::make_mut) {
                     Some(view) => {
                         match body {
                             EventBody::Pause => view.paused = true,
@@ -738,7 +744,8 @@ pub struct ReaderSnapshot {
     pub started: bool,
     /// Each installed epoch record with its log position, in order.
     pub epochs: Vec<(u64, EpochRecord)>,
-    pub objects: Vec<(ObjectId, ObjectView)>,
+    /// Shared with the reader that took it (a snapshot is a list of pointers until it is encoded).
+    pub objects: Vec<(ObjectId, Arc<ObjectView>)>,
     /// Object ids with accepted events and no view (deleted, or never created) with the position and log time
     /// of their last one, oldest first.
     #[serde(default)]

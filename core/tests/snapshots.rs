@@ -204,3 +204,37 @@ fn a_purge_keeps_the_last_entry_a_snapshot_covers_so_a_reader_behind_it_meets_th
     assert_eq!(b.counters.restores, 1, "b never learned of the hole");
     assert_eq!(b.reader(), &w.oracle());
 }
+
+#[test]
+fn a_snapshot_shares_the_readers_views_and_keeps_its_own_state_when_the_reader_changes_one() {
+    let mut w = World::new();
+    w.config = Some(every(1_000_000));
+    w.add_engine("a", 1);
+    for i in 0..10 {
+        put(&mut w, "a", &format!("c{i}"), &format!("obj-{i}"));
+    }
+    let upto = w.log.len();
+    let mut r = LogReader::new();
+    for (i, e) in w.log.iter().enumerate() {
+        r.read(i as u64 + 1, e);
+    }
+    let held = r.snapshot();
+    let encoded = wire::encode_snapshot(&held);
+    // Taken, a snapshot points at the reader's views instead of copying them.
+    for (id, view) in &held.objects {
+        assert!(std::sync::Arc::ptr_eq(view, &r.objects()[id]), "{id}: the snapshot copied its view");
+    }
+    // The reader goes on while the snapshot is held (as while it is encoded off the loop): a view it changes is
+    // copied first, the others stay shared, and the snapshot still is the log's state at its position.
+    let r1 = w.submit("a", cmd("p", "obj-3", CommandKind::Pause));
+    assert!(matches!(w.outcome(r1), Outcome::Applied { .. }));
+    for (i, e) in w.log.iter().enumerate().skip(upto) {
+        r.read(i as u64 + 1, e);
+    }
+    assert!(r.objects()[&oid("obj-3")].paused);
+    for (id, view) in &held.objects {
+        assert!(!view.paused, "{id}: the held snapshot saw a later change");
+        assert_eq!(std::sync::Arc::ptr_eq(view, &r.objects()[id]), id.as_str() != "obj-3", "{id}");
+    }
+    assert_eq!(wire::encode_snapshot(&held), encoded, "the held snapshot changed");
+}
