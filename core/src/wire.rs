@@ -114,6 +114,12 @@ pub fn encode_snapshot(s: &ReaderSnapshot) -> Vec<u8> {
     encode(s)
 }
 
+/// `encode_snapshot`'s bytes written to `out` as they are made, so that a caller can store them as they come
+/// instead of holding them whole (a snapshot of a million objects is ~240 MB). An error is `out`'s.
+pub fn write_snapshot(s: &ReaderSnapshot, out: impl std::io::Write) -> std::io::Result<()> {
+    serde_json::to_writer(out, s).map_err(std::io::Error::from)
+}
+
 /// A snapshot back to a reader in the state it records, or why not (never a panic).
 pub fn decode_snapshot(bytes: &[u8]) -> Result<LogReader, WireError> {
     let s: ReaderSnapshot =

@@ -7,8 +7,13 @@ use crate::coord::Coordination;
 use crate::metrics::Exposition;
 use jaque_core::log::{LogReader, ReaderSnapshot};
 use jaque_core::wire;
+use std::io::{self, Write};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{ready, Context, Poll};
 use std::time::Instant;
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::mpsc;
 
 static WRITTEN: AtomicU64 = AtomicU64::new(0);
 static WRITE_FAILURES: AtomicU64 = AtomicU64::new(0);
@@ -65,7 +70,8 @@ pub async fn latest_reader(coord: &Coordination) -> Option<LogReader> {
     }
 }
 
-/// Encodes and stores a snapshot off the loop; `done` gets the store's answer.
+/// Encodes and stores a snapshot off the loop; `done` gets the store's answer. The bytes go to the store as
+/// they are made, a chunk at a time, and are never held whole (a snapshot of a million objects is ~240 MB).
 pub fn spawn_write(
     coord: Coordination,
     snapshot: Box<ReaderSnapshot>,
@@ -74,24 +80,32 @@ pub fn spawn_write(
     tokio::spawn(async move {
         let position = snapshot.position;
         let started = Instant::now();
-        let result = match tokio::task::spawn_blocking(move || wire::encode_snapshot(&snapshot)).await {
-            Ok(bytes) => {
-                let len = bytes.len() as u64;
-                let r = coord.save_snapshot(position, bytes).await;
-                if r.is_ok() {
-                    WRITTEN.fetch_add(1, Ordering::Relaxed);
-                    LAST_POSITION.fetch_max(position, Ordering::Relaxed);
-                    LAST_BYTES.store(len, Ordering::Relaxed);
-                    tracing::info!(
-                        position,
-                        bytes = len,
-                        took_ms = started.elapsed().as_millis() as u64,
-                        "snapshot written"
-                    );
-                }
-                r
-            }
+        let (bytes, mut writer) = SnapshotBytes::channel();
+        let encoder = tokio::task::spawn_blocking(move || {
+            wire::write_snapshot(&snapshot, &mut writer)?;
+            writer.finish()
+        });
+        let stored = coord.save_snapshot(position, bytes).await;
+        // The encoder ends by itself once the store stops reading.
+        let encoded = match encoder.await {
+            Ok(Ok(len)) => Ok(len),
+            Ok(Err(e)) => Err(format!("encoding the snapshot: {e}")),
             Err(e) => Err(format!("encoding the snapshot: {e}")),
+        };
+        let result = match (stored, encoded) {
+            (Ok(()), Ok(len)) => {
+                WRITTEN.fetch_add(1, Ordering::Relaxed);
+                LAST_POSITION.fetch_max(position, Ordering::Relaxed);
+                LAST_BYTES.store(len, Ordering::Relaxed);
+                tracing::info!(
+                    position,
+                    bytes = len,
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "snapshot written"
+                );
+                Ok(())
+            }
+            (Err(e), _) | (Ok(()), Err(e)) => Err(e),
         };
         if let Err(e) = &result {
             WRITE_FAILURES.fetch_add(1, Ordering::Relaxed);
@@ -99,6 +113,138 @@ pub fn spawn_write(
         }
         done(position, result);
     });
+}
+
+/// How many bytes of an encoded snapshot go to the store at once.
+const CHUNK: usize = 256 * 1024;
+
+/// An encoded snapshot as its encoder makes it: chunks in order, then an empty chunk that says it is whole. A
+/// store reads it as it comes ([`SnapshotBytes::next`], [`SnapshotBytes::blocking_next`], or as an
+/// [`AsyncRead`]); if the encoder stops before the end, reading says so instead of ending, so that a
+/// truncated snapshot is never stored.
+pub struct SnapshotBytes {
+    rx: mpsc::Receiver<Vec<u8>>,
+    chunk: Vec<u8>,
+    at: usize,
+    whole: bool,
+}
+
+/// The encoder's end of [`SnapshotBytes`].
+pub struct SnapshotWriter {
+    tx: mpsc::Sender<Vec<u8>>,
+    buf: Vec<u8>,
+    len: u64,
+}
+
+impl SnapshotBytes {
+    /// A snapshot's bytes and the writer that makes them; two chunks wait between them at most.
+    pub fn channel() -> (SnapshotBytes, SnapshotWriter) {
+        let (tx, rx) = mpsc::channel(2);
+        let bytes = SnapshotBytes { rx, chunk: Vec::new(), at: 0, whole: false };
+        (bytes, SnapshotWriter { tx, buf: Vec::with_capacity(CHUNK), len: 0 })
+    }
+
+    /// Bytes already whole, as one chunk.
+    #[cfg(test)]
+    pub fn from_vec(bytes: Vec<u8>) -> SnapshotBytes {
+        let (out, mut w) = SnapshotBytes::channel();
+        if !bytes.is_empty() {
+            w.tx.try_send(bytes).expect("room for one chunk");
+        }
+        w.tx.try_send(Vec::new()).expect("room for the end");
+        out
+    }
+
+    fn take(&mut self, got: Option<Vec<u8>>) -> Result<Option<Vec<u8>>, String> {
+        match got {
+            Some(c) if c.is_empty() => {
+                self.whole = true;
+                Ok(None)
+            }
+            Some(c) => Ok(Some(c)),
+            None if self.whole => Ok(None),
+            None => Err("the snapshot's encoding stopped before its end".into()),
+        }
+    }
+
+    /// The next chunk; `None` once the snapshot is whole.
+    pub async fn next(&mut self) -> Result<Option<Vec<u8>>, String> {
+        if self.whole {
+            return Ok(None);
+        }
+        let got = self.rx.recv().await;
+        self.take(got)
+    }
+
+    /// `next` from a thread outside the runtime (a blocking task).
+    pub fn blocking_next(&mut self) -> Result<Option<Vec<u8>>, String> {
+        if self.whole {
+            return Ok(None);
+        }
+        let got = self.rx.blocking_recv();
+        self.take(got)
+    }
+
+    /// Every chunk in one buffer (a store that keeps snapshots in memory).
+    pub async fn collect(mut self) -> Result<Vec<u8>, String> {
+        let mut all = Vec::new();
+        while let Some(c) = self.next().await? {
+            all.extend_from_slice(&c);
+        }
+        Ok(all)
+    }
+}
+
+impl AsyncRead for SnapshotBytes {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, out: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        while self.at == self.chunk.len() {
+            if self.whole {
+                return Poll::Ready(Ok(()));
+            }
+            let got = ready!(self.rx.poll_recv(cx));
+            match self.take(got) {
+                Ok(Some(c)) => (self.chunk, self.at) = (c, 0),
+                Ok(None) => return Poll::Ready(Ok(())),
+                Err(e) => return Poll::Ready(Err(io::Error::other(e))),
+            }
+        }
+        let n = out.remaining().min(self.chunk.len() - self.at);
+        out.put_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl SnapshotWriter {
+    fn send(&mut self, chunk: Vec<u8>) -> io::Result<()> {
+        self.tx.blocking_send(chunk).map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the store stopped reading"))
+    }
+
+    /// Sends what is left and the end; the snapshot's length in bytes.
+    pub fn finish(mut self) -> io::Result<u64> {
+        if !self.buf.is_empty() {
+            let rest = std::mem::take(&mut self.buf);
+            self.send(rest)?;
+        }
+        self.send(Vec::new())?;
+        Ok(self.len)
+    }
+}
+
+impl Write for SnapshotWriter {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        self.len += b.len() as u64;
+        if self.buf.len() >= CHUNK {
+            let full = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK));
+            self.send(full)?;
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Purges the log's events below `below` (a snapshot past them is durable).
@@ -186,5 +332,70 @@ pub fn expose(m: &mut Exposition) {
     ];
     for (name, kind, help, v) in rows {
         m.one(name, kind, help, v.load(Ordering::Relaxed));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    }
+
+    /// Bytes written by a blocking encoder, over several chunks, read back whole as an `AsyncRead`.
+    #[test]
+    fn a_snapshot_read_as_it_is_written_is_the_bytes_written() {
+        rt().block_on(async {
+            let want: Vec<u8> = (0..3 * CHUNK + 17).map(|i| (i % 251) as u8).collect();
+            let (mut bytes, mut w) = SnapshotBytes::channel();
+            let written = want.clone();
+            let encoder = tokio::task::spawn_blocking(move || {
+                for piece in written.chunks(1000) {
+                    w.write_all(piece)?;
+                }
+                w.finish()
+            });
+            let mut got = Vec::new();
+            bytes.read_to_end(&mut got).await.unwrap();
+            assert_eq!(encoder.await.unwrap().unwrap(), want.len() as u64);
+            assert_eq!(got, want);
+        });
+    }
+
+    /// An encoder that stops before its end leaves bytes that read as an error, never as a shorter snapshot.
+    #[test]
+    fn a_snapshot_whose_encoder_stopped_early_reads_as_an_error() {
+        rt().block_on(async {
+            let (mut bytes, mut w) = SnapshotBytes::channel();
+            tokio::task::spawn_blocking(move || {
+                w.write_all(&vec![b'x'; CHUNK + 1]).unwrap();
+                drop(w);
+            })
+            .await
+            .unwrap();
+            let mut got = Vec::new();
+            assert!(bytes.read_to_end(&mut got).await.is_err(), "read {} bytes as a whole snapshot", got.len());
+            let (mut bytes, w) = SnapshotBytes::channel();
+            drop(w);
+            assert!(bytes.next().await.is_err());
+        });
+    }
+
+    /// A store that stops reading stops the encoder with an error instead of leaving it blocked.
+    #[test]
+    fn an_encoder_whose_store_stopped_reading_ends_with_an_error() {
+        rt().block_on(async {
+            let (bytes, mut w) = SnapshotBytes::channel();
+            drop(bytes);
+            let r = tokio::task::spawn_blocking(move || {
+                w.write_all(&vec![b'x'; 4 * CHUNK])?;
+                w.finish()
+            })
+            .await
+            .unwrap();
+            assert_eq!(r.unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+        });
     }
 }

@@ -30,11 +30,12 @@
 //! later frame after it (damage, not an interrupted append), is refused (exit 2) with the file and the offset:
 //! the process never drops silently what it may have acknowledged.
 
+use crate::snapshots::SnapshotBytes;
 use jaque_core::wire;
 use jaque_core::LogEntry;
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write as _};
+use std::io::{self, Read, Seek, SeekFrom, Write as _};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -297,9 +298,9 @@ impl DiskLog {
     }
 
     /// Stores a snapshot atomically and keeps the newest two; the next entry begins a new segment.
-    pub(super) async fn save_snapshot(&self, position: u64, bytes: Vec<u8>) -> Result<(), String> {
+    pub(super) async fn save_snapshot(&self, position: u64, bytes: SnapshotBytes) -> Result<(), String> {
         let dir = self.path.join("snapshots");
-        tokio::task::spawn_blocking(move || write_snapshot(&dir, position, &bytes))
+        tokio::task::spawn_blocking(move || write_snapshot(&dir, position, bytes))
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("writing snapshot {position} in {}: {e}", self.path.display()))?;
@@ -584,17 +585,33 @@ fn check_snapshots(dir: &Path) -> Result<Vec<u64>, String> {
     Ok(out)
 }
 
-fn write_snapshot(dir: &Path, position: u64, bytes: &[u8]) -> io::Result<()> {
+/// Writes a snapshot's bytes as they come into a temporary file, then its header (length and checksum, known
+/// only at the end) at the file's start, and renames it into place once it is whole and on disk.
+fn write_snapshot(dir: &Path, position: u64, mut bytes: SnapshotBytes) -> io::Result<()> {
     let name = format!("{position:020}.snap");
     let tmp = dir.join(format!("{name}.tmp"));
     let mut digest = CRC.digest();
     digest.update(&position.to_le_bytes());
-    digest.update(bytes);
     let mut file = File::create(&tmp)?;
-    file.write_all(&((bytes.len() + 8) as u64).to_le_bytes())?;
-    file.write_all(&digest.finalize().to_le_bytes())?;
+    file.write_all(&[0; 12])?;
     file.write_all(&position.to_le_bytes())?;
-    file.write_all(bytes)?;
+    let mut len = 0u64;
+    let body = (|| {
+        while let Some(chunk) = bytes.blocking_next().map_err(io::Error::other)? {
+            digest.update(&chunk);
+            file.write_all(&chunk)?;
+            len += chunk.len() as u64;
+        }
+        Ok::<_, io::Error>(())
+    })();
+    if let Err(e) = body {
+        drop(file);
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(&(len + 8).to_le_bytes())?;
+    file.write_all(&digest.finalize().to_le_bytes())?;
     file.sync_all()?;
     drop(file);
     fs::rename(&tmp, dir.join(&name))?;
@@ -870,7 +887,7 @@ mod tests {
         disk.entry(2, &event("a"));
         disk.entry(3, &event("b")).wait().await.unwrap();
         disk.record(7, "notify.x.y", b"{}").wait().await.unwrap();
-        disk.save_snapshot(3, b"state at 3".to_vec()).await.unwrap();
+        disk.save_snapshot(3, SnapshotBytes::from_vec(b"state at 3".to_vec())).await.unwrap();
         assert_eq!(synced.lock().unwrap().last(), Some(&3), "the store hears of every position once it is durable");
         disk.close().await;
         drop(disk);
@@ -933,16 +950,16 @@ mod tests {
         let (_, disk, _) = start(tmp.path());
         disk.entry(1, &epoch(1));
         disk.entry(2, &event("a")).wait().await.unwrap();
-        disk.save_snapshot(2, b"s2".to_vec()).await.unwrap();
+        disk.save_snapshot(2, SnapshotBytes::from_vec(b"s2".to_vec())).await.unwrap();
         disk.entry(3, &event("b"));
         disk.entry(4, &event("c")).wait().await.unwrap();
-        disk.save_snapshot(4, b"s4".to_vec()).await.unwrap();
+        disk.save_snapshot(4, SnapshotBytes::from_vec(b"s4".to_vec())).await.unwrap();
         disk.entry(5, &event("d")).wait().await.unwrap();
         assert_eq!(segments(tmp.path()), vec![1, 3, 5]);
         assert_eq!(disk.purge(3).await.unwrap().segments, 1, "the segment of 1..=2 is below 3");
         assert_eq!(disk.purge(5).await.unwrap().segments, 1);
         assert_eq!(segments(tmp.path()), vec![5], "the open segment stays");
-        disk.save_snapshot(5, b"s5".to_vec()).await.unwrap();
+        disk.save_snapshot(5, SnapshotBytes::from_vec(b"s5".to_vec())).await.unwrap();
         assert_eq!(disk.purge(6).await.unwrap(), Freed::default(), "the newest segment holds the last position");
         assert_eq!(snapshot_files(&tmp.path().join("snapshots")).unwrap().len(), SNAPSHOTS_KEPT);
         disk.close().await;

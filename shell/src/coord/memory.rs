@@ -6,6 +6,7 @@
 
 use super::disk::{DataDir, DiskLog, Durable, Freed};
 use super::{key, observe, LogEvent, MemberEvent};
+use crate::snapshots::SnapshotBytes;
 use jaque_core::wire::{self, Heartbeat};
 use jaque_core::{Bucket, EpochRecord, LogEntry, MemberRef};
 use std::collections::{BTreeMap, VecDeque};
@@ -267,10 +268,11 @@ impl MemStore {
         self.lock().disk.clone()
     }
 
-    pub(super) async fn save_snapshot(&self, position: u64, bytes: Vec<u8>) -> Result<(), String> {
+    pub(super) async fn save_snapshot(&self, position: u64, bytes: SnapshotBytes) -> Result<(), String> {
         if let Some(disk) = self.disk() {
             return disk.save_snapshot(position, bytes).await;
         }
+        let bytes = bytes.collect().await?;
         let mut inner = self.lock();
         inner.snapshots.insert(position, bytes);
         while inner.snapshots.len() > SNAPSHOTS_KEPT {

@@ -12,6 +12,7 @@ pub use memory::MemStore;
 pub use nats::{expose_followers, NatsCoord, EVENT_SUBJECT};
 
 use crate::metrics;
+use crate::snapshots::SnapshotBytes;
 use async_nats::jetstream::{self, message::PublishMessage};
 use jaque_core::wire;
 use jaque_core::{Bucket, EpochRecord, Event, LogEntry, MemberChange, MemberId, MemberObservation, MemberRef};
@@ -146,7 +147,7 @@ impl Coordination {
 
     /// Stores an encoded reader snapshot taken at log position `position`. Snapshots are kept by position:
     /// a late write of an older one never hides a newer one.
-    pub async fn save_snapshot(&self, position: u64, bytes: Vec<u8>) -> Result<(), String> {
+    pub async fn save_snapshot(&self, position: u64, bytes: SnapshotBytes) -> Result<(), String> {
         match self {
             Coordination::Memory(m) => m.save_snapshot(position, bytes).await,
             Coordination::Nats(n) => n.save_snapshot(position, bytes).await,

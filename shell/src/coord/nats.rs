@@ -4,6 +4,7 @@
 use super::{key, observe, Events, LogEvent, MemberEvent};
 use crate::metrics::{self, Exposition};
 use crate::nats::{self, NatsLink};
+use crate::snapshots::SnapshotBytes;
 use async_nats::jetstream::{self, consumer, context::PublishErrorKind, message::PublishMessage, object_store, stream};
 use futures_util::StreamExt;
 use jaque_core::backoff::Backoff;
@@ -150,11 +151,11 @@ impl NatsCoord {
         Ok(names)
     }
 
-    pub(super) async fn save_snapshot(&self, position: u64, bytes: Vec<u8>) -> Result<(), String> {
+    pub(super) async fn save_snapshot(&self, position: u64, mut bytes: SnapshotBytes) -> Result<(), String> {
         let store = self.snapshot_store().await?.ok_or("the snapshot store does not exist")?;
         let name = snapshot_name(position);
-        let mut reader = std::io::Cursor::new(bytes);
-        store.put(name.as_str(), &mut reader).await.map_err(|e| format!("writing snapshot {name}: {e}"))?;
+        // Read as the encoder makes them: an object store takes the bytes in chunks of its own.
+        store.put(name.as_str(), &mut bytes).await.map_err(|e| format!("writing snapshot {name}: {e}"))?;
         for (_, old) in self.snapshot_names(store).await?.into_iter().skip(SNAPSHOTS_KEPT) {
             if let Err(e) = store.delete(old.as_str()).await {
                 tracing::debug!(snapshot = old, error = %e, "deleting an old snapshot");

@@ -2234,6 +2234,13 @@ fn p8_million() {
         batches = if now == batches.0 { (now, batches.1 + 1) } else { (now, 0) };
         (batches.1 >= 3).then_some(())
     });
+    // The engine's peak is its snapshot's (the log's million entries make one due once it has read them).
+    poll_long("the engine wrote a snapshot", || (e.metric("jaque_snapshots_written_total")? >= 1.0).then_some(()));
+    eprintln!(
+        "jaque-bench: P8 the engine wrote {} snapshot(s), the last of {:.1} MiB",
+        e.metric("jaque_snapshots_written_total").unwrap_or(0.0),
+        e.metric("jaque_snapshot_bytes").unwrap_or(0.0) / 1048576.0
+    );
     for (who, j) in [("engine", &e), ("ui", &ui), ("sink", &sink), ("notifier", &notifier)] {
         eprintln!(
             "jaque-bench: P8 {who} peak resident memory (VmHWM) {:.1} MiB",
