@@ -147,7 +147,7 @@ impl SnapshotBytes {
     /// Bytes already whole, as one chunk.
     #[cfg(test)]
     pub fn from_vec(bytes: Vec<u8>) -> SnapshotBytes {
-        let (out, mut w) = SnapshotBytes::channel();
+        let (out, w) = SnapshotBytes::channel();
         if !bytes.is_empty() {
             w.tx.try_send(bytes).expect("room for one chunk");
         }
