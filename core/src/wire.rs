@@ -122,8 +122,17 @@ pub fn write_snapshot(s: &ReaderSnapshot, out: impl std::io::Write) -> std::io::
 
 /// A snapshot back to a reader in the state it records, or why not (never a panic).
 pub fn decode_snapshot(bytes: &[u8]) -> Result<LogReader, WireError> {
-    let s: ReaderSnapshot =
-        serde_json::from_slice(bytes).map_err(|source| WireError::Malformed { what: "snapshot", source })?;
+    snapshot_reader(serde_json::from_slice(bytes))
+}
+
+/// `decode_snapshot` of bytes read from `from` as they come (they are never held whole), to its end: an error
+/// reading them (a truncated or damaged snapshot) is the snapshot's error.
+pub fn read_snapshot(from: impl std::io::Read) -> Result<LogReader, WireError> {
+    snapshot_reader(serde_json::from_reader(std::io::BufReader::with_capacity(1 << 16, from)))
+}
+
+fn snapshot_reader(s: Result<ReaderSnapshot, serde_json::Error>) -> Result<LogReader, WireError> {
+    let s = s.map_err(|source| WireError::Malformed { what: "snapshot", source })?;
     LogReader::from_snapshot(s).map_err(|e| WireError::Invalid { what: "snapshot", reason: e.to_string() })
 }
 

@@ -238,3 +238,24 @@ fn a_snapshot_shares_the_readers_views_and_keeps_its_own_state_when_the_reader_c
     }
     assert_eq!(wire::encode_snapshot(&held), encoded, "the held snapshot changed");
 }
+
+#[test]
+fn a_snapshot_read_as_it_comes_is_the_one_decoded_whole_and_a_cut_one_is_refused() {
+    let mut w = World::new();
+    w.config = Some(every(1_000_000));
+    w.add_engine("a", 1);
+    for i in 0..50 {
+        put(&mut w, "a", &format!("c{i}"), &format!("obj-{i}"));
+    }
+    let r = w.oracle();
+    let bytes = wire::encode_snapshot(&r.snapshot());
+    let mut streamed = Vec::new();
+    wire::write_snapshot(&r.snapshot(), &mut streamed).unwrap();
+    assert_eq!(streamed, bytes, "written as it is made, a snapshot is the bytes encoded whole");
+    let read = wire::read_snapshot(&bytes[..]).expect("a snapshot read as it comes");
+    assert_eq!(read.snapshot(), wire::decode_snapshot(&bytes).unwrap().snapshot());
+    assert_eq!(read.objects(), r.objects());
+    for cut in [1, bytes.len() / 2, bytes.len() - 1] {
+        assert!(wire::read_snapshot(&bytes[..cut]).is_err(), "a snapshot cut at {cut} of {} was read", bytes.len());
+    }
+}

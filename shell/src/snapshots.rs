@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::sync::mpsc;
 
 static WRITTEN: AtomicU64 = AtomicU64::new(0);
@@ -29,7 +29,7 @@ static PURGED_BELOW: AtomicU64 = AtomicU64::new(0);
 /// a hole, which asks again).
 pub async fn latest_reader(coord: &Coordination) -> Option<LogReader> {
     let started = Instant::now();
-    let (position, bytes) = match coord.latest_snapshot().await {
+    let (position, mut bytes) = match coord.latest_snapshot().await {
         Ok(Some(s)) => s,
         Ok(None) => return None,
         Err(e) => {
@@ -38,8 +38,17 @@ pub async fn latest_reader(coord: &Coordination) -> Option<LogReader> {
             return None;
         }
     };
-    let len = bytes.len();
-    match tokio::task::spawn_blocking(move || wire::decode_snapshot(&bytes)).await {
+    // Decoded as the bytes come from the store: they are never held whole.
+    let decoded = tokio::task::spawn_blocking(move || {
+        let reader = wire::read_snapshot(&mut bytes);
+        (reader, bytes.received)
+    })
+    .await;
+    let (decoded, len) = match decoded {
+        Ok((r, len)) => (Ok(r), len),
+        Err(e) => (Err(e), 0),
+    };
+    match decoded {
         Ok(Ok(reader)) if reader.position() == position => {
             LOADED.fetch_add(1, Ordering::Relaxed);
             tracing::info!(
@@ -127,6 +136,8 @@ pub struct SnapshotBytes {
     chunk: Vec<u8>,
     at: usize,
     whole: bool,
+    /// Bytes received so far.
+    pub received: u64,
 }
 
 /// The encoder's end of [`SnapshotBytes`].
@@ -140,12 +151,11 @@ impl SnapshotBytes {
     /// A snapshot's bytes and the writer that makes them; two chunks wait between them at most.
     pub fn channel() -> (SnapshotBytes, SnapshotWriter) {
         let (tx, rx) = mpsc::channel(2);
-        let bytes = SnapshotBytes { rx, chunk: Vec::new(), at: 0, whole: false };
+        let bytes = SnapshotBytes { rx, chunk: Vec::new(), at: 0, whole: false, received: 0 };
         (bytes, SnapshotWriter { tx, buf: Vec::with_capacity(CHUNK), len: 0 })
     }
 
-    /// Bytes already whole, as one chunk.
-    #[cfg(test)]
+    /// Bytes already whole, as one chunk (a store that keeps them so).
     pub fn from_vec(bytes: Vec<u8>) -> SnapshotBytes {
         let (out, w) = SnapshotBytes::channel();
         if !bytes.is_empty() {
@@ -155,13 +165,16 @@ impl SnapshotBytes {
         out
     }
 
-    fn take(&mut self, got: Option<Vec<u8>>) -> Result<Option<Vec<u8>>, String> {
+    fn accept(&mut self, got: Option<Vec<u8>>) -> Result<Option<Vec<u8>>, String> {
         match got {
             Some(c) if c.is_empty() => {
                 self.whole = true;
                 Ok(None)
             }
-            Some(c) => Ok(Some(c)),
+            Some(c) => {
+                self.received += c.len() as u64;
+                Ok(Some(c))
+            }
             None if self.whole => Ok(None),
             None => Err("the snapshot's encoding stopped before its end".into()),
         }
@@ -173,7 +186,7 @@ impl SnapshotBytes {
             return Ok(None);
         }
         let got = self.rx.recv().await;
-        self.take(got)
+        self.accept(got)
     }
 
     /// `next` from a thread outside the runtime (a blocking task).
@@ -182,7 +195,7 @@ impl SnapshotBytes {
             return Ok(None);
         }
         let got = self.rx.blocking_recv();
-        self.take(got)
+        self.accept(got)
     }
 
     /// Every chunk in one buffer (a store that keeps snapshots in memory).
@@ -202,7 +215,7 @@ impl AsyncRead for SnapshotBytes {
                 return Poll::Ready(Ok(()));
             }
             let got = ready!(self.rx.poll_recv(cx));
-            match self.take(got) {
+            match self.accept(got) {
                 Ok(Some(c)) => (self.chunk, self.at) = (c, 0),
                 Ok(None) => return Poll::Ready(Ok(())),
                 Err(e) => return Poll::Ready(Err(io::Error::other(e))),
@@ -215,7 +228,49 @@ impl AsyncRead for SnapshotBytes {
     }
 }
 
+/// Read from a thread outside the runtime (a blocking task), as `blocking_next` reads.
+impl io::Read for SnapshotBytes {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.chunk.len() {
+            match self.blocking_next().map_err(io::Error::other)? {
+                Some(c) => (self.chunk, self.at) = (c, 0),
+                None => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.chunk.len() - self.at);
+        out[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
 impl SnapshotWriter {
+    /// Sends what `from` reads, a chunk at a time, then the end; an error reading it ends the bytes without
+    /// their end, so that their reader fails instead of taking them for whole. The length in bytes.
+    pub async fn feed(self, from: impl AsyncRead) -> io::Result<u64> {
+        tokio::pin!(from);
+        let mut len = 0u64;
+        loop {
+            let mut chunk = Vec::with_capacity(CHUNK);
+            let mut end = false;
+            while chunk.len() < CHUNK {
+                if from.read_buf(&mut chunk).await? == 0 {
+                    end = true;
+                    break;
+                }
+            }
+            len += chunk.len() as u64;
+            let closed = || io::Error::new(io::ErrorKind::BrokenPipe, "the snapshot's reader stopped reading");
+            if !chunk.is_empty() {
+                self.tx.send(chunk).await.map_err(|_| closed())?;
+            }
+            if end {
+                self.tx.send(Vec::new()).await.map_err(|_| closed())?;
+                return Ok(len);
+            }
+        }
+    }
+
     fn send(&mut self, chunk: Vec<u8>) -> io::Result<()> {
         self.tx.blocking_send(chunk).map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the store stopped reading"))
     }
@@ -396,6 +451,45 @@ mod tests {
             .await
             .unwrap();
             assert_eq!(r.unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+        });
+    }
+
+    /// A store's bytes that fail on the way: whatever came before the failure is never read as a whole snapshot.
+    struct Failing(Vec<u8>);
+
+    impl AsyncRead for Failing {
+        fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, out: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+            if self.0.is_empty() {
+                return Poll::Ready(Err(io::Error::other("digest mismatch")));
+            }
+            let n = out.remaining().min(self.0.len());
+            out.put_slice(&self.0[..n]);
+            self.0.drain(..n);
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn read_all(mut bytes: SnapshotBytes) -> io::Result<Vec<u8>> {
+        let mut got = Vec::new();
+        io::Read::read_to_end(&mut bytes, &mut got).map(|_| got)
+    }
+
+    #[test]
+    fn bytes_fed_from_a_store_read_whole_and_a_failing_store_reads_as_an_error() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let want: Vec<u8> = (0..2 * CHUNK + 5).map(|i| (i % 253) as u8).collect();
+            let (bytes, w) = SnapshotBytes::channel();
+            let fed = tokio::spawn(w.feed(std::io::Cursor::new(want.clone())));
+            let got = tokio::task::spawn_blocking(move || read_all(bytes)).await.unwrap().unwrap();
+            assert_eq!(fed.await.unwrap().unwrap(), want.len() as u64);
+            assert_eq!(got, want);
+
+            let (bytes, w) = SnapshotBytes::channel();
+            let fed = tokio::spawn(w.feed(Failing(want.clone())));
+            let got = tokio::task::spawn_blocking(move || read_all(bytes)).await.unwrap();
+            assert!(got.is_err(), "a snapshot whose store failed was read whole");
+            assert!(fed.await.unwrap().is_err());
         });
     }
 }

@@ -281,11 +281,12 @@ impl MemStore {
         Ok(())
     }
 
-    pub(super) async fn latest_snapshot(&self) -> Result<Option<(u64, Vec<u8>)>, String> {
+    pub(super) async fn latest_snapshot(&self) -> Result<Option<(u64, SnapshotBytes)>, String> {
         if let Some(disk) = self.disk() {
-            return disk.latest_snapshot().await;
+            let latest = disk.latest_snapshot().await?;
+            return Ok(latest.map(|(p, b)| (p, SnapshotBytes::from_vec(b))));
         }
-        Ok(self.lock().snapshots.last_key_value().map(|(p, b)| (*p, b.clone())))
+        Ok(self.lock().snapshots.last_key_value().map(|(p, b)| (*p, SnapshotBytes::from_vec(b.clone()))))
     }
 
     /// Drops the events below `below` from memory (the entries that do not decode too); with a data directory

@@ -154,8 +154,8 @@ impl Coordination {
         }
     }
 
-    /// The newest stored snapshot, encoded, with its position.
-    pub async fn latest_snapshot(&self) -> Result<Option<(u64, Vec<u8>)>, String> {
+    /// The newest stored snapshot, with its position; its bytes come as they are read from the store.
+    pub async fn latest_snapshot(&self) -> Result<Option<(u64, SnapshotBytes)>, String> {
         match self {
             Coordination::Memory(m) => m.latest_snapshot().await,
             Coordination::Nats(n) => n.latest_snapshot().await,

@@ -15,7 +15,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc::{self, unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::OnceCell;
 
@@ -165,21 +164,26 @@ impl NatsCoord {
     }
 
     /// The newest snapshot that can be read whole (an older one when the newest was deleted meanwhile).
-    pub(super) async fn latest_snapshot(&self) -> Result<Option<(u64, Vec<u8>)>, String> {
+    /// The newest snapshot that opens, its bytes read as they are decoded (never held whole: a snapshot of a
+    /// million objects is ~240 MB). An error reading it (the object store checks its digest at the end) fails
+    /// the decoding, and the reader asks again.
+    pub(super) async fn latest_snapshot(&self) -> Result<Option<(u64, SnapshotBytes)>, String> {
         let Some(store) = self.snapshot_store().await? else { return Ok(None) };
         for (position, name) in self.snapshot_names(store).await? {
-            let mut object = match store.get(name.as_str()).await {
+            let object = match store.get(name.as_str()).await {
                 Ok(o) => o,
                 Err(e) => {
                     tracing::debug!(snapshot = name, error = %e, "reading a snapshot");
                     continue;
                 }
             };
-            let mut bytes = Vec::new();
-            match object.read_to_end(&mut bytes).await {
-                Ok(_) => return Ok(Some((position, bytes))),
-                Err(e) => tracing::debug!(snapshot = name, error = %e, "reading a snapshot"),
-            }
+            let (bytes, writer) = SnapshotBytes::channel();
+            tokio::spawn(async move {
+                if let Err(e) = writer.feed(object).await {
+                    tracing::warn!(snapshot = name, error = %e, "reading a snapshot");
+                }
+            });
+            return Ok(Some((position, bytes)));
         }
         Ok(None)
     }

@@ -2285,6 +2285,22 @@ fn p8_million() {
         ms(pct(&mut severity, 0.5)),
         walk.as_secs_f64()
     );
+    // A reader that starts now starts from the engine's snapshot: its peak is the load's.
+    let late = Jaque::start("late-ui", &["-target", "ui", "-coordination", &servers.url, "-id", "late-ui"]);
+    let started = Instant::now();
+    poll_long("a ui started from the snapshot read the whole log", || {
+        (late.metric("jaque_snapshot_loads_total")? >= 1.0 && late.metric("jaque_ui_log_position")? >= last)
+            .then_some(())
+    });
+    let (rss, hwm) = (rss_kib(late.proc.pid()), status_kib(late.proc.pid(), "VmHWM:"));
+    println!(
+        "| P8 | -target ui started from the engine's snapshot of {label} objects: ready in; resident memory; peak (VmHWM) | {:.1} s; {:.1} MiB; {:.1} MiB | | {:.0} / {:.0} bytes/object | |",
+        started.elapsed().as_secs_f64(),
+        rss as f64 / 1024.0,
+        hwm as f64 / 1024.0,
+        (rss.saturating_sub(idle[0]) * 1024) as f64 / n as f64,
+        (hwm.saturating_sub(idle[0]) * 1024) as f64 / n as f64
+    );
 }
 
 /// `poll` for what takes minutes at a million objects: asked every second, for up to ten minutes.
