@@ -216,8 +216,10 @@ pub fn check_run(nats_url: &str, writes: &[WriteRecord], readers: &[&Jaque]) -> 
         }
     }
 
-    // Every reader quiet at the same position, with the same objects.
-    let views = poll("every ui and engine at the same log position with the same objects", || {
+    // Every reader at the log's end, with the same objects. Checks go on while this waits (an object whose
+    // target came back writes its transition when its next check runs), so the log's end is read again each
+    // time the readers agree, until they agree at it.
+    let (views, log) = poll("every ui and engine at the log's end with the same objects", || {
         let views: Vec<(u64, Value)> = readers
             .iter()
             .map(|r| {
@@ -226,10 +228,12 @@ pub fn check_run(nats_url: &str, writes: &[WriteRecord], readers: &[&Jaque]) -> 
             })
             .collect();
         let first = &views[0];
-        views.iter().all(|v| v == first).then_some(views)
+        if !views.iter().all(|v| v == first) {
+            return None;
+        }
+        let log = check_log(nats_url);
+        (views[0].0 == log.reader.position()).then_some((views, log))
     });
-    let log = check_log(nats_url);
-    assert_eq!(views[0].0, log.reader.position(), "the readers' position is the log's end");
 
     // No acknowledged write lost: every 200 is an accepted application of its id.
     for w in writes.iter().filter(|w| w.status == 200) {
