@@ -11,7 +11,7 @@ use std::mem::size_of;
 
 /// P8 (1M objects): resident bytes per object of each process that folds the log.
 const BYTES_PER_OBJECT: [(&str, f64); 4] =
-    [("engine (engine,ui)", 411.0), ("-target ui", 284.0), ("sink", 321.0), ("notifier", 317.0)];
+    [("engine (engine,ui)", 411.0), ("-target ui", 286.0), ("sink", 314.0), ("notifier", 325.0)];
 /// P9: checks one engine and one worker complete per CPU second between them, tcp probes (-queue nats, 10k objects
 /// every second, the step below saturation on this machine).
 const CHECKS_PER_CPU_SECOND: f64 = 15_000.0;

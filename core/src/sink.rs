@@ -213,16 +213,17 @@ pub struct Health {
 
 /// What is held to write. A resume's end holds an item for every object it took on (a sink taking over a
 /// million objects holds a million), so that one is small: the object and its last position, its row made from
-/// the reader's view as its transaction is built. An event's row is boxed, to keep the item that small.
+/// the reader's view as its transaction is built. The rows are boxed to keep every item that small (32 bytes:
+/// an object's row inline made each one 72, so a million of them 72 MB before the queue's spare room).
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Item {
     Event {
         row: Box<EventRow>,
-        object: Option<ObjectRow>,
+        object: Option<Box<ObjectRow>>,
         degraded: bool,
     },
     Object {
-        row: ObjectRow,
+        row: Box<ObjectRow>,
         degraded: bool,
     },
     /// The row of an object at the end of a resume, not made yet (see `Sink::resumed_row`).
@@ -263,17 +264,18 @@ impl Item {
                 row.definition = None;
                 Item::Event { row, object, degraded: true }
             }
-            Item::Object { row, .. } => Item::Object { row: degrade_object(row), degraded: true },
+            Item::Object { mut row, .. } => {
+                row.definition = None;
+                Item::Object { row, degraded: true }
+            }
             // Made into an object's row before it is ever written.
             Item::Resumed { .. } => self,
         }
     }
 }
 
-fn degrade_object(mut row: ObjectRow) -> ObjectRow {
-    row.definition = None;
-    row
-}
+// A resume's end holds an item per object: keep them small (see `Item`).
+const _: () = assert!(std::mem::size_of::<Item>() <= 32);
 
 pub struct Sink {
     cfg: SinkConfig,
@@ -529,7 +531,7 @@ impl Sink {
         match work {
             Work::Event(owned) => {
                 let object = match &owned.after {
-                    After::Live(view) => Some(object_row(&owned.event.object, view.as_ref(), owned.seq)),
+                    After::Live(view) => Some(Box::new(object_row(&owned.event.object, view.as_ref(), owned.seq))),
                     After::Replayed => None,
                 };
                 self.pending_events += 1;
@@ -554,7 +556,7 @@ impl Sink {
             }
             let item = match self.pending.pop_front().expect("front exists") {
                 Item::Resumed { object, last } => match self.resumed_row(&object, last) {
-                    Some(row) => Item::Object { row, degraded: false },
+                    Some(row) => Item::Object { row: Box::new(row), degraded: false },
                     None => continue,
                 },
                 item => item,
