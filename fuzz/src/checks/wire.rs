@@ -2,9 +2,10 @@
 //!
 //! Checked: each decoder returns a value or an error, never panics; whatever decodes re-encodes to bytes that
 //! decode to the same value, and encoding is stable (encode(decode(encode(x))) == encode(x)); error messages
-//! format; a decoded log entry can be read by a `LogReader`, a decoded command's definition validated. Bytes
-//! on a command subject get an answer: a command, or the core's `rejection`, which is `rejected` with a
-//! non-empty reason (naming the line and column for JSON that does not parse or fit) that survives the wire.
+//! format; a snapshot decodes alike whole and read as it comes; a decoded log entry can be read by a
+//! `LogReader`, a decoded command's definition validated. Bytes on a command subject get an answer: a command,
+//! or the core's `rejection`, which is `rejected` with a non-empty reason (naming the line and column for JSON
+//! that does not parse or fit) that survives the wire.
 
 use jaque_core::wire::{self, Heartbeat, WireError};
 use jaque_core::{EventBody, LogEntry, LogReader, Outcome};
@@ -74,8 +75,15 @@ pub fn check(data: &[u8]) {
         let _ = reader.read(1, &entry);
         let _ = reader.read(1, &entry);
     }
-    // A snapshot: a reader or an error, never a panic; a decoded one survives the wire unchanged.
-    if let Ok(reader) = wire::decode_snapshot(data) {
+    // A snapshot: a reader or an error, never a panic; a decoded one survives the wire unchanged. Read as it
+    // comes (as a reader starting from the store reads it), the same bytes give the same reader or an error too.
+    let decoded = wire::decode_snapshot(data);
+    match (&decoded, wire::read_snapshot(data)) {
+        (Ok(a), Ok(b)) => assert!(*a == b, "a snapshot read as it comes is not the one decoded whole"),
+        (Err(_), Err(_)) => {}
+        (a, b) => panic!("decoded whole {:?}, read as it comes {:?}", a.is_ok(), b.is_ok()),
+    }
+    if let Ok(reader) = decoded {
         let bytes = wire::encode_snapshot(&reader.snapshot());
         let again = wire::decode_snapshot(&bytes).unwrap_or_else(|e| panic!("a snapshot re-encodes badly: {e}"));
         assert!(again == reader, "decode(encode(snapshot)) != snapshot");
