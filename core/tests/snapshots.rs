@@ -21,6 +21,17 @@ fn put(w: &mut World, at: &str, id: &str, object: &str) -> Outcome {
     w.outcome(r).clone()
 }
 
+/// One engine, "a", with `config`, that put objects `obj-0..n` (command ids `c0..`).
+fn one_engine_with(config: fn(&mut EngineConfig), n: usize) -> World {
+    let mut w = World::new();
+    w.config = Some(config);
+    w.add_engine("a", 1);
+    for i in 0..n {
+        put(&mut w, "a", &format!("c{i}"), &format!("obj-{i}"));
+    }
+    w
+}
+
 #[test]
 fn exactly_one_engine_writes_snapshots_every_n_entries() {
     let mut w = World::new();
@@ -51,12 +62,7 @@ fn exactly_one_engine_writes_snapshots_every_n_entries() {
 
 #[test]
 fn no_snapshot_is_written_before_the_count_or_the_interval() {
-    let mut w = World::new();
-    w.config = Some(every(1_000_000));
-    w.add_engine("a", 1);
-    for i in 0..20 {
-        put(&mut w, "a", &format!("c{i}"), &format!("obj-{i}"));
-    }
+    let mut w = one_engine_with(every(1_000_000), 20);
     w.advance(Duration::from_secs(60));
     assert!(w.snapshots.is_empty(), "a snapshot before 5 minutes or 1,000,000 entries");
     // The interval (5 minutes by default) passes with the log moved: one snapshot.
@@ -69,12 +75,7 @@ fn no_snapshot_is_written_before_the_count_or_the_interval() {
 
 #[test]
 fn an_engine_started_from_a_snapshot_holds_what_an_engine_from_the_first_position_holds() {
-    let mut w = World::new();
-    w.config = Some(every(5));
-    w.add_engine("a", 1);
-    for i in 0..23 {
-        put(&mut w, "a", &format!("c{i}"), &format!("obj-{i}"));
-    }
+    let mut w = one_engine_with(every(5), 23);
     assert!(!w.snapshots.is_empty());
     w.add_engine_from_snapshot("b", 1);
     w.advance(Duration::from_millis(10));
@@ -89,15 +90,13 @@ fn an_engine_started_from_a_snapshot_holds_what_an_engine_from_the_first_positio
 
 #[test]
 fn a_snapshot_allows_a_purge_only_past_the_retention() {
-    let mut w = World::new();
-    w.config = Some(|c| {
-        c.snapshots.every = 5;
-        c.snapshots.retention = Duration::from_secs(3600);
-    });
-    w.add_engine("a", 1);
-    for i in 0..10 {
-        put(&mut w, "a", &format!("c{i}"), &format!("obj-{i}"));
-    }
+    let mut w = one_engine_with(
+        |c| {
+            c.snapshots.every = 5;
+            c.snapshots.retention = Duration::from_secs(3600);
+        },
+        10,
+    );
     assert!(!w.snapshots.is_empty());
     // (A purge below the first event removes nothing: only epoch records stand there.)
     let first_event = w.log.iter().position(|e| matches!(e, LogEntry::Event(_))).unwrap() as u64 + 1;
@@ -151,12 +150,7 @@ fn an_engine_past_a_hole_in_the_log_jumps_to_a_snapshot_and_serves_again() {
 
 #[test]
 fn a_hole_with_no_snapshot_reaching_past_it_leaves_the_engine_unready_until_one_does() {
-    let mut w = World::new();
-    w.config = Some(every(1_000_000));
-    w.add_engine("a", 1);
-    for i in 0..5 {
-        put(&mut w, "a", &format!("c{i}"), &format!("obj-{i}"));
-    }
+    let mut w = one_engine_with(every(1_000_000), 5);
     // Someone purged events without a snapshot (an operator, a foreign tool).
     w.purged_below = 4;
     w.add_engine("b", 1);
@@ -207,17 +201,9 @@ fn a_purge_keeps_the_last_entry_a_snapshot_covers_so_a_reader_behind_it_meets_th
 
 #[test]
 fn a_snapshot_shares_the_readers_views_and_keeps_its_own_state_when_the_reader_changes_one() {
-    let mut w = World::new();
-    w.config = Some(every(1_000_000));
-    w.add_engine("a", 1);
-    for i in 0..10 {
-        put(&mut w, "a", &format!("c{i}"), &format!("obj-{i}"));
-    }
+    let mut w = one_engine_with(every(1_000_000), 10);
     let upto = w.log.len();
-    let mut r = LogReader::new();
-    for (i, e) in w.log.iter().enumerate() {
-        r.read(i as u64 + 1, e);
-    }
+    let mut r = w.oracle();
     let held = r.snapshot();
     let encoded = wire::encode_snapshot(&held);
     // Taken, a snapshot points at the reader's views instead of copying them.
@@ -241,12 +227,7 @@ fn a_snapshot_shares_the_readers_views_and_keeps_its_own_state_when_the_reader_c
 
 #[test]
 fn a_snapshot_read_as_it_comes_is_the_one_decoded_whole_and_a_cut_one_is_refused() {
-    let mut w = World::new();
-    w.config = Some(every(1_000_000));
-    w.add_engine("a", 1);
-    for i in 0..50 {
-        put(&mut w, "a", &format!("c{i}"), &format!("obj-{i}"));
-    }
+    let w = one_engine_with(every(1_000_000), 50);
     let r = w.oracle();
     let bytes = wire::encode_snapshot(&r.snapshot());
     let mut streamed = Vec::new();

@@ -128,8 +128,8 @@ pub fn spawn_write(
 const CHUNK: usize = 256 * 1024;
 
 /// An encoded snapshot as its encoder makes it: chunks in order, then an empty chunk that says it is whole. A
-/// store reads it as it comes ([`SnapshotBytes::next`], [`SnapshotBytes::blocking_next`], or as an
-/// [`AsyncRead`]); if the encoder stops before the end, reading says so instead of ending, so that a
+/// store reads it as it comes ([`SnapshotBytes::blocking_next`], or as an [`AsyncRead`] or a blocking
+/// [`io::Read`]); if the encoder stops before the end, reading says so instead of ending, so that a
 /// truncated snapshot is never stored.
 pub struct SnapshotBytes {
     rx: mpsc::Receiver<Vec<u8>>,
@@ -180,16 +180,8 @@ impl SnapshotBytes {
         }
     }
 
-    /// The next chunk; `None` once the snapshot is whole.
-    pub async fn next(&mut self) -> Result<Option<Vec<u8>>, String> {
-        if self.whole {
-            return Ok(None);
-        }
-        let got = self.rx.recv().await;
-        self.accept(got)
-    }
-
-    /// `next` from a thread outside the runtime (a blocking task).
+    /// The next chunk, `None` once the snapshot is whole, read from a thread outside the runtime (a blocking
+    /// task).
     pub fn blocking_next(&mut self) -> Result<Option<Vec<u8>>, String> {
         if self.whole {
             return Ok(None);
@@ -201,9 +193,7 @@ impl SnapshotBytes {
     /// Every chunk in one buffer (a store that keeps snapshots in memory).
     pub async fn collect(mut self) -> Result<Vec<u8>, String> {
         let mut all = Vec::new();
-        while let Some(c) = self.next().await? {
-            all.extend_from_slice(&c);
-        }
+        self.read_to_end(&mut all).await.map_err(|e| e.to_string())?;
         Ok(all)
     }
 }
@@ -432,9 +422,9 @@ mod tests {
             .unwrap();
             let mut got = Vec::new();
             assert!(bytes.read_to_end(&mut got).await.is_err(), "read {} bytes as a whole snapshot", got.len());
-            let (mut bytes, w) = SnapshotBytes::channel();
+            let (bytes, w) = SnapshotBytes::channel();
             drop(w);
-            assert!(bytes.next().await.is_err());
+            assert!(bytes.collect().await.is_err(), "an encoder that wrote nothing made a whole snapshot");
         });
     }
 
