@@ -47,6 +47,40 @@ pub struct EngineConfig {
     pub idempotency_window: Duration,
     /// `-snapshot-every`, `-snapshot-interval`, `-log-retention` (see `compact`).
     pub snapshots: SnapshotConfig,
+    /// `-check-linger`, `-check-batch`: how checks due are gathered into one dispatch (see [`CheckBatching`]).
+    pub check_batching: CheckBatching,
+}
+
+/// How an engine gathers the checks due into dispatches, so that one wake-up of the engine and of a worker
+/// carries many checks instead of one each (a wake-up costs as much as several tcp checks). A check due
+/// waits until `batch` checks are due, or until it has waited `linger`, whichever comes first; then every
+/// check due by then leaves together. So no check starts more than `linger` late on the engine's account,
+/// and at high rates a dispatch leaves as soon as it is full, before the linger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckBatching {
+    /// The longest a check due waits for others; zero dispatches each check at its own time.
+    pub linger: Duration,
+    /// How many checks due make a dispatch leave before the linger (at least 1).
+    pub batch: usize,
+}
+
+impl CheckBatching {
+    /// What the core does unless told otherwise: every check at its own time.
+    pub const NONE: CheckBatching = CheckBatching { linger: Duration::ZERO, batch: 1 };
+    /// What the `jaque` binary ships with (`-check-linger 50ms`, `-check-batch 128`).
+    pub const SHIPPED: CheckBatching = CheckBatching { linger: Duration::from_millis(50), batch: 128 };
+
+    /// When the checks due at `due` (ascending times) should be dispatched: when the `batch`-th of them is
+    /// due or when the first has waited `linger`, whichever is earlier.
+    pub fn dispatch_at(&self, mut due: impl Iterator<Item = Time>) -> Option<Time> {
+        let first = due.next()?;
+        if self.linger.is_zero() || self.batch <= 1 {
+            return Some(first);
+        }
+        let latest = first + self.linger;
+        // The `batch`-th due is `batch - 2` past the one after the first.
+        Some(due.nth(self.batch - 2).map_or(latest, |t| t.min(latest)))
+    }
 }
 
 impl EngineConfig {
@@ -61,6 +95,7 @@ impl EngineConfig {
             propose_timeout: Duration::from_secs(2),
             idempotency_window: Duration::from_secs(24 * 3600),
             snapshots: SnapshotConfig::default(),
+            check_batching: CheckBatching::NONE,
         }
     }
 
@@ -107,6 +142,18 @@ pub struct CheckResult {
     pub state: State,
     #[serde(default)]
     pub output: String,
+}
+
+impl CheckResult {
+    /// How much of a check's output a transition keeps (bytes, cut on a character boundary).
+    pub const OUTPUT_KEPT: usize = 1024;
+
+    /// This result with no more output than a transition keeps: what a worker sends, so that a message of
+    /// results stays small whatever the probes printed.
+    pub fn with_output_kept(mut self) -> CheckResult {
+        self.output = truncate(self.output, Self::OUTPUT_KEPT);
+        self
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -556,7 +603,7 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<(Time, Timer)> {
         let candidates = [
             (self.follow.poll_timeout(), Timer::Heartbeat),
-            (self.due.first().map(|(t, _)| *t), Timer::CheckDue),
+            (self.cfg.check_batching.dispatch_at(self.due.iter().map(|(t, _)| *t)), Timer::CheckDue),
             (self.check_deadlines.first().map(|(t, _)| *t), Timer::CheckLost),
             (self.reply_deadlines.first().map(|(t, _)| *t), Timer::ReplyDeadline),
             (self.proposing.map(|(_, t)| t), Timer::ProposeRetry),
@@ -1018,7 +1065,11 @@ impl Engine {
                 writer: self.cfg.me.clone(),
                 at: now,
                 command_id: None,
-                body: EventBody::Transition { from, to: result.state, output: truncate(output, 1024) },
+                body: EventBody::Transition {
+                    from,
+                    to: result.state,
+                    output: truncate(output, CheckResult::OUTPUT_KEPT),
+                },
             }));
         }
         if rerun {

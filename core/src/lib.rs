@@ -34,8 +34,8 @@ pub mod wire;
 
 pub use compact::SnapshotConfig;
 pub use engine::{
-    CheckResult, CheckWork, Engine, EngineConfig, EngineCounters, ForwardId, Input, Lateness, Output, ReplyTo, Timer,
-    LATENESS_BOUNDS_MS,
+    CheckBatching, CheckResult, CheckWork, Engine, EngineConfig, EngineCounters, ForwardId, Input, Lateness, Output,
+    ReplyTo, Timer, LATENESS_BOUNDS_MS,
 };
 pub use log::{Effect, Fence, LogReader, Read, ReaderSnapshot, StaleReason, Verdict};
 pub use membership::{LiveSet, MemberChange, MemberObservation, Membership, MembershipOutput};

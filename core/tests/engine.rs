@@ -474,3 +474,51 @@ fn a_check_dispatched_after_its_slot_reports_how_late_it_left_and_a_busy_one_is_
     // skipped.
     assert_eq!((c.checks_dispatched - dispatched, c.checks_skipped_busy - skipped), (4, 6));
 }
+
+#[test]
+fn batching_dispatches_when_the_batch_is_due_or_the_first_has_lingered() {
+    let b = CheckBatching { linger: Duration::from_millis(50), batch: 3 };
+    let at = |due: &[u64]| b.dispatch_at(due.iter().map(|t| Time(*t)));
+    assert_eq!(at(&[]), None);
+    assert_eq!(at(&[100]), Some(Time(150)), "alone: after the linger");
+    assert_eq!(at(&[100, 120]), Some(Time(150)));
+    assert_eq!(at(&[100, 120, 130, 140]), Some(Time(130)), "the third due fills the batch");
+    assert_eq!(at(&[100, 120, 170]), Some(Time(150)), "never past the linger");
+    assert_eq!(at(&[100, 100, 100]), Some(Time(100)), "a full batch due at once leaves at once");
+    for none in
+        [CheckBatching::NONE, CheckBatching { linger: Duration::ZERO, batch: 128 }, CheckBatching { batch: 1, ..b }]
+    {
+        assert_eq!(none.dispatch_at([Time(100), Time(170)].into_iter()), Some(Time(100)), "{none:?}: no batching");
+    }
+}
+
+#[test]
+fn checks_due_leave_together_once_a_batch_is_due_or_the_first_has_lingered() {
+    let mut w = World::new();
+    w.config = Some(|c| c.check_batching = CheckBatching { linger: Duration::from_millis(50), batch: 3 });
+    w.add_engine("a", 1);
+    let t0 = w.now;
+    // Three objects put 10 ms apart, each checked at once: the third fills the batch, and all three leave
+    // with it.
+    for (i, id) in ["x", "y", "z"].into_iter().enumerate() {
+        if i > 0 {
+            w.advance(Duration::from_millis(10));
+        }
+        w.submit("a", cmd(&format!("c{i}"), id, CommandKind::Put { def: def(10) }));
+    }
+    w.advance(Duration::ZERO);
+    let sent = |w: &World| -> Vec<(String, u64)> {
+        w.dispatched.iter().map(|(_, work, t)| (work.object.to_string(), t.0 - t0.0)).collect()
+    };
+    assert_eq!(sent(&w), [("x".into(), 20), ("y".into(), 20), ("z".into(), 20)]);
+    // One object alone waits out the linger.
+    w.advance(Duration::from_millis(980));
+    w.submit("a", cmd("c3", "w", CommandKind::Put { def: def(10) }));
+    w.advance(Duration::from_millis(100));
+    assert_eq!(sent(&w)[3..], [("w".into(), 1_050)]);
+    // Their next slots (10 s after each put) leave the same way, and the lateness says how long each waited.
+    w.advance(Duration::from_secs(10));
+    assert_eq!(sent(&w)[4..], [("x".into(), 10_020), ("y".into(), 10_020), ("z".into(), 10_020), ("w".into(), 11_050)]);
+    let l = &w.engines["a"].counters.check_start_lateness;
+    assert_eq!((l.count, l.sum_ms, l.max_ms), (8, 20 + 10 + 50 + 20 + 10 + 50, 50));
+}

@@ -3,6 +3,7 @@
 //! the master seed, one per concern, so changing how one concern draws never moves the others.
 
 use crate::world::NotifyParams;
+use jaque_core::CheckBatching;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt;
@@ -173,6 +174,8 @@ pub struct Params {
     pub notify: NotifyParams,
     /// Snapshots and compaction (issue 11; a stream of their own).
     pub snapshots: SnapshotParams,
+    /// How the engines gather checks due into dispatches (`-check-linger`, `-check-batch`; a stream of their own).
+    pub check_batching: CheckBatching,
 }
 
 /// What a seed draws for snapshots and compaction (`sim/src/world/snapshots.rs`): the engines' config and the
@@ -358,6 +361,7 @@ impl Params {
             sink: SinkParams::quiet(),
             notify: NotifyParams::none(),
             snapshots: SnapshotParams::off(),
+            check_batching: CheckBatching::NONE,
         };
         // Later additions draw from their own stream, so the worlds of earlier (pinned) seeds stay as they were.
         let mut x = stream(seed, Stream::Params, 1);
@@ -407,6 +411,13 @@ impl Params {
         p.sink.max_pending = k.max_pending.max(k.max_batch + k.replay_chunk as usize + k.max_held + 50);
         p.notify = NotifyParams::draw(&p);
         p.snapshots = SnapshotParams::draw(seed);
+        let mut b = stream(seed, Stream::Params, 6);
+        if b.random_bool(0.5) {
+            p.check_batching = CheckBatching {
+                linger: Duration::from_millis(pick_u64(&mut b, &[5, 50, 200])),
+                batch: pick_usize(&mut b, &[2, 8, 128]),
+            };
+        }
         p
     }
 
@@ -452,6 +463,7 @@ impl Params {
             sink: SinkParams::quiet(),
             notify: NotifyParams::none(),
             snapshots: SnapshotParams::off(),
+            check_batching: CheckBatching::NONE,
         }
     }
 
@@ -476,6 +488,7 @@ impl Params {
         p.notify = NotifyParams::none();
         // What jaque ships with: at 1,000 objects a snapshot every 5 minutes, nothing purged in 10.
         p.snapshots = SnapshotParams::shipped();
+        p.check_batching = CheckBatching::SHIPPED;
         p
     }
 
@@ -574,6 +587,8 @@ impl fmt::Display for Params {
             k.refuse_defs
         )?;
         writeln!(f, "{}", self.snapshots)?;
+        let b = &self.check_batching;
+        writeln!(f, "  checks: linger={}ms batch={}", b.linger.as_millis(), b.batch)?;
         write!(f, "{}", self.notify)
     }
 }

@@ -322,9 +322,9 @@ impl Sim {
     }
 
     /// An object's owner must have checked it again within max(takeover window, its interval) + twice its
-    /// timeout + core's check grace + two hops + 1 s after convergence: a check lost just before the heal
-    /// keeps the object busy for its timeout + grace, the next slot follows within max(window, interval),
-    /// and its result within the timeout.
+    /// timeout + core's check grace + the check linger + two hops + 1 s after convergence: a check lost just
+    /// before the heal keeps the object busy for its timeout + grace, the next slot follows within
+    /// max(window, interval), leaves within the linger, and its result comes within the timeout.
     /// A command that changes the object after convergence (one still in flight at the heal) restarts its
     /// budget. Paused objects have none.
     fn check_deadline(&self, id: &ObjectId) -> Option<Time> {
@@ -333,6 +333,7 @@ impl Sim {
         let budget = p.takeover_window_ms().max(view.def.interval_ms)
             + 2 * view.def.timeout_ms
             + ms(self.core.check_grace)
+            + ms(p.check_batching.linger)
             + 2 * p.max_hop_ms()
             + 1_000
             + 2 * p.clock_skew_max_ms;

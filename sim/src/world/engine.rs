@@ -56,11 +56,13 @@ pub(super) fn slot(params: &Params, i: usize) -> Node {
     Process::new(id, stream(seed, Stream::Node, i as u64), clock)
 }
 
-/// The config every simulated engine runs with: core's defaults, the seed's ttl, expiry lag and snapshots.
+/// The config every simulated engine runs with: core's defaults, the seed's ttl, expiry lag, snapshots and
+/// check batching.
 pub(super) fn config(params: &Params, me: MemberRef) -> EngineConfig {
     let mut cfg = EngineConfig::new(me, Duration::from_millis(params.ttl_ms));
     cfg.expiry_lag = Duration::from_millis(params.expiry_lag_max_ms);
     cfg.snapshots = params.snapshots.config();
+    cfg.check_batching = params.check_batching;
     cfg
 }
 
