@@ -100,12 +100,43 @@ pub fn decode_log_entry(bytes: &[u8]) -> Result<LogEntry, WireError> {
     Ok(entry)
 }
 
-pub fn decode_check_work(bytes: &[u8]) -> Result<CheckWork, WireError> {
-    decode("check work", bytes)
+/// How many checks an engine puts in one message of check work at most: the checks of one dispatch travel
+/// together, so a worker wakes once for them and answers them together, and a dispatch of many still spreads
+/// over several workers of the queue group.
+pub const CHECKS_PER_MESSAGE: usize = 32;
+
+/// Check work or results as they travel on the `-queue`: a JSON array of them (what engines and workers send),
+/// or one JSON object alone (what they sent before batching; a worker answers it in kind).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Batch<T> {
+    One(T),
+    Many(Vec<T>),
 }
 
-pub fn decode_check_result(bytes: &[u8]) -> Result<CheckResult, WireError> {
-    decode("check result", bytes)
+impl<T> Batch<T> {
+    pub fn into_vec(self) -> Vec<T> {
+        match self {
+            Batch::One(t) => vec![t],
+            Batch::Many(v) => v,
+        }
+    }
+}
+
+fn decode_batch<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<Batch<T>, WireError> {
+    if bytes.trim_ascii_start().first() == Some(&b'[') {
+        decode(what, bytes).map(Batch::Many)
+    } else {
+        decode(what, bytes).map(Batch::One)
+    }
+}
+
+pub fn decode_check_work(bytes: &[u8]) -> Result<Batch<CheckWork>, WireError> {
+    decode_batch("check work", bytes)
+}
+
+pub fn decode_check_result(bytes: &[u8]) -> Result<Batch<CheckResult>, WireError> {
+    decode_batch("check result", bytes)
 }
 
 /// A reader's snapshot as bytes (JSON, versioned). Snapshots grow with the objects, so the message size limit
@@ -191,6 +222,31 @@ mod tests {
                 Outcome::Rejected { reason } => assert!(reason.contains(expected), "{reason:?} lacks {expected:?}"),
                 other => panic!("{other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn check_work_and_results_travel_as_arrays_and_one_alone_is_read_as_one() {
+        let work = |id: u64| CheckWork {
+            check_id: id,
+            object: ObjectId::new("web").unwrap(),
+            probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+            timeout_ms: 1_000,
+        };
+        let many = [work(1), work(2)];
+        assert_eq!(decode_check_work(&encode(&many)).unwrap(), Batch::Many(many.to_vec()));
+        assert_eq!(decode_check_work(&encode(&many[0])).unwrap(), Batch::One(work(1)));
+        assert_eq!(encode(&Batch::One(work(1))), encode(&work(1)), "one alone is sent as before batching");
+        assert_eq!(decode_check_work(b" \n[]").unwrap().into_vec(), []);
+        let result =
+            CheckResult { check_id: 7, object: ObjectId::new("web").unwrap(), state: State::Ok, output: "".into() };
+        assert_eq!(decode_check_result(&encode(&[&result])).unwrap().into_vec(), std::slice::from_ref(&result));
+        assert_eq!(decode_check_result(&encode(&result)).unwrap(), Batch::One(result));
+        for (bytes, expected) in
+            [(&b"[{}]"[..], "malformed check work: missing field"), (b"[1,", "malformed check work")]
+        {
+            let e = decode_check_work(bytes).unwrap_err().to_string();
+            assert!(e.contains(expected), "{e}");
         }
     }
 

@@ -8,7 +8,7 @@ use crate::store::{StoreUrl, DEFAULT_STORE};
 const DATA_DIR_STORE: &str = "jaque-sink.db";
 use clap::{CommandFactory, Parser};
 use jaque_core::compact::SnapshotConfig;
-use jaque_core::MemberId;
+use jaque_core::{CheckBatching, MemberId};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -126,10 +126,16 @@ pub struct Args {
     #[arg(long = "ui-writes", env = "JAQUE_UI_WRITES", default_value = "ingress", value_name = "ingress|owner")]
     pub ui_writes: String,
 
-    /// An engine dispatches the checks due within one tick of this grid together, at its end: fewer
-    /// wake-ups at low rates, at most this much later than each check's slot. Whole milliseconds, 1ms to 1s.
-    #[arg(long = "check-tick", env = "JAQUE_CHECK_TICK", default_value = "5ms", value_name = "DURATION")]
-    pub check_tick: String,
+    /// The longest an engine holds a check due to send it with others: it sends the checks due together as
+    /// soon as -check-batch of them are due, or when the first has waited this long. Fewer wake-ups of the
+    /// engine and the workers at low rates; no check leaves later than this past its slot on the engine's
+    /// account. Whole milliseconds, 0ms (each check at its own time) to 1s.
+    #[arg(long = "check-linger", env = "JAQUE_CHECK_LINGER", default_value = "50ms", value_name = "DURATION")]
+    pub check_linger: String,
+
+    /// How many checks due make an engine send them before -check-linger is up.
+    #[arg(long = "check-batch", env = "JAQUE_CHECK_BATCH", default_value_t = 128, value_name = "N")]
+    pub check_batch: usize,
 
     /// How many checks a worker runs at once.
     #[arg(long = "worker-concurrency", env = "JAQUE_WORKER_CONCURRENCY", default_value_t = 64)]
@@ -258,8 +264,8 @@ pub struct Config {
     /// `-tls-cert` and `-tls-key`, loaded.
     pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     pub worker_concurrency: usize,
-    /// `-check-tick`: the grid an engine dispatches the checks due on.
-    pub check_tick: Duration,
+    /// `-check-linger`, `-check-batch`: how an engine gathers the checks due into one dispatch.
+    pub check_batching: CheckBatching,
     pub idempotency_window: Duration,
     /// `-snapshot-every`, `-snapshot-interval`, `-log-retention`.
     pub snapshots: SnapshotConfig,
@@ -499,16 +505,17 @@ impl Config {
         if a.worker_concurrency == 0 {
             return err("-worker-concurrency must be at least 1");
         }
-        let check_tick = duration("-check-tick", &a.check_tick, "5ms")?;
-        if check_tick < Duration::from_millis(1)
-            || check_tick > Duration::from_secs(1)
-            || check_tick.subsec_nanos() % 1_000_000 != 0
-        {
+        let linger = duration("-check-linger", &a.check_linger, "50ms")?;
+        if linger > Duration::from_secs(1) || linger.subsec_nanos() % 1_000_000 != 0 {
             return err(format!(
-                "-check-tick: {:?} is not a whole number of milliseconds from 1ms to 1s; write e.g. 5ms",
-                a.check_tick
+                "-check-linger: {:?} is not a whole number of milliseconds from 0ms to 1s; write e.g. 50ms",
+                a.check_linger
             ));
         }
+        if a.check_batch == 0 {
+            return err("-check-batch must be at least 1");
+        }
+        let check_batching = CheckBatching { linger, batch: a.check_batch };
         let user = match (a.nats_user, a.nats_password) {
             (Some(u), Some(p)) => Some((u, p)),
             (None, None) => None,
@@ -548,7 +555,7 @@ impl Config {
             tokens,
             tls,
             worker_concurrency: a.worker_concurrency,
-            check_tick,
+            check_batching,
             idempotency_window,
             snapshots,
             log_replicas: a.log_replicas,
@@ -653,18 +660,21 @@ mod tests {
     }
 
     #[test]
-    fn a_check_tick_is_whole_milliseconds_from_1ms_to_1s() {
+    fn a_check_linger_is_whole_milliseconds_up_to_1s_and_a_batch_at_least_one() {
         let engine = ["-target", "engine,worker", "-queue", "memory"];
-        let with = |tick: &str| parse(&[&engine[..], &["-check-tick", tick]].concat());
-        assert_eq!(parse(&engine).unwrap().check_tick, Duration::from_millis(5), "the default");
-        assert_eq!(with("1ms").unwrap().check_tick, Duration::from_millis(1));
-        assert_eq!(with("20ms").unwrap().check_tick, Duration::from_millis(20));
-        assert_eq!(with("1s").unwrap().check_tick, Duration::from_secs(1));
-        for bad in ["0ms", "0s", "500us", "1500us", "2s"] {
-            let e = with(bad).unwrap_err();
-            assert!(e.contains("-check-tick") && e.contains("from 1ms to 1s"), "{bad}: {e}");
+        let with = |flags: &[&str]| parse(&[&engine[..], flags].concat());
+        assert_eq!(parse(&engine).unwrap().check_batching, CheckBatching::SHIPPED, "the default");
+        let linger = |l: &str| with(&["-check-linger", l]).map(|c| c.check_batching.linger);
+        assert_eq!(linger("0ms").unwrap(), Duration::ZERO);
+        assert_eq!(linger("20ms").unwrap(), Duration::from_millis(20));
+        assert_eq!(linger("1s").unwrap(), Duration::from_secs(1));
+        for bad in ["500us", "1500us", "2s"] {
+            let e = linger(bad).unwrap_err();
+            assert!(e.contains("-check-linger") && e.contains("from 0ms to 1s"), "{bad}: {e}");
         }
-        assert!(with("soon").unwrap_err().contains("not a duration"));
+        assert!(linger("soon").unwrap_err().contains("not a duration"));
+        assert_eq!(with(&["-check-batch", "1"]).unwrap().check_batching.batch, 1);
+        assert!(with(&["-check-batch", "0"]).unwrap_err().contains("-check-batch must be at least 1"));
     }
 
     const HOOK: &str = "http://127.0.0.1:9/hook";

@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use jaque_core::wire;
 use jaque_core::{
     CheckResult, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef, Outcome,
-    Output, ReplyTo, Time, Timer,
+    Output, ReplyTo, Time,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -59,8 +59,6 @@ pub struct EngineLoop {
     results_rx: Option<mpsc::UnboundedReceiver<CheckResult>>,
     /// The check work of one drain, sent together (`dispatch`).
     dispatches: Vec<CheckWork>,
-    /// `-check-tick`: checks due are dispatched on this grid (see `wake_at`).
-    check_tick: Duration,
     heartbeats: HeartbeatWriter,
     appends: mpsc::UnboundedSender<Event>,
     waiters: HashMap<u64, Waiter>,
@@ -91,7 +89,6 @@ impl EngineLoop {
             results_tx,
             results_rx: Some(results_rx),
             dispatches: Vec::new(),
-            check_tick: Duration::from_millis(1),
             waiters: HashMap::new(),
             next_reply: 0,
             results_subject,
@@ -99,12 +96,6 @@ impl EngineLoop {
             restores: snapshots::Restores::default(),
             feed: None,
         }
-    }
-
-    /// Dispatches the checks due on a grid of `tick` (`-check-tick`) instead of each at its own millisecond.
-    pub fn with_check_tick(mut self, tick: Duration) -> EngineLoop {
-        self.check_tick = tick;
-        self
     }
 
     /// Sends what the log changes to the ui's event streams (`GET /api/stream`).
@@ -139,7 +130,7 @@ impl EngineLoop {
         tokio::pin!(timer);
         let mut armed: Option<Time> = None;
         loop {
-            let wake = self.engine.poll_timeout().map(|(t, which)| wake_at(t, which, self.check_tick));
+            let wake = self.engine.poll_timeout().map(|(t, _)| t);
             if wake != armed {
                 if let Some(t) = wake {
                     timer.as_mut().reset(instant_at(t));
@@ -280,9 +271,11 @@ impl EngineLoop {
                         continue;
                     }
                     match wire::decode_check_result(&msg.payload) {
-                        Ok(r) => {
-                            if tx.send(r).is_err() {
-                                return;
+                        Ok(results) => {
+                            for r in results.into_vec() {
+                                if tx.send(r).is_err() {
+                                    return;
+                                }
                             }
                         }
                         Err(e) => {
@@ -454,10 +447,12 @@ impl EngineLoop {
                 let (client, reply) = (link.client.clone(), self.results_subject.clone());
                 let batch = std::mem::take(&mut self.dispatches);
                 tokio::spawn(async move {
-                    for work in batch {
+                    // The checks of one drain together, a message per `CHECKS_PER_MESSAGE`: a worker wakes once
+                    // for each message and answers its checks together.
+                    for work in batch.chunks(wire::CHECKS_PER_MESSAGE) {
                         let payload = wire::encode(&work).into();
                         if let Err(e) = client.publish_with_reply(WORK_SUBJECT, reply.clone(), payload).await {
-                            // The core counts the check as lost at its deadline.
+                            // The core counts the checks as lost at their deadline.
                             tracing::warn!(error = %e, "dispatching check work");
                         }
                     }
@@ -548,20 +543,6 @@ impl EngineLoop {
 /// hold back the timer, the log or the ui for long.
 const RESULTS_PER_TURN: usize = 1024;
 
-/// When the loop wakes for the core's deadline `t`. A check due is dispatched at the next multiple of `tick`
-/// (Unix milliseconds) at or after it, so all the checks due within one tick leave together and one wake-up
-/// of the engine, the queue and the worker carries them all: at a low rate (1,000 checks a second is one a
-/// millisecond) waking per check costs more than the check. `jaque_engine_check_start_lateness_seconds`
-/// includes the wait (up to `tick`). Every other deadline is kept to the millisecond, unless a check due
-/// comes before it and the tick rounds past it: then it is met at that tick.
-fn wake_at(t: Time, which: Timer, tick: Duration) -> Time {
-    let tick = u64::try_from(tick.as_millis()).unwrap_or(u64::MAX).max(1);
-    match which {
-        Timer::CheckDue => Time(t.0.div_ceil(tick).saturating_mul(tick)),
-        _ => t,
-    }
-}
-
 /// Feeds commands from a subscription to the loop until told to leave; then unsubscribes and still hands
 /// over what was already delivered, so no claimed command goes unanswered. Bytes that are not a command are
 /// answered at once with the core's rejection (the engine never sees them).
@@ -637,21 +618,4 @@ fn spawn_appender(coord: Coordination, done: mpsc::UnboundedSender<Done>) -> mps
         }
     });
     tx
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_check_due_waits_for_the_end_of_its_tick_and_other_deadlines_do_not() {
-        let tick = Duration::from_millis(5);
-        assert_eq!(wake_at(Time(1_000), Timer::CheckDue, tick), Time(1_000), "on the grid: at once");
-        assert_eq!(wake_at(Time(1_001), Timer::CheckDue, tick), Time(1_005));
-        assert_eq!(wake_at(Time(1_004), Timer::CheckDue, tick), Time(1_005));
-        for other in [Timer::Heartbeat, Timer::CheckLost, Timer::ReplyDeadline, Timer::ProposeRetry, Timer::Snapshot] {
-            assert_eq!(wake_at(Time(1_001), other, tick), Time(1_001), "{other:?}");
-        }
-        assert_eq!(wake_at(Time(1_001), Timer::CheckDue, Duration::from_millis(1)), Time(1_001), "1ms: as before");
-    }
 }

@@ -110,6 +110,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
     engine_cfg.forwarding = cfg.coordination.is_nats();
     engine_cfg.idempotency_window = cfg.idempotency_window;
     engine_cfg.snapshots = cfg.snapshots.clone();
+    engine_cfg.check_batching = cfg.check_batching;
     tracing::info!(
         member = %me,
         engine = cfg.roles.engine,
@@ -198,8 +199,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
             (None, Some(tx)) => WorkQueue::Memory(tx),
             (None, None) => return Err("internal: -queue memory without a worker in this process".into()),
         };
-        let mut engine = EngineLoop::new(engine_cfg.clone(), coord.clone(), coord_link.clone(), queue)
-            .with_check_tick(cfg.check_tick);
+        let mut engine = EngineLoop::new(engine_cfg.clone(), coord.clone(), coord_link.clone(), queue);
         if let Some(feed) = feed {
             engine = engine.with_feed(feed);
         }

@@ -8,9 +8,13 @@ use crate::nats::NatsLink;
 use crate::plugins;
 use crate::subjects::{WORKER_GROUP, WORK_SUBJECT};
 use futures_util::StreamExt;
-use jaque_core::wire;
+use jaque_core::wire::{self, Batch};
 use jaque_core::{CheckResult, CheckWork, Probe, State};
+use socket2::{Domain, Protocol, Socket, Type};
 use std::borrow::Cow;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
@@ -61,8 +65,8 @@ impl Prober {
                 }
                 Err(e) => (State::Critical, format!("GET {url}: {}", chain(&e.without_url()))),
             },
-            Probe::Tcp { addr } => match tokio::net::TcpStream::connect(addr.as_str()).await {
-                Ok(_) => (State::Ok, format!("connected to {addr}")),
+            Probe::Tcp { addr } => match connect(addr).await {
+                Ok(()) => (State::Ok, format!("connected to {addr}")),
                 Err(e) => (State::Critical, format!("connect {addr}: {e}")),
             },
             Probe::Exec { plugin, args } => self.exec(plugin, args).await,
@@ -135,6 +139,36 @@ impl Prober {
     }
 }
 
+/// A tcp probe's connect. An address that is an IP and a port, connected at once as a port on this host is,
+/// costs the socket's own system calls and nothing more: a non-blocking connect, then one look (`poll` with no
+/// wait) at whether it is done, where the runtime's connect registers the socket with its epoll and removes it
+/// again (two more calls), asks for the socket's error (one more) and wakes the task. A connect still in
+/// progress after that look, or to a host name, is left to the runtime.
+async fn connect(addr: &str) -> io::Result<()> {
+    let Ok(to) = addr.parse::<SocketAddr>() else {
+        return tokio::net::TcpStream::connect(addr).await.map(drop);
+    };
+    let socket = Socket::new(Domain::for_address(to), Type::STREAM.nonblocking().cloexec(), Some(Protocol::TCP))?;
+    match socket.connect(&to.into()) {
+        Ok(()) => return Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINPROGRESS | libc::EINTR)) => {}
+        Err(e) => return Err(e),
+    }
+    let mut look = libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+    // SAFETY: one pollfd that lives through the call; a zero timeout returns at once.
+    if unsafe { libc::poll(&mut look, 1, 0) } == 1 {
+        if look.revents & (libc::POLLERR | libc::POLLHUP) == 0 && look.revents & libc::POLLOUT != 0 {
+            return Ok(());
+        }
+        if let Some(e) = socket.take_error()? {
+            return Err(e);
+        }
+    }
+    let stream = tokio::net::TcpStream::from_std(std::net::TcpStream::from(socket))?;
+    stream.writable().await?;
+    stream.take_error()?.map_or(Ok(()), Err)
+}
+
 /// Kills a plugin's process group when its check ends: on time it is gone already, at the timeout (the
 /// future dropped) it and its children are killed.
 struct KillGroup(u32);
@@ -192,8 +226,10 @@ pub async fn serve_nats(
         .await
         .map_err(|e| format!("subscribing to {WORK_SUBJECT} on {}: {e}", link.url))?;
     let limit = Arc::new(Semaphore::new(concurrency));
+    let (results, ready) = mpsc::unbounded_channel();
+    let answers = tokio::spawn(send_results(link.client.clone(), ready));
     let mut leaving = false;
-    loop {
+    'taking: loop {
         let msg = tokio::select! {
             m = sub.next() => m,
             _ = shutdown.changed(), if !leaving => {
@@ -216,24 +252,103 @@ pub async fn serve_nats(
             metrics::wire_error("check work without reply subject");
             continue;
         };
-        let Ok(permit) = limit.clone().acquire_owned().await else { break };
-        let (prober, client) = (prober.clone(), link.client.clone());
-        tokio::spawn(async move {
-            let result = prober.run(work).await;
-            if let Err(e) = client.publish(reply, wire::encode(&result).into()).await {
-                tracing::warn!(error = %e, "returning a check result");
-            }
-            drop(permit);
-        });
+        let one = matches!(work, Batch::One(_));
+        for work in work.into_vec() {
+            let Ok(permit) = limit.clone().acquire_owned().await else { break 'taking };
+            let (prober, results, reply) = (prober.clone(), results.clone(), reply.clone());
+            tokio::spawn(async move {
+                let result = prober.run(work).await.with_output_kept();
+                let _ = results.send(Answer { reply, one, result });
+                drop(permit);
+            });
+        }
     }
     drain(&limit, concurrency).await;
+    drop(results);
+    let _ = answers.await;
     // The connection writes results as they come; one flush at the end makes sure the last ones are out
     // before the process exits (a flush per result cost a write and a wake-up each at thousands a second).
     let _ = link.client.flush().await;
     Ok(())
 }
 
+/// A check's result on its way back to the engine that sent the work.
+struct Answer {
+    reply: async_nats::Subject,
+    /// The work came alone, not in an array (an engine from before batching): so goes its result.
+    one: bool,
+    result: CheckResult,
+}
+
+/// Sends results back as they finish, all those finished at once to one engine in one message (up to
+/// `CHECKS_PER_MESSAGE`): the checks of one message of work that finish together go back together.
+async fn send_results(client: async_nats::Client, mut ready: mpsc::UnboundedReceiver<Answer>) {
+    let mut answers = Vec::new();
+    while ready.recv_many(&mut answers, 1024).await > 0 {
+        // Grouped by engine, in the order they finished within each.
+        answers.sort_by(|a, b| a.reply.as_str().cmp(b.reply.as_str()).then(a.one.cmp(&b.one)));
+        for group in answers.chunk_by(|a, b| a.reply == b.reply && a.one == b.one) {
+            let size = if group[0].one { 1 } else { wire::CHECKS_PER_MESSAGE };
+            for part in group.chunks(size) {
+                let payload = match part {
+                    [a] if a.one => wire::encode(&a.result),
+                    _ => wire::encode(&part.iter().map(|a| &a.result).collect::<Vec<_>>()),
+                };
+                if let Err(e) = client.publish(part[0].reply.clone(), payload.into()).await {
+                    tracing::warn!(error = %e, "returning check results");
+                }
+            }
+        }
+        answers.clear();
+    }
+}
+
 /// Waits until every check in flight has finished (all permits are back).
 async fn drain(limit: &Semaphore, concurrency: usize) {
     let _ = limit.acquire_many(u32::try_from(concurrency).unwrap_or(u32::MAX)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+
+    #[tokio::test]
+    async fn a_tcp_connect_is_ok_to_a_listening_port_and_refused_at_a_closed_one() {
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = open.local_addr().unwrap().to_string();
+        // A port on this host connects at once: the first poll has the answer.
+        assert!(matches!(connect(&addr).now_or_never(), Some(Ok(()))), "{addr}");
+        let port = open.local_addr().unwrap().port();
+        assert!(connect(&format!("localhost:{port}")).await.is_ok(), "a host name goes the runtime's way");
+        drop(open);
+        let refused = connect(&addr).now_or_never().expect("refused at once");
+        assert_eq!(refused.unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
+        assert!(connect("127.0.0.1:notaport").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_tcp_connect_still_in_progress_is_left_to_the_runtime_until_it_completes() {
+        // A listener whose accept queue is full drops new SYNs: a connect to it stays in progress until the
+        // queue has room and the SYN is sent again (after ~1 s).
+        let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        listener.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into()).unwrap();
+        listener.listen(0).unwrap();
+        let addr = listener.local_addr().unwrap().as_socket().unwrap().to_string();
+        let mut queued = 0;
+        let pending = loop {
+            let mut c = Box::pin(connect(&addr));
+            match (&mut c).now_or_never() {
+                Some(r) => r.expect("connects while the queue has room"),
+                None => break c,
+            }
+            queued += 1;
+            assert!(queued < 16, "the accept queue never filled");
+        };
+        let listener = std::net::TcpListener::from(listener);
+        for _ in 0..queued {
+            listener.accept().unwrap();
+        }
+        pending.await.expect("connects once the queue has room");
+    }
 }

@@ -31,10 +31,13 @@ fn malformed_urls_and_durations_are_refused() {
 }
 
 #[test]
-fn a_check_tick_off_the_millisecond_grid_or_out_of_range_is_refused_with_exit_2() {
-    for tick in ["0ms", "250us", "5s", "often"] {
-        let out = jaque_refuses_config(&["-target", "engine,worker", "-queue", "memory", "-check-tick", tick]);
-        assert!(out.contains("-check-tick"), "{tick}: {out}");
+fn a_check_linger_off_the_millisecond_grid_or_out_of_range_or_an_empty_batch_is_refused_with_exit_2() {
+    let engine = ["-target", "engine,worker", "-queue", "memory"];
+    for (flag, value) in
+        [("-check-linger", "250us"), ("-check-linger", "5s"), ("-check-linger", "often"), ("-check-batch", "0")]
+    {
+        let out = jaque_refuses_config(&[&engine[..], &[flag, value]].concat());
+        assert!(out.contains(flag), "{flag} {value}: {out}");
     }
 }
 

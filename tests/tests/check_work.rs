@@ -1,0 +1,88 @@
+//! Check work as a worker takes it from the `-queue` (`jaque.work.check`, queue group `jaque-workers`), with a
+//! real NATS client in the engine's place: work comes as a JSON array and its results go back as arrays of at
+//! most `CHECKS_PER_MESSAGE`, every check answered once; one object alone (an engine from before batching) is
+//! answered with one object; malformed work is counted and skipped, and the worker keeps serving.
+
+use futures_util::StreamExt;
+use jaque_core::wire::{self, Batch, CHECKS_PER_MESSAGE};
+use jaque_core::{CheckResult, CheckWork, ObjectId, Probe, State};
+use jaque_tests::{poll, Jaque, Nats};
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+
+fn tcp(check_id: u64, addr: &str) -> CheckWork {
+    CheckWork {
+        check_id,
+        object: ObjectId::new(format!("o{check_id}")).unwrap(),
+        probe: Probe::Tcp { addr: addr.into() },
+        timeout_ms: 5_000,
+    }
+}
+
+#[test]
+fn a_worker_answers_an_array_of_work_in_arrays_and_one_alone_in_kind() {
+    let nats = Nats::start();
+    let worker = Jaque::start("w1", &["-target", "worker", "-queue", &nats.url, "-id", "w1"]);
+    worker.wait_ready();
+    let open = TcpListener::bind("127.0.0.1:0").unwrap();
+    let open = open.local_addr().map(|a| (open, a.to_string())).unwrap();
+    let closed = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let url = nats.url.clone();
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+        let client = async_nats::connect(&url).await.unwrap();
+        let mut results = client.subscribe("test.results").await.unwrap();
+        // The worker joins the queue group a moment after it answers health: until then NATS answers "no
+        // responders".
+        let one = loop {
+            match client.request("jaque.work.check", wire::encode(&tcp(0, &open.1)).into()).await {
+                Ok(msg) => break msg,
+                Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        match wire::decode_check_result(&one.payload).unwrap() {
+            Batch::One(r) => assert_eq!((r.check_id, r.state), (0, State::Ok), "{r:?}"),
+            many => panic!("one work alone answered with an array: {many:?}"),
+        }
+
+        // 80 checks in three messages, half to an open port and half to a closed one.
+        let work: Vec<CheckWork> = (1..=80).map(|i| tcp(i, if i % 2 == 0 { &open.1 } else { &closed })).collect();
+        for part in work.chunks(CHECKS_PER_MESSAGE) {
+            client.publish_with_reply("jaque.work.check", "test.results", wire::encode(&part).into()).await.unwrap();
+        }
+        client.flush().await.unwrap();
+        let mut got: BTreeMap<u64, CheckResult> = BTreeMap::new();
+        while got.len() < work.len() {
+            let msg = results.next().await.unwrap();
+            let Batch::Many(many) = wire::decode_check_result(&msg.payload).unwrap() else {
+                panic!("an array of work answered with one result alone");
+            };
+            assert!(!many.is_empty() && many.len() <= CHECKS_PER_MESSAGE, "{} results in one message", many.len());
+            for r in many {
+                assert!(got.insert(r.check_id, r).is_none(), "a check answered twice");
+            }
+        }
+        for (id, r) in &got {
+            let expected = if id % 2 == 0 { State::Ok } else { State::Critical };
+            assert_eq!((r.state, r.object.as_str()), (expected, format!("o{id}").as_str()), "{r:?}");
+        }
+
+        // Malformed work: counted and skipped; the worker goes on.
+        for bad in [&b"[{\"check_id\":1}]"[..], b"{", b"[1,2]"] {
+            client.publish_with_reply("jaque.work.check", "test.results", bad.to_vec().into()).await.unwrap();
+        }
+        client.publish("jaque.work.check", wire::encode(&[tcp(100, &open.1)]).into()).await.unwrap();
+        client.flush().await.unwrap();
+    });
+    poll("malformed work and work without a reply subject are counted", || {
+        let n = |what: &str| worker.metric(&format!("jaque_wire_decode_errors_total{{what=\"{what}\"}}"));
+        (n("check work") == Some(3.0) && n("check work without reply subject") == Some(1.0)).then_some(())
+    });
+    worker.wait_ready();
+    drop(open);
+}
