@@ -1930,8 +1930,8 @@ fn engine_and_worker(servers: &Servers, queue: &str, extra_target: &str) -> Vec<
     }
 }
 
-/// The same connects as `bare_connects`, paced the way an engine dispatches `rate` checks a second on a
-/// `-check-tick` of `tick`: at each tick the ones due in it, one after the other, then sleep until the next;
+/// The same connects as `bare_connects`, paced the way an engine dispatches `rate` checks a second every
+/// `tick` (`dispatch_every`): at each tick the ones due in it, one after the other, then sleep until the next;
 /// for `secs`. CPU seconds of the thread per 1,000 connects: what the connects alone cost at that pace, with
 /// nothing of jaque around them.
 fn paced_connects(target: &AcceptAndClose, rate: usize, tick: Duration, secs: f64) -> f64 {
@@ -1954,11 +1954,15 @@ fn paced_connects(target: &AcceptAndClose, rate: usize, tick: Duration, secs: f6
     .unwrap()
 }
 
-/// The `-check-tick` the processes run with: `JAQUE_CHECK_TICK` (whole milliseconds, e.g. `10ms`) when the
-/// bench is run with it set (the processes inherit it), else the flag's default.
-fn check_tick() -> Duration {
-    let ms = std::env::var("JAQUE_CHECK_TICK").ok().and_then(|s| s.strip_suffix("ms").and_then(|m| m.parse().ok()));
-    Duration::from_millis(ms.unwrap_or(5))
+/// How often an engine dispatches at `rate` checks due a second, with the `-check-linger` and `-check-batch`
+/// the processes run with (`JAQUE_CHECK_LINGER` in whole milliseconds, e.g. `10ms`, and `JAQUE_CHECK_BATCH`
+/// when the bench is run with them set: the processes inherit them; else the flags' defaults): a batch's worth
+/// or the linger, whichever comes first.
+fn dispatch_every(rate: usize) -> Duration {
+    let linger = std::env::var("JAQUE_CHECK_LINGER").ok().and_then(|s| s.strip_suffix("ms")?.parse().ok());
+    let batch = std::env::var("JAQUE_CHECK_BATCH").ok().and_then(|s| s.parse().ok());
+    let linger = Duration::from_millis(linger.unwrap_or(50)).max(Duration::from_millis(1));
+    linger.min(Duration::from_secs_f64(batch.unwrap_or(128) as f64 / rate as f64))
 }
 
 /// P9: one engine and one worker checking `n` objects every second (tcp connects to a listener that accepts
@@ -1974,7 +1978,6 @@ fn p9() {
         std::env::var("JAQUE_BENCH_P9_WINDOW_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10),
     );
     let steps = std::env::var("JAQUE_BENCH_P9_STEPS").ok();
-    let tick = check_tick();
     for queue in ["memory", "nats"] {
         for n in [1_000usize, 10_000, 30_000] {
             if let Some(steps) = &steps {
@@ -1990,6 +1993,7 @@ fn p9() {
             // The floor first, with nothing of jaque running yet: load from elsewhere on the machine is what
             // both share.
             let (floor_rate, floor_per_cpu) = bare_connects(&target, 3.0);
+            let tick = dispatch_every(n);
             let paced_per_k = paced_connects(&target, n, tick, 3.0);
             let procs = engine_and_worker(&servers, queue, "");
             let engine = &procs[0].1;
@@ -2039,11 +2043,11 @@ fn p9() {
                 procs.iter().zip(&cpu).map(|((r, _), c)| format!("{r} {:.3}", c / done.max(1.0) * 1000.0)).collect();
             let per_cpu = done / total_cpu.max(0.01);
             println!(
-                "| P9 | -queue {queue}, {n} objects every 1 s (due {n}/s): checks completed/s; CPU s per 1,000 checks | {rate:.0}/s ({:.2}x due; {critical:.0} critical, {lost:.0} lost); {} | bare loop: {floor_rate:.0} connects/s, {:.3} CPU s per 1,000 (paced as dispatched, {n}/s in {} ms ticks: {paced_per_k:.3}) | {:.2}x connects per CPU s ({per_cpu:.0} vs {floor_per_cpu:.0}) | >= 0.5x |",
+                "| P9 | -queue {queue}, {n} objects every 1 s (due {n}/s): checks completed/s; CPU s per 1,000 checks | {rate:.0}/s ({:.2}x due; {critical:.0} critical, {lost:.0} lost); {} | bare loop: {floor_rate:.0} connects/s, {:.3} CPU s per 1,000 (paced as dispatched, {n}/s in {:.1} ms ticks: {paced_per_k:.3}) | {:.2}x connects per CPU s ({per_cpu:.0} vs {floor_per_cpu:.0}) | >= 0.5x |",
                 rate / n as f64,
                 per_k.join(", "),
                 1000.0 / floor_per_cpu,
-                tick.as_millis(),
+                tick.as_secs_f64() * 1000.0,
                 per_cpu / floor_per_cpu,
             );
             println!(
