@@ -7,11 +7,13 @@ use crate::metrics::{self, PLUGIN_OUTPUT_DISCARDED, WORKER_CHECKS};
 use crate::nats::NatsLink;
 use crate::plugins;
 use crate::subjects::{WORKER_GROUP, WORK_SUBJECT};
+use futures_util::future::Either;
 use futures_util::StreamExt;
 use jaque_core::wire::{self, Batch};
-use jaque_core::{CheckResult, CheckWork, Probe, State};
+use jaque_core::{CheckResult, CheckWork, Probe, SensitiveUrl, State};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::borrow::Cow;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -44,38 +46,66 @@ impl Prober {
         Ok(Prober { http, plugin_dir })
     }
 
-    pub async fn run(&self, work: CheckWork) -> CheckResult {
+    /// Starts `work`. A tcp probe to an IP and port connects a non-blocking socket and looks once whether it
+    /// is done (`start_connect`): when it is, as a connect to a port on this host always is, the result is
+    /// here at once, with no task, timer or wake-up spent on it. Anything else is left to await.
+    pub fn start(&self, work: CheckWork) -> Started<impl Future<Output = CheckResult> + Send + 'static> {
         let timeout = Duration::from_millis(work.timeout_ms.max(1));
-        let (state, output) = match tokio::time::timeout(timeout, self.probe(&work.probe, timeout)).await {
-            Ok(r) => r,
-            Err(_) => (State::Critical, format!("check timed out after {}", humantime::format_duration(timeout))),
+        let connecting = match &work.probe {
+            Probe::Tcp { addr } => addr.parse::<SocketAddr>().ok().map(|to| (addr, start_connect(to))),
+            _ => None,
         };
-        WORKER_CHECKS[state as usize].fetch_add(1, Ordering::Relaxed);
-        CheckResult { check_id: work.check_id, object: work.object, state, output }
+        match connecting {
+            Some((addr, Connecting::Done(r))) => {
+                let outcome = tcp_outcome(addr, r);
+                Started::Done(finish(work, outcome))
+            }
+            Some((addr, Connecting::Pending(socket))) => {
+                let addr = addr.clone();
+                Started::Running(Either::Left(async move {
+                    let outcome = match tokio::time::timeout(timeout, finish_connect(socket)).await {
+                        Ok(r) => tcp_outcome(&addr, r),
+                        Err(_) => timed_out(timeout),
+                    };
+                    finish(work, outcome)
+                }))
+            }
+            None => {
+                let prober = self.clone();
+                Started::Running(Either::Right(async move { prober.run(work).await }))
+            }
+        }
+    }
+
+    /// Runs `work` with its timeout.
+    async fn run(&self, work: CheckWork) -> CheckResult {
+        let timeout = Duration::from_millis(work.timeout_ms.max(1));
+        let outcome = match tokio::time::timeout(timeout, self.probe(&work.probe, timeout)).await {
+            Ok(r) => r,
+            Err(_) => timed_out(timeout),
+        };
+        finish(work, outcome)
     }
 
     async fn probe(&self, probe: &Probe, timeout: Duration) -> (State, String) {
-        let (state, output) = match probe {
-            // The one place the url's credentials are used. The client's errors carry the url: left out, and
-            // the url named redacted.
-            Probe::Http { url, expect_status } => match self.http.get(url.expose()).timeout(timeout).send().await {
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    (State::from_http_status(status, *expect_status), format!("HTTP {status}"))
-                }
-                Err(e) => (State::Critical, format!("GET {url}: {}", chain(&e.without_url()))),
-            },
-            Probe::Tcp { addr } => match connect(addr).await {
-                Ok(()) => (State::Ok, format!("connected to {addr}")),
-                Err(e) => (State::Critical, format!("connect {addr}: {e}")),
-            },
-            Probe::Exec { plugin, args } => self.exec(plugin, args).await,
-        };
-        let output = match probe.scrub(&output) {
-            Cow::Borrowed(_) => output,
-            Cow::Owned(scrubbed) => scrubbed,
-        };
-        (state, output)
+        match probe {
+            // Boxed, as the exec probe is: a task running a tcp probe does not carry the space of the others.
+            Probe::Http { url, expect_status } => Box::pin(self.http(url, *expect_status, timeout)).await,
+            Probe::Tcp { addr } => tcp_outcome(addr, connect(addr).await),
+            Probe::Exec { plugin, args } => Box::pin(self.exec(plugin, args)).await,
+        }
+    }
+
+    /// The one place the url's credentials are used. The client's errors carry the url: left out, and the url
+    /// named redacted.
+    async fn http(&self, url: &SensitiveUrl, expect_status: Option<u16>, timeout: Duration) -> (State, String) {
+        match self.http.get(url.expose()).timeout(timeout).send().await {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                (State::from_http_status(status, expect_status), format!("HTTP {status}"))
+            }
+            Err(e) => (State::Critical, format!("GET {url}: {}", chain(&e.without_url()))),
+        }
     }
 
     async fn exec(&self, plugin: &str, args: &[String]) -> (State, String) {
@@ -139,34 +169,86 @@ impl Prober {
     }
 }
 
-/// A tcp probe's connect. An address that is an IP and a port, connected at once as a port on this host is,
-/// costs the socket's own system calls and nothing more: a non-blocking connect, then one look (`poll` with no
-/// wait) at whether it is done, where the runtime's connect registers the socket with its epoll and removes it
-/// again (two more calls), asks for the socket's error (one more) and wakes the task. A connect still in
-/// progress after that look, or to a host name, is left to the runtime.
-async fn connect(addr: &str) -> io::Result<()> {
-    let Ok(to) = addr.parse::<SocketAddr>() else {
-        return tokio::net::TcpStream::connect(addr).await.map(drop);
+/// A check started by `Prober::start`: its result already, or what is left of it to await.
+pub enum Started<F> {
+    Done(CheckResult),
+    Running(F),
+}
+
+/// The probe's outcome made a result: output scrubbed with the probe's secrets (before the cut, which could
+/// leave half of one), no more of it than a transition keeps, counted by state.
+fn finish(work: CheckWork, (state, output): (State, String)) -> CheckResult {
+    let output = match work.probe.scrub(&output) {
+        Cow::Borrowed(_) => output,
+        Cow::Owned(scrubbed) => scrubbed,
     };
-    let socket = Socket::new(Domain::for_address(to), Type::STREAM.nonblocking().cloexec(), Some(Protocol::TCP))?;
+    WORKER_CHECKS[state as usize].fetch_add(1, Ordering::Relaxed);
+    CheckResult { check_id: work.check_id, object: work.object, state, output }.with_output_kept()
+}
+
+fn timed_out(timeout: Duration) -> (State, String) {
+    (State::Critical, format!("check timed out after {}", humantime::format_duration(timeout)))
+}
+
+fn tcp_outcome(addr: &str, connected: io::Result<()>) -> (State, String) {
+    match connected {
+        Ok(()) => (State::Ok, format!("connected to {addr}")),
+        Err(e) => (State::Critical, format!("connect {addr}: {e}")),
+    }
+}
+
+/// A tcp connect begun: done (connected or failed), or still in progress on this socket.
+enum Connecting {
+    Done(io::Result<()>),
+    Pending(Socket),
+}
+
+/// A tcp probe's connect to an IP and port, connected at once as a port on this host is, costs the socket's own
+/// system calls and nothing more: a non-blocking connect, then one look (`poll` with no wait) at whether it is
+/// done, where the runtime's connect registers the socket with its epoll and removes it again (two more
+/// calls), asks for the socket's error (one more) and wakes the task. A connect still in progress after that
+/// look is left to the runtime (`finish_connect`).
+fn start_connect(to: SocketAddr) -> Connecting {
+    let socket = match Socket::new(Domain::for_address(to), Type::STREAM.nonblocking().cloexec(), Some(Protocol::TCP)) {
+        Ok(s) => s,
+        Err(e) => return Connecting::Done(Err(e)),
+    };
     match socket.connect(&to.into()) {
-        Ok(()) => return Ok(()),
+        Ok(()) => return Connecting::Done(Ok(())),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EINPROGRESS | libc::EINTR)) => {}
-        Err(e) => return Err(e),
+        Err(e) => return Connecting::Done(Err(e)),
     }
     let mut look = libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
     // SAFETY: one pollfd that lives through the call; a zero timeout returns at once.
     if unsafe { libc::poll(&mut look, 1, 0) } == 1 {
         if look.revents & (libc::POLLERR | libc::POLLHUP) == 0 && look.revents & libc::POLLOUT != 0 {
-            return Ok(());
+            return Connecting::Done(Ok(()));
         }
-        if let Some(e) = socket.take_error()? {
-            return Err(e);
+        match socket.take_error() {
+            Ok(Some(e)) | Err(e) => return Connecting::Done(Err(e)),
+            Ok(None) => {}
         }
     }
+    Connecting::Pending(socket)
+}
+
+/// Waits for a connect still in progress on the runtime.
+async fn finish_connect(socket: Socket) -> io::Result<()> {
     let stream = tokio::net::TcpStream::from_std(std::net::TcpStream::from(socket))?;
     stream.writable().await?;
     stream.take_error()?.map_or(Ok(()), Err)
+}
+
+/// A tcp probe's connect: an IP and port as `start_connect` does it, a host name through the runtime's
+/// resolver.
+async fn connect(addr: &str) -> io::Result<()> {
+    let Ok(to) = addr.parse::<SocketAddr>() else {
+        return tokio::net::TcpStream::connect(addr).await.map(drop);
+    };
+    match start_connect(to) {
+        Connecting::Done(r) => r,
+        Connecting::Pending(socket) => finish_connect(socket).await,
+    }
 }
 
 /// Kills a plugin's process group when its check ends: on time it is gone already, at the timeout (the
@@ -202,12 +284,17 @@ pub async fn serve_memory(prober: Prober, mut rx: mpsc::UnboundedReceiver<MemWor
     // Ends when the engine of this process is gone (its sender dropped), after the checks in flight.
     while let Some(item) = rx.recv().await {
         let Ok(permit) = limit.clone().acquire_owned().await else { return };
-        let prober = prober.clone();
-        tokio::spawn(async move {
-            let result = prober.run(item.work).await;
-            let _ = item.reply.send(result);
-            drop(permit);
-        });
+        match prober.start(item.work) {
+            Started::Done(result) => {
+                let _ = item.reply.send(result);
+            }
+            Started::Running(check) => {
+                tokio::spawn(async move {
+                    let _ = item.reply.send(check.await);
+                    drop(permit);
+                });
+            }
+        }
     }
     drain(&limit, concurrency).await;
 }
@@ -255,12 +342,18 @@ pub async fn serve_nats(
         let one = matches!(work, Batch::One(_));
         for work in work.into_vec() {
             let Ok(permit) = limit.clone().acquire_owned().await else { break 'taking };
-            let (prober, results, reply) = (prober.clone(), results.clone(), reply.clone());
-            tokio::spawn(async move {
-                let result = prober.run(work).await.with_output_kept();
-                let _ = results.send(Answer { reply, one, result });
-                drop(permit);
-            });
+            match prober.start(work) {
+                Started::Done(result) => {
+                    let _ = results.send(Answer { reply: reply.clone(), one, result });
+                }
+                Started::Running(check) => {
+                    let (results, reply) = (results.clone(), reply.clone());
+                    tokio::spawn(async move {
+                        let _ = results.send(Answer { reply, one, result: check.await });
+                        drop(permit);
+                    });
+                }
+            }
         }
     }
     drain(&limit, concurrency).await;
@@ -325,6 +418,42 @@ mod tests {
         let refused = connect(&addr).now_or_never().expect("refused at once");
         assert_eq!(refused.unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
         assert!(connect("127.0.0.1:notaport").await.is_err());
+    }
+
+    fn tcp_work(addr: &str) -> CheckWork {
+        let object = jaque_core::ObjectId::new("web").unwrap();
+        CheckWork { check_id: 7, object, probe: Probe::Tcp { addr: addr.into() }, timeout_ms: 5_000 }
+    }
+
+    #[tokio::test]
+    async fn a_tcp_check_to_a_port_on_this_host_is_done_when_started_and_anything_else_is_left_to_await() {
+        let prober = Prober::new(None).unwrap();
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = open.local_addr().unwrap().port();
+        let Started::Done(ok) = prober.start(tcp_work(&format!("127.0.0.1:{port}"))) else {
+            panic!("a local connect is done at once")
+        };
+        assert_eq!(
+            (ok.check_id, ok.state, ok.output.as_str()),
+            (7, State::Ok, &*format!("connected to 127.0.0.1:{port}"))
+        );
+        // A host name needs the resolver: left to await, with the same result.
+        let Started::Running(check) = prober.start(tcp_work(&format!("localhost:{port}"))) else {
+            panic!("a host name is resolved on the runtime")
+        };
+        assert_eq!(check.await.state, State::Ok);
+        drop(open);
+        let Started::Done(refused) = prober.start(tcp_work(&format!("127.0.0.1:{port}"))) else {
+            panic!("a refused local connect is done at once")
+        };
+        assert_eq!(refused.state, State::Critical);
+        assert!(refused.output.starts_with(&format!("connect 127.0.0.1:{port}: ")), "{}", refused.output);
+        let http = CheckWork {
+            probe: Probe::Http { url: SensitiveUrl::new(format!("http://127.0.0.1:{port}/")), expect_status: None },
+            ..tcp_work("")
+        };
+        let Started::Running(check) = prober.start(http) else { panic!("an http probe is awaited") };
+        assert_eq!(check.await.state, State::Critical, "nothing listens there any more");
     }
 
     #[tokio::test]
