@@ -19,8 +19,8 @@ use crate::hrw;
 use crate::log::{Effect, LogReader, Read, ReaderSnapshot, Verdict};
 use crate::membership::{MemberObservation, Membership, MembershipOutput};
 use crate::model::{
-    Bucket, Command, CommandId, CommandKind, EpochRecord, Event, EventBody, LogEntry, MemberRef, ObjectDef, ObjectId,
-    Outcome, Probe, State,
+    Bucket, Command, CommandId, CommandKind, EpochRecord, Event, EventBody, LogEntry, MemberRef, ObjectId, Outcome,
+    Probe, State,
 };
 use crate::schedule;
 use crate::time::Time;
@@ -987,7 +987,7 @@ impl Engine {
     /// Runs the check of `object` that was due at `slot` (a slot of its grid, or the time a check-now asked for).
     fn run_due(&mut self, now: Time, slot: Time, object: ObjectId) {
         let Some(view) = self.follow.reader().object(&object) else { return };
-        let (def, anchor, paused): (ObjectDef, Time, bool) = (view.def.clone(), view.anchor, view.paused);
+        let (def, anchor, paused) = (&view.def, view.anchor, view.paused);
         let Some(o) = self.owned.get_mut(&object) else { return };
         o.next = None;
         let requested = o.update(|b| std::mem::take(&mut b.requested));
@@ -1005,16 +1005,12 @@ impl Engine {
         self.next_check += 1;
         o.update(|b| b.inflight = Some(check_id));
         let deadline = now + def.timeout() + self.cfg.check_grace;
+        let work = CheckWork { check_id, object: object.clone(), probe: def.probe.clone(), timeout_ms: def.timeout_ms };
         self.checks.insert(check_id, (object.clone(), deadline));
         self.check_deadlines.insert((deadline, check_id));
         self.counters.checks_dispatched += 1;
         self.counters.check_start_lateness.record(now.saturating_since(slot));
-        self.outputs.push_back(Output::Dispatch(CheckWork {
-            check_id,
-            object: object.clone(),
-            probe: def.probe,
-            timeout_ms: def.timeout_ms,
-        }));
+        self.outputs.push_back(Output::Dispatch(work));
         self.set_next(&object, next);
     }
 

@@ -445,13 +445,14 @@ impl EngineLoop {
             }
             WorkQueue::Nats(link) => {
                 let (client, reply) = (link.client.clone(), self.results_subject.clone());
-                let batch = std::mem::take(&mut self.dispatches);
+                // The checks of one drain together, a message per `CHECKS_PER_MESSAGE`: a worker wakes once for
+                // each message and answers its checks together. The list keeps its room for the next drain.
+                let payloads: Vec<Vec<u8>> =
+                    self.dispatches.chunks(wire::CHECKS_PER_MESSAGE).map(|w| wire::encode(&w)).collect();
+                self.dispatches.clear();
                 tokio::spawn(async move {
-                    // The checks of one drain together, a message per `CHECKS_PER_MESSAGE`: a worker wakes once
-                    // for each message and answers its checks together.
-                    for work in batch.chunks(wire::CHECKS_PER_MESSAGE) {
-                        let payload = wire::encode(&work).into();
-                        if let Err(e) = client.publish_with_reply(WORK_SUBJECT, reply.clone(), payload).await {
+                    for payload in payloads {
+                        if let Err(e) = client.publish_with_reply(WORK_SUBJECT, reply.clone(), payload.into()).await {
                             // The core counts the checks as lost at their deadline.
                             tracing::warn!(error = %e, "dispatching check work");
                         }
