@@ -50,7 +50,6 @@ impl Prober {
     /// is done (`start_connect`): when it is, as a connect to a port on this host always is, the result is
     /// here at once, with no task, timer or wake-up spent on it. Anything else is left to await.
     pub fn start(&self, work: CheckWork) -> Started<impl Future<Output = CheckResult> + Send + 'static> {
-        let timeout = Duration::from_millis(work.timeout_ms.max(1));
         let connecting = match &work.probe {
             Probe::Tcp { addr } => addr.parse::<SocketAddr>().ok().map(|to| (addr, start_connect(to))),
             _ => None,
@@ -63,10 +62,7 @@ impl Prober {
             Some((addr, Connecting::Pending(socket))) => {
                 let addr = addr.clone();
                 Started::Running(Either::Left(async move {
-                    let outcome = match tokio::time::timeout(timeout, finish_connect(socket)).await {
-                        Ok(r) => tcp_outcome(&addr, r),
-                        Err(_) => timed_out(timeout),
-                    };
+                    let outcome = within(&work, async { tcp_outcome(&addr, finish_connect(socket).await) }).await;
                     finish(work, outcome)
                 }))
             }
@@ -79,11 +75,7 @@ impl Prober {
 
     /// Runs `work` with its timeout.
     async fn run(&self, work: CheckWork) -> CheckResult {
-        let timeout = Duration::from_millis(work.timeout_ms.max(1));
-        let outcome = match tokio::time::timeout(timeout, self.probe(&work.probe, timeout)).await {
-            Ok(r) => r,
-            Err(_) => timed_out(timeout),
-        };
+        let outcome = within(&work, self.probe(&work.probe, timeout_of(&work))).await;
         finish(work, outcome)
     }
 
@@ -186,8 +178,17 @@ fn finish(work: CheckWork, (state, output): (State, String)) -> CheckResult {
     CheckResult { check_id: work.check_id, object: work.object, state, output }.with_output_kept()
 }
 
-fn timed_out(timeout: Duration) -> (State, String) {
-    (State::Critical, format!("check timed out after {}", humantime::format_duration(timeout)))
+fn timeout_of(work: &CheckWork) -> Duration {
+    Duration::from_millis(work.timeout_ms.max(1))
+}
+
+/// A probe's outcome within the work's timeout; past it, critical.
+async fn within(work: &CheckWork, probe: impl Future<Output = (State, String)>) -> (State, String) {
+    let timeout = timeout_of(work);
+    match tokio::time::timeout(timeout, probe).await {
+        Ok(outcome) => outcome,
+        Err(_) => (State::Critical, format!("check timed out after {}", humantime::format_duration(timeout))),
+    }
 }
 
 fn tcp_outcome(addr: &str, connected: io::Result<()>) -> (State, String) {
