@@ -28,6 +28,11 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+/// How long past its timeout an engine waits for a dispatched check's result by default (`check_grace`) before it
+/// counts the check as lost and frees the object for its next slot. A worker drops work older than its timeout
+/// plus this, unstarted: its result could no longer be used.
+pub const CHECK_GRACE: Duration = Duration::from_secs(2);
+
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub me: MemberRef,
@@ -91,7 +96,7 @@ impl EngineConfig {
             forwarding: true,
             reply_timeout: Duration::from_secs(5),
             expiry_lag: Duration::from_millis(1500),
-            check_grace: Duration::from_secs(2),
+            check_grace: CHECK_GRACE,
             propose_timeout: Duration::from_secs(2),
             idempotency_window: Duration::from_secs(24 * 3600),
             snapshots: SnapshotConfig::default(),

@@ -35,7 +35,7 @@ pub mod wire;
 pub use compact::SnapshotConfig;
 pub use engine::{
     CheckBatching, CheckResult, CheckWork, Engine, EngineConfig, EngineCounters, ForwardId, Input, Lateness, Output,
-    ReplyTo, Timer, LATENESS_BOUNDS_MS,
+    ReplyTo, Timer, CHECK_GRACE, LATENESS_BOUNDS_MS,
 };
 pub use log::{Effect, Fence, LogReader, Read, ReaderSnapshot, StaleReason, Verdict};
 pub use membership::{LiveSet, MemberChange, MemberObservation, Membership, MembershipOutput};

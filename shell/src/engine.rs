@@ -14,7 +14,7 @@ use crate::subjects::{cmd_subject, results_subject, INGRESS_GROUP, INGRESS_SUBJE
 use crate::views::{self, UiRequest};
 use crate::worker::MemWork;
 use futures_util::StreamExt;
-use jaque_core::wire;
+use jaque_core::wire::{self, Batch};
 use jaque_core::{
     CheckResult, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef, Outcome,
     Output, ReplyTo, Time,
@@ -438,10 +438,10 @@ impl EngineLoop {
     fn dispatch(&mut self) {
         match &self.queue {
             WorkQueue::Memory(tx) => {
-                for work in self.dispatches.drain(..) {
-                    // A send fails only once the worker is gone: the core counts the check as lost at its deadline.
-                    let _ = tx.send(MemWork { work, reply: self.results_tx.clone() });
-                }
+                // The checks of one drain together. A send fails only once the worker is gone: the core counts the
+                // checks as lost at their deadline.
+                let work = Batch::Many(std::mem::take(&mut self.dispatches));
+                let _ = tx.send(MemWork { work, answer: self.results_tx.clone() });
             }
             WorkQueue::Nats(link) => {
                 let (client, reply) = (link.client.clone(), self.results_subject.clone());

@@ -12,6 +12,8 @@ pub static WORKER_CHECKS: [AtomicU64; 5] =
     [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 /// Bytes of plugin output past `plugins::OUTPUT_MAX`, read and dropped.
 pub static PLUGIN_OUTPUT_DISCARDED: AtomicU64 = AtomicU64::new(0);
+/// Check work a worker took and dropped unstarted: the engine had stopped waiting for its result.
+pub static WORKER_CHECKS_EXPIRED: AtomicU64 = AtomicU64::new(0);
 
 /// Counts a message that could not be decoded and was skipped.
 pub fn wire_error(what: &'static str) {
@@ -92,6 +94,13 @@ pub fn process(out: &mut Exposition, worker: bool) {
         for (i, state) in ["pending", "ok", "warning", "critical", "unknown"].iter().enumerate().skip(1) {
             out.sample("jaque_worker_checks_total", &[("state", state)], WORKER_CHECKS[i].load(Ordering::Relaxed));
         }
+        out.one(
+            "jaque_worker_checks_expired_total",
+            "counter",
+            "Checks this worker took but did not start: older than their timeout plus the engine's 2 s grace, \
+             the engine had stopped waiting for their result (more work than the worker runs, for that long).",
+            WORKER_CHECKS_EXPIRED.load(Ordering::Relaxed),
+        );
         out.one(
             "jaque_worker_plugin_output_discarded_bytes_total",
             "counter",

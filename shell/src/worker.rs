@@ -3,14 +3,16 @@
 //! `-plugin-dir`, Nagios exit codes, killed at its timeout; `plugins` says what a plugin gets). A timeout is
 //! critical. A check's output passes through the probe's `scrub`: no credential of its url is ever in it.
 
-use crate::metrics::{self, PLUGIN_OUTPUT_DISCARDED, WORKER_CHECKS};
+use crate::metrics::{self, PLUGIN_OUTPUT_DISCARDED, WORKER_CHECKS, WORKER_CHECKS_EXPIRED};
 use crate::nats::NatsLink;
 use crate::plugins;
 use crate::subjects::{WORKER_GROUP, WORK_SUBJECT};
 use futures_util::future::Either;
 use futures_util::StreamExt;
 use jaque_core::wire::{self, Batch};
-use jaque_core::{CheckResult, CheckWork, Probe, SensitiveUrl, State};
+use jaque_core::{CheckResult, CheckWork, Probe, SensitiveUrl, State, CHECK_GRACE};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::borrow::Cow;
 use std::future::Future;
@@ -21,14 +23,8 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::{mpsc, watch, Semaphore};
-
-/// One piece of work handed over in memory, with where its result goes.
-pub struct MemWork {
-    pub work: CheckWork,
-    pub reply: mpsc::UnboundedSender<CheckResult>,
-}
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 #[derive(Clone)]
 pub struct Prober {
@@ -279,25 +275,10 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// Serves in-process work (`-queue memory`).
-pub async fn serve_memory(prober: Prober, mut rx: mpsc::UnboundedReceiver<MemWork>, concurrency: usize) {
-    let limit = Arc::new(Semaphore::new(concurrency));
-    // Ends when the engine of this process is gone (its sender dropped), after the checks in flight.
-    while let Some(item) = rx.recv().await {
-        let Ok(permit) = limit.clone().acquire_owned().await else { return };
-        match prober.start(item.work) {
-            Started::Done(result) => {
-                let _ = item.reply.send(result);
-            }
-            Started::Running(check) => {
-                tokio::spawn(async move {
-                    let _ = item.reply.send(check.await);
-                    drop(permit);
-                });
-            }
-        }
-    }
-    drain(&limit, concurrency).await;
+/// Serves in-process work (`-queue memory`): each piece with the channel its results go back on.
+pub async fn serve_memory(prober: Prober, rx: mpsc::UnboundedReceiver<MemWork>, concurrency: usize) {
+    // Ends when the engine of this process is gone (its sender dropped), after the work taken.
+    run_taken(prober, rx, concurrency).await;
 }
 
 /// Serves work from the `-queue` NATS server as a member of the workers' queue group.
@@ -313,52 +294,45 @@ pub async fn serve_nats(
         .queue_subscribe(WORK_SUBJECT, WORKER_GROUP.into())
         .await
         .map_err(|e| format!("subscribing to {WORK_SUBJECT} on {}: {e}", link.url))?;
-    let limit = Arc::new(Semaphore::new(concurrency));
     let (results, ready) = mpsc::unbounded_channel();
     let answers = tokio::spawn(send_results(link.client.clone(), ready));
-    let mut leaving = false;
-    'taking: loop {
-        let msg = tokio::select! {
-            m = sub.next() => m,
-            _ = shutdown.changed(), if !leaving => {
-                leaving = true;
-                // Messages already delivered still come out of the stream, then it ends.
-                let _ = sub.unsubscribe().await;
-                continue;
-            }
-        };
-        let Some(msg) = msg else { break };
-        let work = match wire::decode_check_work(&msg.payload) {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::warn!(error = %e, "skipping malformed check work");
-                metrics::wire_error("check work");
-                continue;
-            }
-        };
-        let Some(reply) = msg.reply else {
-            metrics::wire_error("check work without reply subject");
-            continue;
-        };
-        let one = matches!(work, Batch::One(_));
-        for work in work.into_vec() {
-            let Ok(permit) = limit.clone().acquire_owned().await else { break 'taking };
-            match prober.start(work) {
-                Started::Done(result) => {
-                    let _ = results.send(Answer { reply: reply.clone(), one, result });
+    // Messages are taken off the subscription by a task of their own, so work is taken (and its age counted)
+    // as it arrives, also while every check slot is busy.
+    let (taken_tx, taken) = mpsc::unbounded_channel();
+    let intake = tokio::spawn(async move {
+        let mut leaving = false;
+        loop {
+            let msg = tokio::select! {
+                m = sub.next() => m,
+                _ = shutdown.changed(), if !leaving => {
+                    leaving = true;
+                    // Messages already delivered still come out of the stream, then it ends.
+                    let _ = sub.unsubscribe().await;
+                    continue;
                 }
-                Started::Running(check) => {
-                    let (results, reply) = (results.clone(), reply.clone());
-                    tokio::spawn(async move {
-                        let _ = results.send(Answer { reply, one, result: check.await });
-                        drop(permit);
-                    });
+            };
+            let Some(msg) = msg else { break };
+            let work = match wire::decode_check_work(&msg.payload) {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::warn!(error = %e, "skipping malformed check work");
+                    metrics::wire_error("check work");
+                    continue;
                 }
+            };
+            let Some(reply) = msg.reply else {
+                metrics::wire_error("check work without reply subject");
+                continue;
+            };
+            let one = matches!(work, Batch::One(_));
+            let answer = ToEngine { results: results.clone(), reply, one };
+            if taken_tx.send(Taken { work, answer }).is_err() {
+                break;
             }
         }
-    }
-    drain(&limit, concurrency).await;
-    drop(results);
+    });
+    run_taken(prober, taken, concurrency).await;
+    let _ = intake.await;
     let _ = answers.await;
     // The connection writes results as they come; one flush at the end makes sure the last ones are out
     // before the process exits (a flush per result cost a write and a wake-up each at thousands a second).
@@ -366,17 +340,187 @@ pub async fn serve_nats(
     Ok(())
 }
 
-/// A check's result on its way back to the engine that sent the work.
-struct Answer {
+/// Work taken from the queue: one check or several, and where their results go.
+pub struct Taken<A> {
+    pub work: Batch<CheckWork>,
+    pub answer: A,
+}
+
+/// Work handed over in memory (`-queue memory`), its results back on the channel it names.
+pub type MemWork = Taken<mpsc::UnboundedSender<CheckResult>>;
+
+/// Where a check's result goes.
+trait Answer: Clone + Send + 'static {
+    fn answer(&self, result: CheckResult);
+}
+
+impl Answer for mpsc::UnboundedSender<CheckResult> {
+    fn answer(&self, result: CheckResult) {
+        // Fails only once the engine of this process is gone.
+        let _ = self.send(result);
+    }
+}
+
+/// To the engine that sent the work over NATS, through `send_results`.
+#[derive(Clone)]
+struct ToEngine {
+    results: mpsc::UnboundedSender<ToSend>,
     reply: async_nats::Subject,
     /// The work came alone, not in an array (an engine from before batching): so goes its result.
+    one: bool,
+}
+
+impl Answer for ToEngine {
+    fn answer(&self, result: CheckResult) {
+        let _ = self.results.send(ToSend { reply: self.reply.clone(), one: self.one, result });
+    }
+}
+
+/// Runs the work taken, at most `concurrency` checks at once, until `taken` ends and every check taken is
+/// done. Work waits in a `Backlog` while every slot is busy, is started in a random order from there, and work
+/// older than its timeout plus the engine's grace is dropped there, unstarted and counted
+/// (`jaque_worker_checks_expired_total`). So a worker sent more than it can run (say a mass of checks that each
+/// run to their timeout) keeps no more than the work of the last timeout plus grace, and what it starts still
+/// comes back while its engine waits: run in order, each check would start later than the last until every
+/// result came too late and no transition was recorded at all.
+async fn run_taken<A: Answer>(prober: Prober, mut taken: mpsc::UnboundedReceiver<Taken<A>>, concurrency: usize) {
+    let limit = Arc::new(Semaphore::new(concurrency));
+    let mut backlog = Backlog::default();
+    let mut open = true;
+    loop {
+        // Whatever can start now, up to a message's worth before new work is taken again. A start done at once
+        // (a connect on this host) never waits, so each spends from the task's budget: with `-queue memory` the
+        // engine runs on this thread too, and gets its turn every so many of them.
+        for _ in 0..wire::CHECKS_PER_MESSAGE {
+            if backlog.is_empty() {
+                break;
+            }
+            let Ok(permit) = limit.clone().try_acquire_owned() else { break };
+            let Some((work, answer)) = backlog.next(Instant::now()) else { break };
+            start(&prober, work, answer, permit);
+            tokio::task::consume_budget().await;
+        }
+        tokio::select! {
+            biased;
+            t = taken.recv(), if open => match t {
+                Some(t) => backlog.take(Instant::now(), t),
+                None => open = false,
+            },
+            permit = limit.clone().acquire_owned(), if !backlog.is_empty() => {
+                let Ok(permit) = permit else { break };
+                if let Some((work, answer)) = backlog.next(Instant::now()) {
+                    start(&prober, work, answer, permit);
+                }
+            }
+            else => break,
+        }
+    }
+    drain(&limit, concurrency).await;
+}
+
+/// Starts `work`: a result there at once goes back now, anything else on a task that holds the slot.
+fn start<A: Answer>(prober: &Prober, work: CheckWork, answer: A, permit: OwnedSemaphorePermit) {
+    match prober.start(work) {
+        Started::Done(result) => answer.answer(result),
+        Started::Running(check) => {
+            tokio::spawn(async move {
+                let result = check.await;
+                answer.answer(result);
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// Check work taken and not started yet, each piece with the time it was taken.
+struct Backlog<A> {
+    waiting: Vec<(Instant, CheckWork, A)>,
+    /// How many were waiting after the last sweep of the expired ones: the next comes at twice as many.
+    swept: usize,
+    rng: SmallRng,
+}
+
+impl<A> Backlog<A> {
+    fn with_rng(rng: SmallRng) -> Backlog<A> {
+        Backlog { waiting: Vec::new(), swept: 0, rng }
+    }
+}
+
+impl<A> Default for Backlog<A> {
+    fn default() -> Self {
+        Backlog::with_rng(SmallRng::from_os_rng())
+    }
+}
+
+impl<A: Clone> Backlog<A> {
+    fn take(&mut self, at: Instant, taken: Taken<A>) {
+        match taken.work {
+            Batch::One(work) => self.waiting.push((at, work, taken.answer)),
+            Batch::Many(works) => self.waiting.extend(works.into_iter().map(|w| (at, w, taken.answer.clone()))),
+        }
+        // The expired ones a pick does not meet are swept out as the backlog doubles: what waits stays within
+        // twice the work of the last `useful_for`.
+        if self.waiting.len() > 2 * self.swept.max(wire::CHECKS_PER_MESSAGE) {
+            let before = self.waiting.len();
+            self.waiting.retain(|(taken, work, _)| !expired(*taken, work, at));
+            WORKER_CHECKS_EXPIRED.fetch_add((before - self.waiting.len()) as u64, Ordering::Relaxed);
+            self.swept = self.waiting.len();
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// Work still worth starting at `now`, picked at random among what waits; the expired met on the way are
+    /// dropped and counted. At random: when more comes than the worker runs, a fixed order (oldest or newest
+    /// first) keeps picking the objects whose slots fall in step with the worker's free slots, and leaves the
+    /// others unchecked for as long as the overload lasts; a random pick checks each object in turn. A pick
+    /// taken more than `CHECK_GRACE` ago, whose result would be too late if the check ran to its timeout, is
+    /// put back for another up to `PICKS` times.
+    fn next(&mut self, now: Instant) -> Option<(CheckWork, A)> {
+        const PICKS: usize = 4;
+        let mut picks = 0;
+        while !self.waiting.is_empty() {
+            let i = self.rng.random_range(0..self.waiting.len());
+            let (taken, work, _) = &self.waiting[i];
+            let age = now.saturating_duration_since(*taken);
+            if age >= useful_for(work) {
+                self.waiting.swap_remove(i);
+                WORKER_CHECKS_EXPIRED.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            picks += 1;
+            if age < CHECK_GRACE || picks >= PICKS {
+                let (_, work, answer) = self.waiting.swap_remove(i);
+                return Some((work, answer));
+            }
+        }
+        None
+    }
+}
+
+/// Whether work taken at `taken` is past being worth starting at `now` (`useful_for`).
+fn expired(taken: Instant, work: &CheckWork, now: Instant) -> bool {
+    now.saturating_duration_since(taken) >= useful_for(work)
+}
+
+/// How long after it was taken a check is still worth starting: its engine waits for the result until the
+/// check's timeout plus its grace (`CHECK_GRACE` unless configured otherwise) have passed since it sent it.
+fn useful_for(work: &CheckWork) -> Duration {
+    timeout_of(work) + CHECK_GRACE
+}
+
+/// A check's result on its way back to the engine that sent the work.
+struct ToSend {
+    reply: async_nats::Subject,
     one: bool,
     result: CheckResult,
 }
 
 /// Sends results back as they finish, all those finished at once to one engine in one message (up to
 /// `CHECKS_PER_MESSAGE`): the checks of one message of work that finish together go back together.
-async fn send_results(client: async_nats::Client, mut ready: mpsc::UnboundedReceiver<Answer>) {
+async fn send_results(client: async_nats::Client, mut ready: mpsc::UnboundedReceiver<ToSend>) {
     let mut answers = Vec::new();
     while ready.recv_many(&mut answers, 1024).await > 0 {
         // Grouped by engine, in the order they finished within each.
@@ -406,6 +550,61 @@ async fn drain(limit: &Semaphore, concurrency: usize) {
 mod tests {
     use super::*;
     use futures_util::FutureExt;
+
+    fn check(check_id: u64, timeout_ms: u64) -> CheckWork {
+        let object = jaque_core::ObjectId::new(format!("o{check_id}")).unwrap();
+        CheckWork { check_id, object, probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, timeout_ms }
+    }
+
+    fn work(check_id: u64, timeout_ms: u64) -> Taken<()> {
+        Taken { work: Batch::One(check(check_id, timeout_ms)), answer: () }
+    }
+
+    #[test]
+    fn work_past_its_timeout_and_the_grace_is_never_started_and_fresher_work_is_started_first() {
+        let t0 = Instant::now();
+        for seed in 0..64 {
+            let mut b = Backlog::with_rng(SmallRng::seed_from_u64(seed));
+            // Taken at t0 with a 100 ms timeout: worth starting until t0 + 100 ms + the grace.
+            b.take(t0, work(1, 100));
+            b.take(t0, work(2, 100));
+            // Taken at t0 with a 5 s timeout: still worth it later, but no longer sure to be back in time.
+            b.take(t0, work(3, 5_000));
+            let later = t0 + Duration::from_millis(100) + CHECK_GRACE;
+            // Taken just now.
+            b.take(later, work(4, 5_000));
+            let order: Vec<u64> = std::iter::from_fn(|| b.next(later)).map(|(w, ())| w.check_id).collect();
+            assert!(order == [4, 3] || order == [3, 4], "seed {seed}: {order:?}");
+            assert!(b.is_empty());
+        }
+        // Fresher first, mostly: the one taken more than the grace ago is put back for up to four picks.
+        let first_fresh = (0..64)
+            .filter(|&seed| {
+                let mut b = Backlog::with_rng(SmallRng::seed_from_u64(seed));
+                b.take(t0, work(3, 5_000));
+                b.take(t0 + CHECK_GRACE, work(4, 5_000));
+                b.next(t0 + CHECK_GRACE).map(|(w, ())| w.check_id) == Some(4)
+            })
+            .count();
+        assert!(first_fresh >= 56, "{first_fresh} of 64");
+    }
+
+    #[test]
+    fn a_backlog_of_expired_work_is_swept_as_it_grows() {
+        let t0 = Instant::now();
+        let mut b = Backlog::with_rng(SmallRng::seed_from_u64(1));
+        // One expiring batch after another, none picked: what waits stays bounded by the live ones.
+        for i in 0..1_000u64 {
+            let at = t0 + Duration::from_millis(i * 100);
+            b.take(at, Taken { work: Batch::Many((0..8).map(|k| check(i * 8 + k, 100)).collect()), answer: () });
+            // Live: taken within the last 2.1 s, 21 batches of 8.
+            assert!(
+                b.waiting.len() <= 2 * 22 * 8 + wire::CHECKS_PER_MESSAGE,
+                "{} waiting at batch {i}",
+                b.waiting.len()
+            );
+        }
+    }
 
     #[tokio::test]
     async fn a_tcp_connect_is_ok_to_a_listening_port_and_refused_at_a_closed_one() {
