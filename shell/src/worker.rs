@@ -282,7 +282,8 @@ pub async fn serve_memory(prober: Prober, rx: mpsc::UnboundedReceiver<MemWork>, 
 }
 
 /// Serves work from the `-queue` NATS server as a member of the workers' queue group.
-/// On shutdown it leaves the queue group, runs what it had already taken, and returns once those are done.
+/// On shutdown it leaves the queue group, runs what it had already taken (but what has expired in its
+/// backlog), and returns once those are done.
 pub async fn serve_nats(
     prober: Prober,
     link: NatsLink,
@@ -484,14 +485,13 @@ impl<A: Clone> Backlog<A> {
         while !self.waiting.is_empty() {
             let i = self.rng.random_range(0..self.waiting.len());
             let (taken, work, _) = &self.waiting[i];
-            let age = now.saturating_duration_since(*taken);
-            if age >= useful_for(work) {
+            if expired(*taken, work, now) {
                 self.waiting.swap_remove(i);
                 WORKER_CHECKS_EXPIRED.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             picks += 1;
-            if age < CHECK_GRACE || picks >= PICKS {
+            if now.saturating_duration_since(*taken) < CHECK_GRACE || picks >= PICKS {
                 let (_, work, answer) = self.waiting.swap_remove(i);
                 return Some((work, answer));
             }
