@@ -14,6 +14,8 @@ pub static WORKER_CHECKS: [AtomicU64; 5] =
 pub static PLUGIN_OUTPUT_DISCARDED: AtomicU64 = AtomicU64::new(0);
 /// Check work a worker took and dropped unstarted: the engine had stopped waiting for its result.
 pub static WORKER_CHECKS_EXPIRED: AtomicU64 = AtomicU64::new(0);
+/// Check work a worker took and has not started yet: every slot was busy.
+pub static WORKER_CHECKS_WAITING: AtomicU64 = AtomicU64::new(0);
 
 /// Counts a message that could not be decoded and was skipped.
 pub fn wire_error(what: &'static str) {
@@ -94,6 +96,12 @@ pub fn process(out: &mut Exposition, worker: bool) {
         for (i, state) in ["pending", "ok", "warning", "critical", "unknown"].iter().enumerate().skip(1) {
             out.sample("jaque_worker_checks_total", &[("state", state)], WORKER_CHECKS[i].load(Ordering::Relaxed));
         }
+        out.one(
+            "jaque_worker_checks_waiting",
+            "gauge",
+            "Checks this worker took and has not started: every one of its -worker-concurrency slots is busy.",
+            WORKER_CHECKS_WAITING.load(Ordering::Relaxed),
+        );
         out.one(
             "jaque_worker_checks_expired_total",
             "counter",

@@ -3,7 +3,7 @@
 //! `-plugin-dir`, Nagios exit codes, killed at its timeout; `plugins` says what a plugin gets). A timeout is
 //! critical. A check's output passes through the probe's `scrub`: no credential of its url is ever in it.
 
-use crate::metrics::{self, PLUGIN_OUTPUT_DISCARDED, WORKER_CHECKS, WORKER_CHECKS_EXPIRED};
+use crate::metrics::{self, PLUGIN_OUTPUT_DISCARDED, WORKER_CHECKS, WORKER_CHECKS_EXPIRED, WORKER_CHECKS_WAITING};
 use crate::nats::NatsLink;
 use crate::plugins;
 use crate::subjects::{WORKER_GROUP, WORK_SUBJECT};
@@ -467,6 +467,12 @@ impl<A: Clone> Backlog<A> {
             WORKER_CHECKS_EXPIRED.fetch_add((before - self.waiting.len()) as u64, Ordering::Relaxed);
             self.swept = self.waiting.len();
         }
+        self.show();
+    }
+
+    /// `jaque_worker_checks_waiting`, as the backlog is now.
+    fn show(&self) {
+        WORKER_CHECKS_WAITING.store(self.waiting.len() as u64, Ordering::Relaxed);
     }
 
     fn is_empty(&self) -> bool {
@@ -493,9 +499,11 @@ impl<A: Clone> Backlog<A> {
             picks += 1;
             if now.saturating_duration_since(*taken) < CHECK_GRACE || picks >= PICKS {
                 let (_, work, answer) = self.waiting.swap_remove(i);
+                self.show();
                 return Some((work, answer));
             }
         }
+        self.show();
         None
     }
 }

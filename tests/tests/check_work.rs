@@ -136,6 +136,11 @@ fn work_older_than_its_timeout_and_the_grace_is_dropped_unstarted_and_fresh_work
             client.publish_with_reply("jaque.work.check", "test.results", wire::encode(&part).into()).await.unwrap();
         }
         client.flush().await.unwrap();
+        let waiting = || worker.metric("jaque_worker_checks_waiting");
+        jaque_tests::poll_async("checks waiting for the worker's one slot", || async {
+            waiting().filter(|w| *w > 0.0)
+        })
+        .await;
         let expired = || worker.metric("jaque_worker_checks_expired_total").unwrap_or(0.0) as u64;
         let mut answered = 0;
         while answered + expired() < SENT {
@@ -149,6 +154,7 @@ fn work_older_than_its_timeout_and_the_grace_is_dropped_unstarted_and_fresh_work
             }
         }
         assert_eq!(answered + expired(), SENT, "every check either answered or dropped, once");
+        assert_eq!(waiting(), Some(0.0));
         assert!(answered < SENT / 2, "{answered} of {SENT} answered: work the engine stopped waiting for was run");
         // Fresh work is run at once: the old did not queue ahead of it.
         client
