@@ -10,10 +10,12 @@
 //! - [`forward`]: the one-hop routing rule.
 //! - [`schedule`]: the check schedule as a function of the log.
 //! - [`engine`]: the engine node that ties them together, driven as `handle` / `poll_output` / `poll_timeout`.
+//! - [`backlog`]: what a worker whose check slots are all busy starts next, and what it drops unstarted.
 //! - [`ui`]: where a ui write goes.
 //! - [`secret`]: what is a secret and how reads show it (`***`).
 //! - [`wire`]: encoding and decoding of every message the shell sends and receives.
 
+pub mod backlog;
 pub mod backoff;
 pub mod compact;
 pub mod engine;

@@ -9,8 +9,10 @@ use crate::plugins;
 use crate::subjects::{WORKER_GROUP, WORK_SUBJECT};
 use futures_util::future::Either;
 use futures_util::StreamExt;
+use jaque_core::backlog::Backlog;
+use jaque_core::time::millis;
 use jaque_core::wire::{self, Batch};
-use jaque_core::{CheckResult, CheckWork, Probe, SensitiveUrl, State, CHECK_GRACE};
+use jaque_core::{CheckResult, CheckWork, Probe, SensitiveUrl, State, Time};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -386,7 +388,7 @@ impl Answer for ToEngine {
 /// result came too late and no transition was recorded at all.
 async fn run_taken<A: Answer>(prober: Prober, mut taken: mpsc::UnboundedReceiver<Taken<A>>, concurrency: usize) {
     let limit = Arc::new(Semaphore::new(concurrency));
-    let mut backlog = Backlog::default();
+    let mut backlog = Waiting::default();
     let mut open = true;
     loop {
         // Whatever can start now, up to a message's worth before new work is taken again. A start done at once
@@ -397,19 +399,19 @@ async fn run_taken<A: Answer>(prober: Prober, mut taken: mpsc::UnboundedReceiver
                 break;
             }
             let Ok(permit) = limit.clone().try_acquire_owned() else { break };
-            let Some((work, answer)) = backlog.next(Instant::now()) else { break };
+            let Some((work, answer)) = backlog.next() else { break };
             start(&prober, work, answer, permit);
             tokio::task::consume_budget().await;
         }
         tokio::select! {
             biased;
             t = taken.recv(), if open => match t {
-                Some(t) => backlog.take(Instant::now(), t),
+                Some(t) => backlog.take(t),
                 None => open = false,
             },
             permit = limit.clone().acquire_owned(), if !backlog.is_empty() => {
                 let Ok(permit) = permit else { break };
-                if let Some((work, answer)) = backlog.next(Instant::now()) {
+                if let Some((work, answer)) = backlog.next() {
                     start(&prober, work, answer, permit);
                 }
             }
@@ -433,90 +435,61 @@ fn start<A: Answer>(prober: &Prober, work: CheckWork, answer: A, permit: OwnedSe
     }
 }
 
-/// Check work taken and not started yet, each piece with the time it was taken.
-struct Backlog<A> {
-    waiting: Vec<(Instant, CheckWork, A)>,
-    /// How many were waiting after the last sweep of the expired ones: the next comes at twice as many.
-    swept: usize,
+/// The core's `Backlog` on this worker's clock (milliseconds since the worker started: a wall clock set back
+/// or forward does not expire work), random source and metrics.
+struct Waiting<A> {
+    backlog: Backlog<(CheckWork, A)>,
+    origin: Instant,
     rng: SmallRng,
 }
 
-impl<A> Backlog<A> {
-    fn with_rng(rng: SmallRng) -> Backlog<A> {
-        Backlog { waiting: Vec::new(), swept: 0, rng }
-    }
-}
-
-impl<A> Default for Backlog<A> {
-    fn default() -> Self {
-        Backlog::with_rng(SmallRng::from_os_rng())
-    }
-}
-
-impl<A: Clone> Backlog<A> {
-    fn take(&mut self, at: Instant, taken: Taken<A>) {
-        match taken.work {
-            Batch::One(work) => self.waiting.push((at, work, taken.answer)),
-            Batch::Many(works) => self.waiting.extend(works.into_iter().map(|w| (at, w, taken.answer.clone()))),
-        }
-        // The expired ones a pick does not meet are swept out as the backlog doubles: what waits stays within
-        // twice the work of the last `useful_for`.
-        if self.waiting.len() > 2 * self.swept.max(wire::CHECKS_PER_MESSAGE) {
-            let before = self.waiting.len();
-            self.waiting.retain(|(taken, work, _)| !expired(*taken, work, at));
-            WORKER_CHECKS_EXPIRED.fetch_add((before - self.waiting.len()) as u64, Ordering::Relaxed);
-            self.swept = self.waiting.len();
-        }
-        self.show();
+impl<A> Waiting<A> {
+    fn with_rng(rng: SmallRng) -> Waiting<A> {
+        Waiting { backlog: Backlog::default(), origin: Instant::now(), rng }
     }
 
-    /// `jaque_worker_checks_waiting`, as the backlog is now.
-    fn show(&self) {
-        WORKER_CHECKS_WAITING.store(self.waiting.len() as u64, Ordering::Relaxed);
+    fn now(&self) -> Time {
+        Time(millis(self.origin.elapsed()))
+    }
+
+    /// `jaque_worker_checks_expired_total` and `jaque_worker_checks_waiting`, as the backlog is now.
+    fn show(&mut self) {
+        WORKER_CHECKS_EXPIRED.fetch_add(self.backlog.take_expired(), Ordering::Relaxed);
+        WORKER_CHECKS_WAITING.store(self.backlog.len() as u64, Ordering::Relaxed);
     }
 
     fn is_empty(&self) -> bool {
-        self.waiting.is_empty()
+        self.backlog.is_empty()
     }
 
-    /// Work still worth starting at `now`, picked at random among what waits; the expired met on the way are
-    /// dropped and counted. At random: when more comes than the worker runs, a fixed order (oldest or newest
-    /// first) keeps picking the objects whose slots fall in step with the worker's free slots, and leaves the
-    /// others unchecked for as long as the overload lasts; a random pick checks each object in turn. A pick
-    /// taken more than `CHECK_GRACE` ago, whose result would be too late if the check ran to its timeout, is
-    /// put back for another up to `PICKS` times.
-    fn next(&mut self, now: Instant) -> Option<(CheckWork, A)> {
-        const PICKS: usize = 4;
-        let mut picks = 0;
-        while !self.waiting.is_empty() {
-            let i = self.rng.random_range(0..self.waiting.len());
-            let (taken, work, _) = &self.waiting[i];
-            if expired(*taken, work, now) {
-                self.waiting.swap_remove(i);
-                WORKER_CHECKS_EXPIRED.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            picks += 1;
-            if now.saturating_duration_since(*taken) < CHECK_GRACE || picks >= PICKS {
-                let (_, work, answer) = self.waiting.swap_remove(i);
-                self.show();
-                return Some((work, answer));
+    /// The work to start next (`Backlog::next`).
+    fn next(&mut self) -> Option<(CheckWork, A)> {
+        let (now, rng) = (self.now(), &mut self.rng);
+        let next = self.backlog.next(now, |n| rng.random_range(0..n));
+        self.show();
+        next
+    }
+}
+
+impl<A: Clone> Waiting<A> {
+    fn take(&mut self, taken: Taken<A>) {
+        let now = self.now();
+        match taken.work {
+            Batch::One(work) => self.backlog.take(now, timeout_of(&work), (work, taken.answer)),
+            Batch::Many(works) => {
+                for work in works {
+                    self.backlog.take(now, timeout_of(&work), (work, taken.answer.clone()));
+                }
             }
         }
         self.show();
-        None
     }
 }
 
-/// Whether work taken at `taken` is past being worth starting at `now` (`useful_for`).
-fn expired(taken: Instant, work: &CheckWork, now: Instant) -> bool {
-    now.saturating_duration_since(taken) >= useful_for(work)
-}
-
-/// How long after it was taken a check is still worth starting: its engine waits for the result until the
-/// check's timeout plus its grace (`CHECK_GRACE` unless configured otherwise) have passed since it sent it.
-fn useful_for(work: &CheckWork) -> Duration {
-    timeout_of(work) + CHECK_GRACE
+impl<A> Default for Waiting<A> {
+    fn default() -> Self {
+        Waiting::with_rng(SmallRng::from_os_rng())
+    }
 }
 
 /// A check's result on its way back to the engine that sent the work.
@@ -564,54 +537,15 @@ mod tests {
         CheckWork { check_id, object, probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, timeout_ms }
     }
 
-    fn work(check_id: u64, timeout_ms: u64) -> Taken<()> {
-        Taken { work: Batch::One(check(check_id, timeout_ms)), answer: () }
-    }
-
     #[test]
-    fn work_past_its_timeout_and_the_grace_is_never_started_and_fresher_work_is_started_first() {
-        let t0 = Instant::now();
-        for seed in 0..64 {
-            let mut b = Backlog::with_rng(SmallRng::seed_from_u64(seed));
-            // Taken at t0 with a 100 ms timeout: worth starting until t0 + 100 ms + the grace.
-            b.take(t0, work(1, 100));
-            b.take(t0, work(2, 100));
-            // Taken at t0 with a 5 s timeout: still worth it later, but no longer sure to be back in time.
-            b.take(t0, work(3, 5_000));
-            let later = t0 + Duration::from_millis(100) + CHECK_GRACE;
-            // Taken just now.
-            b.take(later, work(4, 5_000));
-            let order: Vec<u64> = std::iter::from_fn(|| b.next(later)).map(|(w, ())| w.check_id).collect();
-            assert!(order == [4, 3] || order == [3, 4], "seed {seed}: {order:?}");
-            assert!(b.is_empty());
-        }
-        // Fresher first, mostly: the one taken more than the grace ago is put back for up to four picks.
-        let first_fresh = (0..64)
-            .filter(|&seed| {
-                let mut b = Backlog::with_rng(SmallRng::seed_from_u64(seed));
-                b.take(t0, work(3, 5_000));
-                b.take(t0 + CHECK_GRACE, work(4, 5_000));
-                b.next(t0 + CHECK_GRACE).map(|(w, ())| w.check_id) == Some(4)
-            })
-            .count();
-        assert!(first_fresh >= 56, "{first_fresh} of 64");
-    }
-
-    #[test]
-    fn a_backlog_of_expired_work_is_swept_as_it_grows() {
-        let t0 = Instant::now();
-        let mut b = Backlog::with_rng(SmallRng::seed_from_u64(1));
-        // One expiring batch after another, none picked: what waits stays bounded by the live ones.
-        for i in 0..1_000u64 {
-            let at = t0 + Duration::from_millis(i * 100);
-            b.take(at, Taken { work: Batch::Many((0..8).map(|k| check(i * 8 + k, 100)).collect()), answer: () });
-            // Live: taken within the last 2.1 s, 21 batches of 8.
-            assert!(
-                b.waiting.len() <= 2 * 22 * 8 + wire::CHECKS_PER_MESSAGE,
-                "{} waiting at batch {i}",
-                b.waiting.len()
-            );
-        }
+    fn every_check_of_a_message_waits_with_the_message_s_answer_and_comes_out_once() {
+        let mut w = Waiting::with_rng(SmallRng::seed_from_u64(7));
+        w.take(Taken { work: Batch::Many((1..=3).map(|i| check(i, 1_000)).collect()), answer: "e1" });
+        w.take(Taken { work: Batch::One(check(4, 1_000)), answer: "e2" });
+        let mut out: Vec<(u64, &str)> = std::iter::from_fn(|| w.next()).map(|(c, a)| (c.check_id, a)).collect();
+        out.sort();
+        assert_eq!(out, [(1, "e1"), (2, "e1"), (3, "e1"), (4, "e2")]);
+        assert!(w.is_empty());
     }
 
     #[tokio::test]
