@@ -17,4 +17,4 @@ pub mod world;
 
 pub use params::{FaultKind, Params, SinkParams, SnapshotParams};
 pub use run::{run_seed, Report};
-pub use world::{Category, NotifyParams, NotifyStats, Sim, Via, Violation};
+pub use world::{Category, NotifyParams, NotifyStats, PoolParams, PoolStats, Sim, Via, Violation};

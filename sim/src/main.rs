@@ -338,6 +338,19 @@ fn summary(r: &Report) -> String {
         r.trace_hash
     ) + &notify_summary(&s.notify)
         + &snap_summary(r)
+        + &pool_summary(r)
+}
+
+/// The check workers' part of a seed's summary, when they have a limit.
+fn pool_summary(r: &Report) -> String {
+    let k = &r.stats.pool;
+    match r.params.workers {
+        None => String::new(),
+        Some(_) => format!(
+            "; workers: {} checks started, {} taken while every slot was busy, {} dropped unstarted, backlog up to {}",
+            k.started, k.waited, k.expired, k.max_waiting
+        ),
+    }
 }
 
 /// The snapshots' part of a seed's summary (invariant 11's checks in every seed, the rest with snapshots on).

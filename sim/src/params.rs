@@ -2,7 +2,7 @@
 //! each fault with a minimum duration) and the workload. Every random choice of a run comes from a sub-seed of
 //! the master seed, one per concern, so changing how one concern draws never moves the others.
 
-use crate::world::NotifyParams;
+use crate::world::{NotifyParams, PoolParams};
 use jaque_core::CheckBatching;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -38,6 +38,9 @@ pub enum Stream {
     /// Snapshots and compaction: the snapshot store's faults and latencies (index 0), and the moments the
     /// checker of invariant 11 samples (index 1), which never move the world.
     Snapshots = 80,
+    /// The check workers of a pool of limited capacity: which worker takes a check, its backlog's picks, and
+    /// how long each check runs.
+    Workers = 85,
 }
 
 /// The SplitMix64 finalizer, used to derive sub-seeds and to hash traces.
@@ -176,6 +179,9 @@ pub struct Params {
     pub snapshots: SnapshotParams,
     /// How the engines gather checks due into dispatches (`-check-linger`, `-check-batch`; a stream of their own).
     pub check_batching: CheckBatching,
+    /// Check workers of limited capacity, each with the core's backlog (a stream of their own); none: a check
+    /// answers after a latency up to its timeout, as if workers had no limit.
+    pub workers: Option<PoolParams>,
 }
 
 /// What a seed draws for snapshots and compaction (`sim/src/world/snapshots.rs`): the engines' config and the
@@ -362,6 +368,7 @@ impl Params {
             notify: NotifyParams::none(),
             snapshots: SnapshotParams::off(),
             check_batching: CheckBatching::NONE,
+            workers: None,
         };
         // Later additions draw from their own stream, so the worlds of earlier (pinned) seeds stay as they were.
         let mut x = stream(seed, Stream::Params, 1);
@@ -418,6 +425,7 @@ impl Params {
                 batch: pick_usize(&mut b, &[2, 8, 128]),
             };
         }
+        p.workers = PoolParams::draw(&p);
         p
     }
 
@@ -464,6 +472,7 @@ impl Params {
             notify: NotifyParams::none(),
             snapshots: SnapshotParams::off(),
             check_batching: CheckBatching::NONE,
+            workers: None,
         }
     }
 
@@ -489,6 +498,8 @@ impl Params {
         // What jaque ships with: at 1,000 objects a snapshot every 5 minutes, nothing purged in 10.
         p.snapshots = SnapshotParams::shipped();
         p.check_batching = CheckBatching::SHIPPED;
+        // The engines' benchmark: workers without limit, as before the pool was modelled.
+        p.workers = None;
         p
     }
 
@@ -588,7 +599,15 @@ impl fmt::Display for Params {
         )?;
         writeln!(f, "{}", self.snapshots)?;
         let b = &self.check_batching;
-        writeln!(f, "  checks: linger={}ms batch={}", b.linger.as_millis(), b.batch)?;
+        write!(f, "  checks: linger={}ms batch={}", b.linger.as_millis(), b.batch)?;
+        match &self.workers {
+            None => writeln!(f, " workers: no limit")?,
+            Some(w) => writeln!(
+                f,
+                " workers: {} x {} slots, critical runs to its timeout: {}",
+                w.workers, w.slots, w.critical_times_out
+            )?,
+        }
         write!(f, "{}", self.notify)
     }
 }

@@ -2,7 +2,7 @@
 
 use jaque_core::{CommandKind, EventBody, LogEntry, MemberId, MemberRef, Outcome, State, Verdict};
 use jaque_sim::scenario::Scenario;
-use jaque_sim::{Params, Sim, Via};
+use jaque_sim::{Params, PoolParams, Sim, Via};
 
 const E1: usize = 0;
 const E2: usize = 1;
@@ -297,4 +297,36 @@ fn a_ui_write_goes_to_its_owner_and_a_stale_view_costs_one_forward() {
     assert!(matches!(s.outcome(sub), Some(Outcome::Unavailable { .. })), "{:?}", s.outcome(sub));
     s.run_for(1_000);
     s.assert_readers_agree();
+}
+
+/// An overloaded worker pool still records every object's outage. One worker with 12 check slots and 40 objects
+/// due every 2 s, with timeouts up to 2 s: about 10 slots are busy while they are healthy. Then every object
+/// goes critical and each of its checks runs to its timeout, as connects to a firewall that drops packets do:
+/// about 20 slots' worth. Work no slot takes in time waits in the core's backlog and expires there unstarted;
+/// the checks started are picked at random among the fresh ones, so every object's critical result comes back
+/// while its engine still waits, in turn. Run in order without expiry (the worker before the backlog), the
+/// queue grows past the engine's wait and not every object is recorded critical within 180 s.
+#[test]
+fn an_overloaded_worker_pool_still_records_every_object_s_outage() {
+    let params = Params {
+        objects: 40,
+        interval_ms: (2_000, 2_000),
+        workers: Some(PoolParams { workers: 1, slots: 12, critical_times_out: true }),
+        ..Params::scripted(21, 1)
+    };
+    let mut s = Scenario::with(params, 1);
+    let ids = s.sim.object_ids();
+    for id in &ids {
+        s.sim.set_truth(id, State::Critical);
+    }
+    let before = s.sim.pool_stats();
+    s.run_until(180_000, "every object recorded critical", |sim| {
+        ids.iter().all(|id| sim.oracle.reader.object(id).is_some_and(|v| v.state == State::Critical))
+    });
+    let after = s.sim.pool_stats();
+    assert!(after.expired > before.expired, "the worker was overloaded: {after:?}");
+    // What waits stays within the work of about two timeouts plus grace (20 checks a second, 4 s each).
+    assert!(after.max_waiting <= 200, "the backlog stayed bounded: {after:?}");
+    assert!(s.engine(E1).counters.checks_lost > 0, "expired work is lost to its engine");
+    s.assert_ok();
 }

@@ -201,6 +201,7 @@ impl Sim {
         self.checks.healed = Some(self.now);
         self.faults.gen += 1;
         self.net.heal();
+        self.heal_pool();
         self.tr(|| "heal: faults off, workload off".into());
         for n in 0..self.nodes.len() {
             self.nodes[n].hb_loss = 0;

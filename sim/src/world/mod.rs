@@ -12,6 +12,7 @@
 //! - [`faults`]: the fault tick (crash, pause, partitions, heartbeat loss, clogging, clean leave), swizzle,
 //!   what undoes each fault, and the heal.
 //! - [`workload`]: clients, commands and their one outcome, check workers and the simulated truth.
+//! - [`workers`]: check workers of limited capacity, each with the core's backlog (when `Params::workers`).
 //! - [`engine`]: engine processes: start, boot, step, carrying out outputs, the timer, leave and exit.
 //! - [`checks`]: the invariants checked as the run goes (agreement, one hop, accounting) and at its end
 //!   (convergence, failover, every caller answered); the log's own are the [`Oracle`]'s.
@@ -36,6 +37,7 @@ mod sink;
 mod snapshots;
 mod sql;
 mod store;
+mod workers;
 mod workload;
 
 pub use endpoint::{EndpointParams, Kind as EndpointKind, Mode as EndpointMode, Reception};
@@ -56,6 +58,7 @@ pub const SECRET: &str = "s1m-s3cret";
 pub(crate) fn secret_def(i: usize) -> bool {
     i.is_multiple_of(4)
 }
+pub use workers::{PoolParams, PoolStats};
 pub use workload::{Submission, Via};
 
 use crate::oracle::Oracle;
@@ -76,6 +79,7 @@ use snapshots::{SnapEv, Snaps};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 use store::Store;
+use workers::{Pool, WorkerEv};
 use workload::Workload;
 
 /// The category of a failure; each has its own exit code.
@@ -221,6 +225,8 @@ enum Ev {
     Notify(NEv),
     /// The snapshot store's and the readers' snapshot events: `snapshots.rs`.
     Snap(SnapEv),
+    /// The check workers of a pool of limited capacity: `workers.rs`.
+    Worker(WorkerEv),
 }
 
 impl Ev {
@@ -272,6 +278,7 @@ impl Ev {
             Ev::Sink(e) => 100 + e.code(),
             Ev::Notify(_) => 28,
             Ev::Snap(e) => 500 + e.code(),
+            Ev::Worker(e) => 600 + e.code(),
         }
     }
 }
@@ -303,6 +310,8 @@ pub struct Stats {
     pub sink: sink::SinkStats,
     pub notify: NotifyStats,
     pub snap: SnapStats,
+    /// The check workers of a pool of limited capacity (`Params::workers`).
+    pub pool: PoolStats,
 }
 
 pub struct Sim {
@@ -323,6 +332,7 @@ pub struct Sim {
     /// Every command a client submitted, in order, with the outcome it was told.
     pub subs: Vec<Submission>,
     work: Workload,
+    pool: Pool,
     faults: Faults,
     checks: Checks,
     sinks: Sinks,
@@ -369,6 +379,7 @@ impl Sim {
             net: Net::new(seed),
             subs: Vec::new(),
             work: Workload::new(&params),
+            pool: Pool::new(seed, params.workers),
             faults: Faults::new(seed),
             checks: Checks::new(params.objects),
             sinks: Sinks::new(&params),
@@ -603,6 +614,7 @@ impl Sim {
             Ev::Sink(e) => self.sink_event(e),
             Ev::Notify(e) => self.notify_event(e),
             Ev::Snap(e) => self.snap_event(e),
+            Ev::Worker(e) => self.worker_event(e),
         }
     }
 

@@ -58,12 +58,11 @@ pub(super) struct Workload {
 impl Workload {
     pub fn new(params: &Params) -> Workload {
         let seed = params.seed;
-        let mut rng = stream(seed, Stream::Workload, 0);
-        let objects = (0..params.objects)
-            .map(|i| {
-                let id = ObjectId::new(format!("o{i}")).expect("valid object id");
-                (id, draw_def(&mut rng, params, i))
-            })
+        let (rng, defs) = first_defs(params);
+        let objects = defs
+            .into_iter()
+            .enumerate()
+            .map(|(i, def)| (ObjectId::new(format!("o{i}")).expect("valid object id"), def))
             .collect();
         Workload {
             rng,
@@ -233,6 +232,10 @@ impl Sim {
         if !self.nodes[n].can_send() || self.chance(self.params.check_loss) {
             return;
         }
+        if self.pool.is_on() {
+            self.pool_dispatch(n, inc, work);
+            return;
+        }
         let latency = self.nodes[n].rng.random_range(1..=work.timeout_ms.max(1)) + self.delay(n);
         let at = self.now + Duration::from_millis(latency / 2);
         let state = self.truth(&work.object, at);
@@ -263,7 +266,7 @@ impl Sim {
     }
 
     /// The simulated truth of an object: piecewise constant, a new state every period or so.
-    fn truth(&self, id: &ObjectId, t: Time) -> State {
+    pub(super) fn truth(&self, id: &ObjectId, t: Time) -> State {
         if let Some(s) = self.work.truth_override.get(id) {
             return *s;
         }
@@ -282,6 +285,13 @@ impl Sim {
 /// The number of an object of the workload's pool (`o<i>`).
 pub(super) fn object_index(id: &ObjectId) -> Option<usize> {
     id.as_str().strip_prefix('o')?.parse().ok()
+}
+
+/// The definitions of the object pool's first puts (`o0`, `o1`, ...), and the workload's stream past them.
+pub(crate) fn first_defs(params: &Params) -> (ChaCha8Rng, Vec<ObjectDef>) {
+    let mut rng = stream(params.seed, Stream::Workload, 0);
+    let defs = (0..params.objects).map(|i| draw_def(&mut rng, params, i)).collect();
+    (rng, defs)
 }
 
 fn draw_def(r: &mut ChaCha8Rng, p: &Params, i: usize) -> ObjectDef {
