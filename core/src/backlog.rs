@@ -68,10 +68,10 @@ impl<T> Backlog<T> {
         }
     }
 
-    /// Work still worth starting at `now`, picked at random (`below(n)` uniform in `0..n`); the expired ones met
-    /// on the way are dropped and counted. A pick taken more than `CHECK_GRACE` ago is put back for another up
-    /// to `PICKS` times.
-    pub fn next(&mut self, now: Time, mut below: impl FnMut(usize) -> usize) -> Option<T> {
+    /// Work still worth starting at `now`, picked at random (`below(n)` uniform in `0..n`), with how long it
+    /// waited since it was taken; the expired ones met on the way are dropped and counted. A pick taken more
+    /// than `CHECK_GRACE` ago is put back for another up to `PICKS` times.
+    pub fn next(&mut self, now: Time, mut below: impl FnMut(usize) -> usize) -> Option<(T, Duration)> {
         let mut picks = 0;
         while !self.waiting.is_empty() {
             let i = below(self.waiting.len()).min(self.waiting.len() - 1);
@@ -82,8 +82,9 @@ impl<T> Backlog<T> {
                 continue;
             }
             picks += 1;
-            if now.saturating_since(w.taken) < CHECK_GRACE || picks >= PICKS {
-                return Some(self.waiting.swap_remove(i).item);
+            let waited = now.saturating_since(w.taken);
+            if waited < CHECK_GRACE || picks >= PICKS {
+                return Some((self.waiting.swap_remove(i).item, waited));
             }
         }
         None
@@ -137,7 +138,7 @@ mod tests {
             let later = t0 + ms(100) + CHECK_GRACE;
             // Taken just now.
             b.take(later, ms(5_000), 4);
-            let order: Vec<u64> = std::iter::from_fn(|| b.next(later, &mut r)).collect();
+            let order: Vec<u64> = std::iter::from_fn(|| b.next(later, &mut r)).map(|(id, _)| id).collect();
             assert!(order == [4, 3] || order == [3, 4], "seed {seed}: {order:?}");
             assert!(b.is_empty());
             assert_eq!(b.take_expired(), 2, "seed {seed}");
@@ -149,7 +150,7 @@ mod tests {
                 let mut b = Backlog::default();
                 b.take(t0, ms(5_000), 3);
                 b.take(t0 + CHECK_GRACE, ms(5_000), 4);
-                b.next(t0 + CHECK_GRACE, below(seed)) == Some(4)
+                b.next(t0 + CHECK_GRACE, below(seed)) == Some((4, Duration::ZERO))
             })
             .count();
         assert!(first_fresh >= 56, "{first_fresh} of 64");
@@ -183,8 +184,9 @@ mod tests {
                     b.take(now, ms(r(3_000) as u64 + 1), n);
                     n += 1;
                 }
-                if let Some(id) = b.next(now, &mut r) {
+                if let Some((id, waited)) = b.next(now, &mut r) {
                     assert!(id < n);
+                    assert!(waited < Backlog::<u64>::useful_for(ms(3_000)));
                     started += 1;
                 }
             }

@@ -49,8 +49,9 @@ proptest! {
                         k += 1;
                         pick.get(k - 1).copied().unwrap_or(k) % n
                     });
-                    if let Some(i) = next {
+                    if let Some((i, waited)) = next {
                         prop_assert!(now < pieces[i].1, "piece {i} started at {now}, worth it until {}", pieces[i].1);
+                        prop_assert_eq!(waited, now.saturating_since(pieces[i].0));
                         prop_assert!(started.insert(i), "piece {i} started twice");
                     }
                     // A free slot stays idle only when nothing worth starting waits.

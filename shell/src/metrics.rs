@@ -2,6 +2,7 @@
 //! `jaque_engine_commands_forwarded_total{outcome}`, `jaque_engine_not_owned_total`. Process-wide counters
 //! (wire errors, worker checks) live here as atomics; the engine's come from its own counters.
 
+use jaque_core::{Lateness, LATENESS_BOUNDS_MS};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +17,9 @@ pub static PLUGIN_OUTPUT_DISCARDED: AtomicU64 = AtomicU64::new(0);
 pub static WORKER_CHECKS_EXPIRED: AtomicU64 = AtomicU64::new(0);
 /// Check work a worker took and has not started yet: every slot was busy.
 pub static WORKER_CHECKS_WAITING: AtomicU64 = AtomicU64::new(0);
+/// How long the checks a worker started waited for a slot, from when it took them.
+pub static WORKER_CHECK_WAIT: Mutex<Lateness> =
+    Mutex::new(Lateness { buckets: [0; LATENESS_BOUNDS_MS.len() + 1], count: 0, sum_ms: 0, max_ms: 0 });
 
 /// Counts a message that could not be decoded and was skipped.
 pub fn wire_error(what: &'static str) {
@@ -101,6 +105,15 @@ pub fn process(out: &mut Exposition, worker: bool) {
             "gauge",
             "Checks this worker took and has not started: every one of its -worker-concurrency slots is busy.",
             WORKER_CHECKS_WAITING.load(Ordering::Relaxed),
+        );
+        let wait = WORKER_CHECK_WAIT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        out.histogram_ms(
+            "jaque_worker_check_wait_seconds",
+            "How long the checks this worker started waited for a free slot, from when it took them: the part of \
+             a check's delay the engine's start lateness does not see.",
+            &LATENESS_BOUNDS_MS,
+            &wait.buckets,
+            wait.sum_ms,
         );
         out.one(
             "jaque_worker_checks_expired_total",

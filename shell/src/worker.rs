@@ -3,7 +3,9 @@
 //! `-plugin-dir`, Nagios exit codes, killed at its timeout; `plugins` says what a plugin gets). A timeout is
 //! critical. A check's output passes through the probe's `scrub`: no credential of its url is ever in it.
 
-use crate::metrics::{self, PLUGIN_OUTPUT_DISCARDED, WORKER_CHECKS, WORKER_CHECKS_EXPIRED, WORKER_CHECKS_WAITING};
+use crate::metrics::{
+    self, PLUGIN_OUTPUT_DISCARDED, WORKER_CHECKS, WORKER_CHECKS_EXPIRED, WORKER_CHECKS_WAITING, WORKER_CHECK_WAIT,
+};
 use crate::nats::NatsLink;
 use crate::plugins;
 use crate::subjects::{WORKER_GROUP, WORK_SUBJECT};
@@ -462,12 +464,14 @@ impl<A> Waiting<A> {
         self.backlog.is_empty()
     }
 
-    /// The work to start next (`Backlog::next`).
+    /// The work to start next (`Backlog::next`); how long it waited goes to `jaque_worker_check_wait_seconds`.
     fn next(&mut self) -> Option<(CheckWork, A)> {
         let (now, rng) = (self.now(), &mut self.rng);
         let next = self.backlog.next(now, |n| rng.random_range(0..n));
         self.show();
-        next
+        let (work, waited) = next?;
+        WORKER_CHECK_WAIT.lock().unwrap_or_else(|e| e.into_inner()).record(waited);
+        Some(work)
     }
 }
 

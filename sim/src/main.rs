@@ -347,8 +347,8 @@ fn pool_summary(r: &Report) -> String {
     match r.params.workers {
         None => String::new(),
         Some(_) => format!(
-            "; workers: {} checks started, {} taken while every slot was busy, {} dropped unstarted, backlog up to {}",
-            k.started, k.waited, k.expired, k.max_waiting
+            "; workers: {} checks started, {} taken while every slot was busy (started after up to {}ms), {} dropped unstarted, backlog up to {}",
+            k.started, k.waited, k.max_wait_ms, k.expired, k.max_waiting
         ),
     }
 }

@@ -156,6 +156,14 @@ fn work_older_than_its_timeout_and_the_grace_is_dropped_unstarted_and_fresh_work
         assert_eq!(answered + expired(), SENT, "every check either answered or dropped, once");
         assert_eq!(waiting(), Some(0.0));
         assert!(answered < SENT / 2, "{answered} of {SENT} answered: work the engine stopped waiting for was run");
+        // The checks started waited for the one slot, one after another: some for longer than one check's
+        // 100 ms, none past its timeout and the grace (2.1 s).
+        let started = worker.metric("jaque_worker_check_wait_seconds_count").unwrap();
+        let within =
+            |le: &str| worker.metric(&format!("jaque_worker_check_wait_seconds_bucket{{le=\"{le}\"}}")).unwrap();
+        assert!(started >= answered as f64, "{started} started, {answered} answered");
+        assert!(within("0.1") < started, "every check started within 100 ms of being taken");
+        assert_eq!(within("5"), started, "a check started after waiting past its timeout and the grace");
         // Fresh work is run at once: the old did not queue ahead of it.
         client
             .publish_with_reply("jaque.work.check", "test.results", wire::encode(&[tcp(SENT + 1, &open_addr)]).into())

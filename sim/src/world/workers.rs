@@ -91,6 +91,8 @@ pub struct PoolStats {
     pub waited: u64,
     /// The longest backlog of any worker.
     pub max_waiting: usize,
+    /// The longest a check started waited in a backlog.
+    pub max_wait_ms: u64,
 }
 
 pub(super) struct Pool {
@@ -165,7 +167,8 @@ impl Sim {
             }
             let next = worker.backlog.next(now, |k| rng.random_range(0..k));
             self.pool.stats.expired += worker.backlog.take_expired();
-            let Some(job) = next else { break };
+            let Some((job, waited)) = next else { break };
+            self.pool.stats.max_wait_ms = self.pool.stats.max_wait_ms.max(waited.as_millis() as u64);
             worker.running += 1;
             self.pool.stats.started += 1;
             let result = self.run_check(&job, p, now);
