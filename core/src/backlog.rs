@@ -57,7 +57,7 @@ impl<T> Backlog<T> {
     }
 
     /// Takes one piece of work at `now`, a check with `timeout`. Sweeps the expired ones when the backlog has
-    /// doubled since the last sweep.
+    /// doubled since the last sweep, or since it was last that small.
     pub fn take(&mut self, now: Time, timeout: Duration, item: T) {
         self.waiting.push(Waiting { taken: now, until: now + Self::useful_for(timeout), item });
         if self.waiting.len() > 2 * self.swept.max(SWEEP_FLOOR) {
@@ -72,6 +72,14 @@ impl<T> Backlog<T> {
     /// waited since it was taken; the expired ones met on the way are dropped and counted. A pick taken more
     /// than `CHECK_GRACE` ago is put back for another up to `PICKS` times.
     pub fn next(&mut self, now: Time, mut below: impl FnMut(usize) -> usize) -> Option<(T, Duration)> {
+        let next = self.pick(now, &mut below);
+        // Sweeps come at twice what waits after this, so a backlog drained after a burst is swept as soon as it
+        // doubles again, not only once it is twice the burst.
+        self.swept = self.swept.min(self.waiting.len());
+        next
+    }
+
+    fn pick(&mut self, now: Time, below: &mut impl FnMut(usize) -> usize) -> Option<(T, Duration)> {
         let mut picks = 0;
         while !self.waiting.is_empty() {
             let i = below(self.waiting.len()).min(self.waiting.len() - 1);
@@ -169,6 +177,24 @@ mod tests {
             assert!(b.len() <= 2 * 22 * 8 + SWEEP_FLOOR, "{} waiting at batch {i}", b.len());
         }
         assert!(b.take_expired() >= 1_000 * 8 - (2 * 22 * 8 + SWEEP_FLOOR) as u64);
+    }
+
+    #[test]
+    fn a_backlog_drained_after_a_burst_is_swept_as_it_doubles_again() {
+        let mut b = Backlog::default();
+        let mut r = below(3);
+        // A burst of 10,000 live ones, swept at every doubling, then all but 10 started.
+        for i in 0..10_000 {
+            b.take(Time(0), ms(60_000), i);
+        }
+        while b.len() > 10 {
+            b.next(Time(1), &mut r).unwrap();
+        }
+        // Then expiring work, never picked: it is swept at twice the 10 (or the floor), not at twice the burst.
+        for i in 0..1_000u64 {
+            b.take(Time(10_000 + i * 100), ms(100), i);
+            assert!(b.len() <= 2 * 22 + 2 * SWEEP_FLOOR + 10, "{} waiting at {i}", b.len());
+        }
     }
 
     #[test]

@@ -171,8 +171,7 @@ impl Sim {
             self.pool.stats.max_wait_ms = self.pool.stats.max_wait_ms.max(waited.as_millis() as u64);
             worker.running += 1;
             self.pool.stats.started += 1;
-            let result = self.run_check(&job, p, now);
-            let (latency, result) = result;
+            let (latency, result) = self.run_check(&job, p, now);
             self.after(latency, Ev::Worker(WorkerEv::Finish { w, node: job.node, inc: job.inc, result }));
         }
     }
