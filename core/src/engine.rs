@@ -139,6 +139,14 @@ pub struct CheckWork {
     pub timeout_ms: u64,
 }
 
+impl CheckWork {
+    /// How long a worker lets the check run (at least 1 ms), and from which its backlog counts how long the
+    /// work is worth starting (`backlog::Backlog::useful_for`).
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.max(1))
+    }
+}
+
 /// A worker's answer to one `CheckWork`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CheckResult {

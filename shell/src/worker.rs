@@ -75,7 +75,7 @@ impl Prober {
 
     /// Runs `work` with its timeout.
     async fn run(&self, work: CheckWork) -> CheckResult {
-        let outcome = within(&work, self.probe(&work.probe, timeout_of(&work))).await;
+        let outcome = within(&work, self.probe(&work.probe, work.timeout())).await;
         finish(work, outcome)
     }
 
@@ -178,13 +178,9 @@ fn finish(work: CheckWork, (state, output): (State, String)) -> CheckResult {
     CheckResult { check_id: work.check_id, object: work.object, state, output }.with_output_kept()
 }
 
-fn timeout_of(work: &CheckWork) -> Duration {
-    Duration::from_millis(work.timeout_ms.max(1))
-}
-
 /// A probe's outcome within the work's timeout; past it, critical.
 async fn within(work: &CheckWork, probe: impl Future<Output = (State, String)>) -> (State, String) {
-    let timeout = timeout_of(work);
+    let timeout = work.timeout();
     match tokio::time::timeout(timeout, probe).await {
         Ok(outcome) => outcome,
         Err(_) => (State::Critical, format!("check timed out after {}", humantime::format_duration(timeout))),
@@ -478,13 +474,8 @@ impl<A> Waiting<A> {
 impl<A: Clone> Waiting<A> {
     fn take(&mut self, taken: Taken<A>) {
         let now = self.now();
-        match taken.work {
-            Batch::One(work) => self.backlog.take(now, timeout_of(&work), (work, taken.answer)),
-            Batch::Many(works) => {
-                for work in works {
-                    self.backlog.take(now, timeout_of(&work), (work, taken.answer.clone()));
-                }
-            }
+        for work in taken.work.into_vec() {
+            self.backlog.take(now, work.timeout(), (work, taken.answer.clone()));
         }
         self.show();
     }

@@ -134,7 +134,7 @@ impl Sim {
                 if worker.running >= slots && !self.pool.healed {
                     self.pool.stats.waited += 1;
                 }
-                worker.backlog.take(now, Duration::from_millis(job.work.timeout_ms.max(1)), job);
+                worker.backlog.take(now, job.work.timeout(), job);
                 self.pool.stats.max_waiting = self.pool.stats.max_waiting.max(worker.backlog.len());
                 self.start_ready(w);
             }
@@ -185,8 +185,7 @@ impl Sim {
         if p.critical_times_out && self.truth(&work.object, now) == State::Critical {
             (latency, state) = (timeout, State::Critical);
         }
-        let output = self.check_output(work.check_id, &work.object, state);
-        (latency, CheckResult { check_id: work.check_id, object: work.object.clone(), state, output })
+        (latency, self.result_of(work, state))
     }
 
     pub fn pool_stats(&self) -> PoolStats {

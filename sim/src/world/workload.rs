@@ -239,9 +239,14 @@ impl Sim {
         let latency = self.nodes[n].rng.random_range(1..=work.timeout_ms.max(1)) + self.delay(n);
         let at = self.now + Duration::from_millis(latency / 2);
         let state = self.truth(&work.object, at);
-        let output = self.check_output(work.check_id, &work.object, state);
-        let result = CheckResult { check_id: work.check_id, object: work.object, state, output };
+        let result = self.result_of(&work, state);
         self.after(latency, Ev::CheckDone { node: n, inc, result });
+    }
+
+    /// What a worker answers for `work` when its probe saw `state`.
+    pub(super) fn result_of(&self, work: &CheckWork, state: State) -> CheckResult {
+        let output = self.check_output(work.check_id, &work.object, state);
+        CheckResult { check_id: work.check_id, object: work.object.clone(), state, output }
     }
 
     pub(super) fn check_done(&mut self, n: usize, inc: u64, result: CheckResult) {
