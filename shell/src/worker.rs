@@ -388,6 +388,8 @@ async fn run_taken<A: Answer>(prober: Prober, mut taken: mpsc::UnboundedReceiver
     let limit = Arc::new(Semaphore::new(concurrency));
     let mut backlog = Waiting::default();
     let mut open = true;
+    // A slot the loop waited for, used by the next turn's first start.
+    let mut freed: Option<OwnedSemaphorePermit> = None;
     loop {
         // Whatever can start now, up to a message's worth before new work is taken again. A start done at once
         // (a connect on this host) never waits, so each spends from the task's budget: with `-queue memory` the
@@ -396,7 +398,8 @@ async fn run_taken<A: Answer>(prober: Prober, mut taken: mpsc::UnboundedReceiver
             if backlog.is_empty() {
                 break;
             }
-            let Ok(permit) = limit.clone().try_acquire_owned() else { break };
+            let Some(permit) = freed.take().or_else(|| limit.clone().try_acquire_owned().ok()) else { break };
+            // Nothing worth starting (what waited has expired): the slot goes back.
             let Some((work, answer)) = backlog.next() else { break };
             start(&prober, work, answer, permit);
             tokio::task::consume_budget().await;
@@ -407,15 +410,15 @@ async fn run_taken<A: Answer>(prober: Prober, mut taken: mpsc::UnboundedReceiver
                 Some(t) => backlog.take(t),
                 None => open = false,
             },
-            permit = limit.clone().acquire_owned(), if !backlog.is_empty() => {
-                let Ok(permit) = permit else { break };
-                if let Some((work, answer)) = backlog.next() {
-                    start(&prober, work, answer, permit);
-                }
-            }
+            // A slot freed: the next turn starts from the backlog with it.
+            permit = limit.clone().acquire_owned(), if !backlog.is_empty() => match permit {
+                Ok(p) => freed = Some(p),
+                Err(_) => break,
+            },
             else => break,
         }
     }
+    drop(freed);
     drain(&limit, concurrency).await;
 }
 
@@ -591,6 +594,25 @@ mod tests {
         };
         let Started::Running(check) = prober.start(http) else { panic!("an http probe is awaited") };
         assert_eq!(check.await.state, State::Critical, "nothing listens there any more");
+    }
+
+    #[tokio::test]
+    async fn with_one_slot_each_check_starts_on_the_slot_the_last_one_freed_and_the_loop_ends_after_the_last() {
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = open.local_addr().unwrap().port();
+        // A host name: each check runs on a task that holds the one slot, so every start after the first waits
+        // for a slot to free.
+        let work = (1..=5).map(|check_id| CheckWork { check_id, ..tcp_work(&format!("localhost:{port}")) });
+        let (tx, taken) = mpsc::unbounded_channel();
+        let (answer, mut results) = mpsc::unbounded_channel();
+        tx.send(Taken { work: Batch::Many(work.collect()), answer }).unwrap();
+        drop(tx);
+        let run = run_taken(Prober::new(None).unwrap(), taken, 1);
+        tokio::time::timeout(Duration::from_secs(60), run).await.expect("the loop ends once every check is done");
+        let mut done: Vec<(u64, State)> =
+            std::iter::from_fn(|| results.try_recv().ok()).map(|r| (r.check_id, r.state)).collect();
+        done.sort();
+        assert_eq!(done, (1..=5).map(|i| (i, State::Ok)).collect::<Vec<_>>());
     }
 
     #[tokio::test]
