@@ -17,7 +17,11 @@
 //! send in flight at a fault, so it is sent again. "Gone" is decided without clocks: the records live in the same
 //! KV bucket as the membership keys, so they share one revision sequence, and a member is gone once this
 //! notifier's view has moved past the claim's revision without it — the one permitted repeat, with the same `webhook-id`
-//! (`jaque-<seq>-<endpoint>`, the same for every notifier). A notifier claims only while its own membership key
+//! (`jaque-<seq>-<endpoint>`, the same for every notifier). A claim write that got no answer may still land (a
+//! store behind a slow link applies it late, after a read that did not see it): the claimer settles it with a
+//! write of its own that expects the same revision, the claim again or, once the object has moved, the record
+//! unclaimed, since at most one of two such writes lands; a claim nobody knows of would hold the object's new owner
+//! up for as long as the claimer lives. A notifier claims only while its own membership key
 //! is surely alive (a lease: two thirds of the ttl after a heartbeat the store acknowledged), so after a pause past
 //! its ttl it starts nothing new until its key is back. Fenced events are never notified: the notifier reads the log
 //! through the same `LogReader` as the engines, and acts on accepted transitions only. A transition from before
@@ -357,8 +361,9 @@ struct LaneWork {
     /// Sent again after a fault: counted once it is sent.
     resend: bool,
     store_attempts: u32,
-    /// A claim write here got no answer (it may have landed): until the record is read again, this lane may hold
-    /// a claim in the store, which must be given back before the lane can go.
+    /// A claim write here got no answer (it may have landed, or land later): until the record is read at another
+    /// revision than the write expected, or a write of ours that expected the same one is answered, this lane may
+    /// hold a claim in the store, which must be given back before the lane can go.
     unsure: bool,
 }
 
@@ -616,7 +621,13 @@ impl Notifier {
                 return Err(format!("endpoint {i}: {actual} lanes claiming or sending, counted {n}"));
             }
         }
+        let ready: BTreeSet<&LaneKey> = self.ready.iter().flatten().collect();
         for (key, lane) in &self.lanes {
+            // Idle with work, on an object of ours, is waiting for its endpoint's turn: nothing else starts it.
+            let idle_with_work = lane.state == LaneState::Idle && !lane.queue.is_empty();
+            if idle_with_work && !self.disabled[key.0] && self.role.owns(&key.1) && !ready.contains(key) {
+                return Err(format!("{}: idle with {} queued and not ready to claim", key.1, lane.queue.len()));
+            }
             if lane.is_fresh(self.start(key.0)) {
                 return Err(format!("{}: a lane that says nothing more than one not held is held", key.1));
             }
@@ -951,25 +962,37 @@ impl Notifier {
                     LaneState::Reading { token: t } => *t == token,
                     _ => false,
                 };
+                // A claim write that got no answer expected the record at `lane.rev`. Found there still, the write
+                // has not landed but may yet (a store behind a slow link applies it late): only a write of ours that
+                // expects the same revision settles it, as at most one of the two can land.
+                let pending = applies && lane.unsure && stored.map(|s| s.rev) == lane.rev;
                 if applies && lane.unsure && not_ours {
-                    // Kept only to settle a claim write that got no answer: give the claim back if it landed.
-                    lane.unsure = false;
+                    // Kept only to settle a claim write that got no answer: give the claim back if it landed, and
+                    // if it may still land, write the record unclaimed where it expects it first.
+                    lane.unsure = pending;
                     lane.state = LaneState::Idle;
                     let ours = stored.and_then(|s| s.record.claim.as_ref()).is_some_and(|c| c.by == me);
                     if let Some(s) = stored {
                         lane.done = lane.done.max(s.record.done);
                         lane.rev = Some(s.rev);
                     }
-                    if ours {
+                    if ours || pending {
                         self.release(key, None);
                     } else {
                         self.drop_lane(&key);
                     }
                     continue;
                 }
+                if applies && not_ours {
+                    // A record read for a lane of an object this notifier has lost since: the new owner's now. Kept,
+                    // the lane would be found later, on gaining the object again, idle with work no one starts.
+                    self.drop_lane(&key);
+                    continue;
+                }
                 if applies {
                     lane.done = lane.done.max(starts.get(i).copied().unwrap_or(0));
-                    lane.unsure = false;
+                    // Still pending, the next claim here (which expects the same revision) settles it.
+                    lane.unsure = pending;
                     let mut claimed_by_live = false;
                     if let Some(s) = stored {
                         lane.done = lane.done.max(s.record.done);
@@ -978,7 +1001,7 @@ impl Notifier {
                             if c.seq > lane.done {
                                 // The record may hold this notifier's own claim (a write that got no answer but
                                 // landed): it stays to give back if the lane goes before claiming again.
-                                lane.unsure = c.by == me;
+                                lane.unsure = pending || c.by == me;
                                 let gone = claim_is_gone(c, s.rev, &me, &view);
                                 claimed_by_live = !gone;
                                 lane.resend = gone;
@@ -1211,7 +1234,13 @@ impl Notifier {
                         self.counters.claims_lost += 1;
                         lane.queue.push_front(t);
                         self.queued += 1;
-                        self.wait(key, now, None);
+                        // Read the record and go on from what it says, if the object is still ours (or a claim write
+                        // of ours that got no answer may be what moved it); else it is the new owner's.
+                        if lane.unsure || (self.role.owns(&key.1) && !leaving) {
+                            self.wait(key, now, None);
+                        } else {
+                            self.drop_lane(&key);
+                        }
                     }
                     Err(_) => {
                         self.counters.store_errors += 1;
@@ -1228,6 +1257,8 @@ impl Notifier {
             LaneState::Recording { op: o, record, .. } if o == op => match result {
                 Ok(Some(rev)) => {
                     lane.rev = Some(rev);
+                    // Past the revision any claim write of ours that got no answer expected: it cannot land now.
+                    lane.unsure = false;
                     lane.done = lane.done.max(record.done);
                     lane.handed = lane.handed.max(lane.done);
                     lane.store_attempts = 0;
@@ -1244,9 +1275,10 @@ impl Notifier {
                 }
                 Ok(None) => {
                     // Someone else wrote the record: they took the object over while we were presumed gone. If it
-                    // is ours again, read the record and go on from what it says; what we hold stays queued.
+                    // is ours again, read the record and go on from what it says; what we hold stays queued. Or a
+                    // claim write of ours that got no answer landed before this one: read it to give it back.
                     self.counters.claims_lost += 1;
-                    if self.role.owns(&key.1) && !self.leaving() {
+                    if lane.unsure || (self.role.owns(&key.1) && !self.leaving()) {
                         self.wait(key, now, None);
                     } else {
                         self.drop_lane(&key);

@@ -92,3 +92,22 @@ fn seeds_where_a_sink_stopped_before_saying_the_history_it_lost() {
 fn seeds_where_a_sink_jumping_again_and_again_never_ended_a_resume() {
     assert_params_pass(Params::draw(1666));
 }
+
+/// A claim write answered with a timeout landed after its notifier had read the record without it and lost the
+/// object: the new owner waited for good on the claim of a member still live that knew nothing of it. A claim
+/// write that got no answer is now settled by a later write of the claimer's that expects the same revision:
+/// `core/tests/notifier.rs`, `a_claim_write_that_got_no_answer_and_lands_after_its_object_moved_...`. Seed
+/// 7004867 of a sweep of 20,000 from 7,000,000.
+#[test]
+fn seeds_where_a_late_claim_write_held_an_object_s_notifications_up() {
+    assert_params_pass(Params::draw(7004867));
+}
+
+/// A claim that lost its compare-and-set, answered after the object had moved, left an idle lane with the
+/// transition queued, and the object came back before any other change of membership: nothing started it again.
+/// `core/tests/notifier.rs`, `a_claim_lost_to_another_write_after_its_object_moved_...`. Seed 7013573 of the
+/// same sweep.
+#[test]
+fn seeds_where_a_lost_claim_left_a_lane_no_one_started_again() {
+    assert_params_pass(Params::draw(7013573));
+}
