@@ -309,7 +309,7 @@ fn compaction_deletes_old_segment_files_while_writes_go_on_and_a_restart_has_eve
         // Each batch is ~200 entries (a put and its first check's transition) in ~40 segments; what stays is the
         // newest few. Transitions that come in a burst while a snapshot is being written share one segment
         // until the next snapshot: the files are small again once it is stored.
-        let (kept, bytes) = poll("old segments deleted", || {
+        let (kept, bytes) = poll("old segments deleted and the log's files under 20,000 bytes", || {
             let segs = segments(dir.path());
             let bytes = log_bytes(dir.path());
             (segs.len() <= 3 && segs[0].0 > 1 && bytes < 20_000).then_some((segs, bytes))
@@ -324,7 +324,6 @@ fn compaction_deletes_old_segment_files_while_writes_go_on_and_a_restart_has_eve
             .then_some(())
     });
     eprintln!("log bytes after each batch: {sizes:?}");
-    assert!(sizes.iter().all(|s| *s < 20_000), "the log's files stay small: {sizes:?} bytes after each batch");
     // Every first check in too, so nothing changes between this reading and the stop.
     let before = poll("every object checked", || {
         let o = objects(&j);
