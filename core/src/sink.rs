@@ -573,6 +573,11 @@ impl Sink {
         if self.pending.capacity() > 2 * room {
             self.pending.shrink_to(room);
         }
+        // What was left was only a resume's objects that have no row to write (gone from the view since): no
+        // transaction for nothing.
+        if items.is_empty() {
+            return;
+        }
         let mut events = Vec::new();
         let mut objects: BTreeMap<ObjectId, ObjectRow> = BTreeMap::new();
         let mut keep = |row: &ObjectRow| match objects.get(&row.object) {
