@@ -742,6 +742,14 @@ fn a_progress_store_that_is_away_delays_but_loses_and_doubles_nothing() {
     assert_eq!(w.procs["n1"].n.lag(), 0);
 }
 
+/// Objects `0..n` put, each with a transition to critical.
+fn put_critical(w: &mut World, own: &Ownership, n: usize) {
+    for i in 0..n {
+        w.event(own, i, EventBody::Put { def: def() }, None);
+        w.event(own, i, transition(State::Critical), None);
+    }
+}
+
 #[test]
 fn a_claim_write_that_got_no_answer_and_lands_after_its_object_moved_holds_nothing_up() {
     // A store behind a slow link answers a claim write with a timeout and applies it later: here after the claimer
@@ -751,10 +759,7 @@ fn a_claim_write_that_got_no_answer_and_lands_after_its_object_moved_holds_nothi
     w.start("n1");
     w.run(100);
     w.store.late = true;
-    for i in 0..20 {
-        w.event(&own, i, EventBody::Put { def: def() }, None);
-        w.event(&own, i, transition(State::Critical), None);
-    }
+    put_critical(&mut w, &own, 20);
     w.settle();
     assert_eq!(w.store.held.len(), 20, "every claim written, none answered");
     w.store.late = false;
@@ -788,10 +793,7 @@ fn a_claim_lost_to_another_write_after_its_object_moved_leaves_nothing_behind_fo
     let own = w.epoch(&["e1"]);
     w.start("n1");
     w.run(100);
-    for i in 0..20 {
-        w.event(&own, i, EventBody::Put { def: def() }, None);
-        w.event(&own, i, transition(State::Critical), None);
-    }
+    put_critical(&mut w, &own, 20);
     w.run(1_000);
     assert_eq!(w.deliveries(0), 20);
     // Another notifier's write moves every record on (a release, say): n1's next claims expect what it read.
