@@ -983,9 +983,9 @@ impl Notifier {
                     }
                     continue;
                 }
-                if applies && not_ours {
-                    // A record read for a lane of an object this notifier has lost since: the new owner's now. Kept,
-                    // the lane would be found later, on gaining the object again, idle with work no one starts.
+                if applies && recheck && !owned {
+                    // A record read again for a lane of an object this notifier has lost since: the new owner's now.
+                    // Kept, the lane would be found later, on gaining the object again, idle with work no one starts.
                     self.drop_lane(&key);
                     continue;
                 }
