@@ -1231,16 +1231,9 @@ impl Notifier {
                         self.send(now, key, t, body, now, 1);
                     }
                     Ok(None) => {
-                        self.counters.claims_lost += 1;
                         lane.queue.push_front(t);
                         self.queued += 1;
-                        // Read the record and go on from what it says, if the object is still ours (or a claim write
-                        // of ours that got no answer may be what moved it); else it is the new owner's.
-                        if lane.unsure || (self.role.owns(&key.1) && !leaving) {
-                            self.wait(key, now, None);
-                        } else {
-                            self.drop_lane(&key);
-                        }
+                        self.lost_write(now, key);
                     }
                     Err(_) => {
                         self.counters.store_errors += 1;
@@ -1273,17 +1266,8 @@ impl Notifier {
                         self.ready[key.0].push_back(key);
                     }
                 }
-                Ok(None) => {
-                    // Someone else wrote the record: they took the object over while we were presumed gone. If it
-                    // is ours again, read the record and go on from what it says; what we hold stays queued. Or a
-                    // claim write of ours that got no answer landed before this one: read it to give it back.
-                    self.counters.claims_lost += 1;
-                    if lane.unsure || (self.role.owns(&key.1) && !self.leaving()) {
-                        self.wait(key, now, None);
-                    } else {
-                        self.drop_lane(&key);
-                    }
-                }
+                // Someone else wrote the record: they took the object over while we were presumed gone.
+                Ok(None) => self.lost_write(now, key),
                 Err(_) => {
                     self.counters.store_errors += 1;
                     let at = now + self.store_backoff.delay(lane.store_attempts);
@@ -1294,6 +1278,19 @@ impl Notifier {
                 }
             },
             other => lane.state = other,
+        }
+    }
+
+    /// A compare-and-set of ours found the record moved on: read it and go on from what it says (what the lane
+    /// holds stays queued) if the object is still ours, or if a claim write of ours that got no answer may be what
+    /// moved it (to give that claim back); else the lane is the new owner's business.
+    fn lost_write(&mut self, now: Time, key: LaneKey) {
+        self.counters.claims_lost += 1;
+        let unsure = self.lanes.get(&key).is_some_and(|l| l.unsure);
+        if unsure || (self.role.owns(&key.1) && !self.leaving()) {
+            self.wait(key, now, None);
+        } else {
+            self.drop_lane(&key);
         }
     }
 

@@ -573,8 +573,8 @@ impl Sink {
         if self.pending.capacity() > 2 * room {
             self.pending.shrink_to(room);
         }
-        // What was left was only a resume's objects that have no row to write (gone from the view since): no
-        // transaction for nothing.
+        // What was left was only a resume's objects with no row to make here (an accepted event since brings each
+        // one's row): no transaction for nothing.
         if items.is_empty() {
             return;
         }
