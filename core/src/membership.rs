@@ -6,7 +6,7 @@
 
 use crate::model::{Bucket, MemberId, MemberRef};
 use crate::time::Time;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// A change to a bucket's keys, as a store watcher reports it.
@@ -140,6 +140,54 @@ pub enum MembershipOutput {
     PutHeartbeat { bucket: Bucket, member: MemberRef, ttl: Duration },
     /// Delete the key at once: a clean leave, so the others need not wait for the ttl.
     DeleteHeartbeat { bucket: Bucket, member: MemberRef },
+}
+
+/// How long a member knows its own key is alive: a lease that runs `span` from the emission of each heartbeat
+/// the store acknowledged (the key expires one ttl after the store took the put, which is after it was sent).
+/// A member that acts only while it holds the lease acts only while the others count it live: after a pause,
+/// a cut or a store that stopped answering, it holds none until a heartbeat written since is acknowledged.
+/// The notifier claims deliveries on a lease of two thirds of the ttl; an engine claims ingress writes on one
+/// of the whole ttl (a pause past it is one its key may not have survived).
+///
+/// The driver answers every `PutHeartbeat` once, in order (`written`); the role tells the lease of each put it
+/// carries out (`sent`).
+#[derive(Clone, Debug)]
+pub struct Lease {
+    span: Duration,
+    /// Emission times of heartbeats the store has not answered yet, oldest first.
+    unanswered: VecDeque<Time>,
+    until: Option<Time>,
+}
+
+impl Lease {
+    pub fn new(span: Duration) -> Lease {
+        Lease { span, unanswered: VecDeque::new(), until: None }
+    }
+
+    /// A heartbeat put goes out at `now`.
+    pub fn sent(&mut self, now: Time) {
+        self.unanswered.push_back(now);
+    }
+
+    /// The oldest put not answered yet reached the store (`ok`) or failed.
+    pub fn written(&mut self, ok: bool) {
+        if let Some(t) = self.unanswered.pop_front() {
+            if ok {
+                let until = t + self.span;
+                self.until = Some(self.until.map_or(until, |u| u.max(until)));
+            }
+        }
+    }
+
+    /// Whether the key is surely alive at `now`.
+    pub fn holds(&self, now: Time) -> bool {
+        self.until.is_some_and(|t| now < t)
+    }
+
+    /// When the lease runs out, if one was ever held.
+    pub fn until(&self) -> Option<Time> {
+        self.until
+    }
 }
 
 /// One process's membership in one bucket: its heartbeat timer and its view of the bucket.
@@ -276,6 +324,24 @@ mod tests {
 
     fn drain(ms: &mut Membership) -> Vec<MembershipOutput> {
         std::iter::from_fn(|| ms.poll_output()).collect()
+    }
+
+    #[test]
+    fn a_lease_runs_from_the_emission_of_each_acknowledged_heartbeat() {
+        let mut l = Lease::new(Duration::from_secs(9));
+        assert!(!l.holds(Time(0)), "no lease before a heartbeat is acknowledged");
+        l.sent(Time(0));
+        l.sent(Time(3000));
+        assert!(!l.holds(Time(100)), "sent is not acknowledged");
+        l.written(true);
+        assert!(l.holds(Time(8999)) && !l.holds(Time(9000)), "nine seconds from the first put's emission");
+        l.written(false);
+        assert_eq!(l.until(), Some(Time(9000)), "a failed put extends nothing");
+        l.sent(Time(6000));
+        l.written(true);
+        assert!(l.holds(Time(14_999)) && !l.holds(Time(15_000)));
+        l.written(true);
+        assert_eq!(l.until(), Some(Time(15_000)), "an answer with no put out changes nothing");
     }
 
     #[test]

@@ -42,7 +42,7 @@
 use crate::backoff::Backoff;
 use crate::hrw;
 use crate::log::LogReader;
-use crate::membership::{LiveSet, MemberObservation, MembershipOutput};
+use crate::membership::{Lease, LiveSet, MemberObservation, MembershipOutput};
 use crate::model::{Bucket, EventBody, LogEntry, MemberId, MemberRef, ObjectId, State};
 use crate::role::{LogRole, RoleConfig, RoleOutput, RoleTimer, Work};
 use crate::time::{rfc3339_millis, Time};
@@ -466,9 +466,8 @@ pub struct Notifier {
     draining: bool,
     starts_retry: Option<Time>,
     store_backoff: Backoff,
-    /// Emission times of heartbeats the store has not answered yet, oldest first.
-    heartbeats: VecDeque<Time>,
-    lease_until: Option<Time>,
+    /// Claims are started only while the member's key is surely alive.
+    lease: Lease,
     queued: usize,
     started: bool,
     leave_deadline: Option<Time>,
@@ -488,6 +487,7 @@ impl Notifier {
         cfg.max_pending = cfg.max_pending.max(Notifier::resume_room(&cfg));
         let n = cfg.endpoints.len();
         let salt = hrw::key(cfg.role.me.id.as_str()) ^ cfg.role.me.incarnation.rotate_left(29);
+        let lease_span = cfg.role.ttl * 2 / 3;
         Notifier {
             role: LogRole::new(cfg.role.clone()),
             store_backoff: Backoff::new(cfg.store_retry_base, cfg.store_retry_max, salt),
@@ -506,8 +506,7 @@ impl Notifier {
             starts_asked: false,
             draining: false,
             starts_retry: None,
-            heartbeats: VecDeque::new(),
-            lease_until: None,
+            lease: Lease::new(lease_span),
             queued: 0,
             started: false,
             leave_deadline: None,
@@ -695,14 +694,7 @@ impl Notifier {
                 }
             }
             Input::CaughtUp => self.role.handle_caught_up(),
-            Input::HeartbeatWritten { ok } => {
-                if let Some(t) = self.heartbeats.pop_front() {
-                    if ok {
-                        let until = t + self.cfg.role.ttl * 2 / 3;
-                        self.lease_until = Some(self.lease_until.map_or(until, |u| u.max(until)));
-                    }
-                }
-            }
+            Input::HeartbeatWritten { ok } => self.lease.written(ok),
             Input::Starts { result } => match result {
                 Ok(v) => {
                     let by: BTreeMap<EndpointId, u64> = v.into_iter().collect();
@@ -817,7 +809,7 @@ impl Notifier {
                 match out {
                     RoleOutput::Membership(m) => {
                         if matches!(m, MembershipOutput::PutHeartbeat { .. }) {
-                            self.heartbeats.push_back(now);
+                            self.lease.sent(now);
                         }
                         self.outputs.push_back(Output::Membership(m));
                     }
@@ -1108,10 +1100,7 @@ impl Notifier {
 
     /// Starts claims on ready lanes while each endpoint has room.
     fn pump(&mut self, now: Time) {
-        let may_claim = self.starts.is_some()
-            && self.role.is_caught_up()
-            && !self.leaving()
-            && self.lease_until.is_some_and(|t| now < t);
+        let may_claim = self.starts.is_some() && self.role.is_caught_up() && !self.leaving() && self.lease.holds(now);
         if !may_claim {
             return;
         }
