@@ -8,16 +8,23 @@
 //!
 //! Contracts with the driver: `Start` comes first and once (a later one, or one after `Leave`, is ignored);
 //! every `Forward` output gets exactly one `ForwardResult`; every `ProposeEpoch` at
-//! most one `ProposeResult` (a lost one is retried after `propose_timeout`); log entries arrive in log order,
-//! each once (repeats are skipped); `CaughtUp` is sent once the log backlog and the membership snapshot that
-//! existed at start have been delivered.
+//! most one `ProposeResult` (a lost one is retried after `propose_timeout`); every `PutHeartbeat` one
+//! `HeartbeatWritten`, in order; log entries arrive in log order, each once (repeats are skipped); `CaughtUp`
+//! is sent once the log backlog and the membership snapshot that existed at start have been delivered.
+//!
+//! Ingress: the driver is a member of the ingress queue group while `takes_ingress(now)` holds after a step
+//! (ready, not leaving, and its own key surely alive: a heartbeat acknowledged within the last ttl), and hands
+//! a submission that asked for a claim in as `Claim`. Each `Claim` gets `Declined` (the submitter sends it
+//! again, another engine takes it) or is taken like a `Command`, with `Claimed` before its `Reply` unless the
+//! reply is immediate. So a member that was paused or cut off past its ttl claims nothing until its key is
+//! back, whatever reached it meanwhile.
 
 use crate::compact::{SnapshotConfig, Snapshotter};
 use crate::follow::Follower;
 use crate::forward::{route, Route};
 use crate::hrw;
 use crate::log::{Effect, LogReader, Read, ReaderSnapshot, Verdict};
-use crate::membership::{MemberObservation, Membership, MembershipOutput};
+use crate::membership::{Lease, MemberObservation, Membership, MembershipOutput};
 use crate::model::{
     Bucket, Command, CommandId, CommandKind, EpochRecord, Event, EventBody, LogEntry, MemberRef, ObjectId, Outcome,
     Probe, State,
@@ -195,6 +202,16 @@ pub enum Input {
         reply: ReplyTo,
         cmd: Command,
     },
+    /// A submission (hop 0) whose submitter asked for a claim: `Declined` at once when this engine cannot take
+    /// writes now, else taken as a `Command` with `Claimed` first.
+    Claim {
+        reply: ReplyTo,
+        cmd: Command,
+    },
+    /// The oldest `PutHeartbeat` not answered yet reached the store (`ok`) or failed.
+    HeartbeatWritten {
+        ok: bool,
+    },
     ForwardResult {
         id: ForwardId,
         result: Result<Outcome, String>,
@@ -236,6 +253,15 @@ pub enum Output {
         to: ReplyTo,
         outcome: Outcome,
     },
+    /// This engine took the `Claim` of `to`: its `Reply` follows.
+    Claimed {
+        to: ReplyTo,
+    },
+    /// This engine does not take the `Claim` of `to` (the one answer it gets): the submitter sends it again.
+    Declined {
+        to: ReplyTo,
+        reason: &'static str,
+    },
     Dispatch(CheckWork),
     /// Store this snapshot (taken at its `position`); answer with `SnapshotWritten`.
     WriteSnapshot(Box<ReaderSnapshot>),
@@ -272,6 +298,9 @@ pub struct EngineCounters {
     pub commands_rejected: u64,
     pub commands_unavailable: u64,
     pub commands_rerouted: u64,
+    /// Submissions that asked for a claim: taken, and declined (this engine could not take writes then).
+    pub commands_claimed: u64,
+    pub commands_declined: u64,
     pub epochs_proposed: u64,
     pub epochs_won: u64,
     pub checks_dispatched: u64,
@@ -394,6 +423,8 @@ pub struct Engine {
 
     proposing: Option<(u64, Time)>,
     snapshots: Snapshotter,
+    /// Whether this engine's own key is surely alive: claims are taken only while it is.
+    lease: Lease,
     pub counters: EngineCounters,
 }
 
@@ -407,6 +438,7 @@ impl Engine {
     pub fn with_reader(cfg: EngineConfig, reader: LogReader) -> Engine {
         let snapshots = Snapshotter::new(cfg.snapshots.clone(), reader.position());
         let follow = Follower::with_reader(Bucket::Engine, cfg.me.clone(), cfg.ttl, reader);
+        let cfg_ttl = cfg.ttl;
         Engine {
             snapshots,
             cfg,
@@ -422,6 +454,7 @@ impl Engine {
             check_deadlines: BTreeSet::new(),
             next_check: 0,
             proposing: None,
+            lease: Lease::new(cfg_ttl),
             counters: EngineCounters::default(),
         }
     }
@@ -476,6 +509,32 @@ impl Engine {
         self.owned.keys()
     }
 
+    /// Why this engine would decline a claim at `now`, or `None` when it takes writes: it is ready (caught up,
+    /// an epoch in force, no hole), not leaving, and its own key is surely alive (a heartbeat the store
+    /// acknowledged was sent within the last ttl). The last one is what a pause, a cut or a store that stopped
+    /// answering takes away: past its ttl the others count this engine dead and may have moved its objects, so
+    /// what it would claim it could only forward by a view of the cluster that is out of date.
+    pub fn claim_refusal(&self, now: Time) -> Option<&'static str> {
+        if self.follow.is_leaving() {
+            Some("the engine is leaving")
+        } else if !self.follow.is_caught_up() {
+            Some("the engine is reading the log")
+        } else if self.follow.hole().is_some() {
+            Some("the engine waits for a snapshot past a hole in the log")
+        } else if self.follow.reader().epoch() == 0 {
+            Some("no epoch yet")
+        } else if !self.lease.holds(now) {
+            Some("the engine is out of touch: no heartbeat of its own acknowledged within its ttl")
+        } else {
+            None
+        }
+    }
+
+    /// Whether the driver should be a member of the ingress queue group at `now` (see the module doc).
+    pub fn takes_ingress(&self, now: Time) -> bool {
+        self.claim_refusal(now).is_none()
+    }
+
     /// Nothing in flight that a caller waits for: a leaving engine may exit.
     pub fn is_idle(&self) -> bool {
         self.waiting.is_empty() && self.forwards.is_empty()
@@ -520,6 +579,8 @@ impl Engine {
             }
             Input::AppendFailed { event, reason } => self.handle_append_failed(event, reason),
             Input::Command { reply, cmd } => self.submit(now, reply, cmd),
+            Input::Claim { reply, cmd } => self.claim(now, reply, cmd),
+            Input::HeartbeatWritten { ok } => self.lease.written(ok),
             Input::ForwardResult { id, result } => {
                 let Some(reply) = self.forwards.remove(&id) else { return };
                 let outcome = match result {
@@ -555,7 +616,7 @@ impl Engine {
             }
         }
         self.maybe_snapshot(now);
-        self.drain_membership();
+        self.drain_membership(now);
     }
 
     pub fn handle_timeout(&mut self, now: Time) {
@@ -604,7 +665,7 @@ impl Engine {
             self.run_due(now, t, object);
         }
         self.maybe_snapshot(now);
-        self.drain_membership();
+        self.drain_membership(now);
     }
 
     // ---- outputs ----
@@ -679,8 +740,11 @@ impl Engine {
 
     // ---- membership and epochs ----
 
-    fn drain_membership(&mut self) {
+    fn drain_membership(&mut self, now: Time) {
         while let Some(o) = self.follow.poll_membership() {
+            if matches!(o, MembershipOutput::PutHeartbeat { .. }) {
+                self.lease.sent(now);
+            }
             self.outputs.push_back(Output::Membership(o));
         }
     }
@@ -915,6 +979,23 @@ impl Engine {
     }
 
     // ---- commands ----
+
+    /// A submission that asked for a claim: declined while this engine cannot take writes, else claimed and
+    /// taken as any command. `Claimed` goes out only when the outcome does not go out with it.
+    fn claim(&mut self, now: Time, reply: ReplyTo, cmd: Command) {
+        if let Some(reason) = self.claim_refusal(now) {
+            self.counters.commands_declined += 1;
+            self.outputs.push_back(Output::Declined { to: reply, reason });
+            return;
+        }
+        self.counters.commands_claimed += 1;
+        let before = self.outputs.len();
+        self.submit(now, reply, cmd);
+        let answered = self.outputs.iter().skip(before).any(|o| matches!(o, Output::Reply { to, .. } if *to == reply));
+        if !answered {
+            self.outputs.insert(before, Output::Claimed { to: reply });
+        }
+    }
 
     fn submit(&mut self, now: Time, reply: ReplyTo, cmd: Command) {
         if let Some(outcome) = self.follow.reader().applied(&cmd.id) {

@@ -58,11 +58,40 @@ struct ArrivingCommand {
     /// Wider than the model's `u8`, so `hop: 300` is "out of range" like `hop: 7`.
     #[serde(default)]
     hop: u64,
+    /// The submitter wants to hear at once which engine took the command ([`Answer::Claimed`]) or that it
+    /// cannot take it now ([`Answer::Declined`]), before the outcome.
+    #[serde(default)]
+    claim: bool,
 }
 
 /// A command from `jaque.work.cmd.ingress` or `jaque.cmd.<engine-id>`: hop 0 from a client, 1 on the one
 /// forward an engine makes.
 pub fn decode_command(bytes: &[u8]) -> Result<Command, WireError> {
+    decode_request(bytes).map(|r| r.cmd)
+}
+
+/// A command as a request on a command subject: the command, and whether its submitter asked for a claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub cmd: Command,
+    /// Answer [`Answer::Claimed`] or [`Answer::Declined`] first (`"claim": true`, a submission only).
+    pub claim: bool,
+}
+
+/// A command with the claim its submitter asks for, as a ui sends it through ingress: the command's own JSON
+/// with `"claim":true` (an engine that predates claims ignores the field and answers only the outcome).
+pub fn encode_claim_request(cmd: &Command) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Claiming<'a> {
+        #[serde(flatten)]
+        cmd: &'a Command,
+        claim: bool,
+    }
+    encode(&Claiming { cmd, claim: true })
+}
+
+/// `decode_command`, keeping whether the submitter asked for a claim.
+pub fn decode_request(bytes: &[u8]) -> Result<Request, WireError> {
     let cmd: ArrivingCommand = decode("command", bytes)?;
     let invalid = |reason: String| WireError::Invalid { what: "command", reason };
     let hop = match u8::try_from(cmd.hop) {
@@ -74,9 +103,67 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, WireError> {
             )))
         }
     };
+    if cmd.claim && hop != 0 {
+        return Err(invalid("claim with hop 1: a claim is asked by a submitter (hop 0), never on a forward".into()));
+    }
     let id = CommandId::new(cmd.id).map_err(|e| invalid(format!("field \"id\": {e}")))?;
     let object = ObjectId::new(cmd.object).map_err(|e| invalid(format!("field \"object\": {e}")))?;
-    Ok(Command { id, object, kind: cmd.kind, hop })
+    Ok(Request { cmd: Command { id, object, kind: cmd.kind, hop }, claim: cmd.claim })
+}
+
+/// What an engine sends on the reply subject of a request that asked for a claim: first `Claimed` (it took the
+/// command and will answer its outcome) or `Declined` (it cannot take writes now: send it again, through
+/// ingress another engine takes it), then, after `Claimed`, the `Outcome`. A request without a claim gets the
+/// outcome alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// `{"claimed":"<engine-id>"}`.
+    Claimed {
+        by: MemberId,
+    },
+    /// `{"declined":"<engine-id>","reason":"..."}`.
+    Declined {
+        by: MemberId,
+        reason: String,
+    },
+    Outcome(Outcome),
+}
+
+#[derive(Serialize, Deserialize)]
+struct ClaimedBody {
+    claimed: MemberId,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DeclinedBody {
+    declined: MemberId,
+    reason: String,
+}
+
+pub fn encode_answer(answer: &Answer) -> Vec<u8> {
+    match answer {
+        Answer::Claimed { by } => encode(&ClaimedBody { claimed: by.clone() }),
+        Answer::Declined { by, reason } => encode(&DeclinedBody { declined: by.clone(), reason: reason.clone() }),
+        Answer::Outcome(o) => encode(o),
+    }
+}
+
+/// An engine's answer on a reply subject: a claim, a decline, or the outcome.
+pub fn decode_answer(bytes: &[u8]) -> Result<Answer, WireError> {
+    /// Which of the three it is, by the key that names it.
+    #[derive(Deserialize)]
+    struct Keys {
+        claimed: Option<serde::de::IgnoredAny>,
+        declined: Option<serde::de::IgnoredAny>,
+    }
+    let keys: Keys = decode("answer", bytes)?;
+    if keys.claimed.is_some() {
+        decode::<ClaimedBody>("claim", bytes).map(|b| Answer::Claimed { by: b.claimed })
+    } else if keys.declined.is_some() {
+        decode::<DeclinedBody>("decline", bytes).map(|b| Answer::Declined { by: b.declined, reason: b.reason })
+    } else {
+        decode_outcome(bytes).map(Answer::Outcome)
+    }
 }
 
 /// What an engine answers a request on a command subject whose bytes are not a command: `rejected`, with
@@ -247,6 +334,39 @@ mod tests {
         {
             let e = decode_check_work(bytes).unwrap_err().to_string();
             assert!(e.contains(expected), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_claim_request_is_the_command_with_claim_and_answers_read_back() {
+        let cmd = decode_command(br#"{"id":"c","object":"x","kind":"delete"}"#).unwrap();
+        let bytes = encode_claim_request(&cmd);
+        assert_eq!(
+            String::from_utf8(bytes.clone()).unwrap(),
+            r#"{"id":"c","object":"x","kind":"delete","hop":0,"claim":true}"#
+        );
+        assert_eq!(decode_request(&bytes).unwrap(), Request { cmd: cmd.clone(), claim: true });
+        assert_eq!(decode_command(&bytes).unwrap(), cmd, "an engine reading commands alone takes it as before");
+        assert_eq!(decode_request(&encode(&cmd)).unwrap(), Request { cmd, claim: false });
+        let e = decode_request(br#"{"id":"c","object":"x","kind":"delete","hop":1,"claim":true}"#).unwrap_err();
+        assert!(e.to_string().contains("never on a forward"), "{e}");
+        let by = MemberId::new("e2").unwrap();
+        for answer in [
+            Answer::Claimed { by: by.clone() },
+            Answer::Declined { by, reason: "leaving".into() },
+            Answer::Outcome(Outcome::NotOwned),
+            Answer::Outcome(Outcome::Unavailable { reason: "x".into() }),
+        ] {
+            assert_eq!(decode_answer(&encode_answer(&answer)).unwrap(), answer);
+        }
+        for (bytes, expected) in [
+            (&br#"{"claimed":"a b"}"#[..], "malformed claim"),
+            (br#"{"declined":"e1"}"#, "missing field `reason`"),
+            (br#"{"outcome":"maybe"}"#, "malformed outcome"),
+            (b"[]", "malformed answer"),
+        ] {
+            let e = decode_answer(bytes).unwrap_err().to_string();
+            assert!(e.contains(expected), "{e} lacks {expected}");
         }
     }
 

@@ -8,6 +8,7 @@ use crate::store::{StoreUrl, DEFAULT_STORE};
 const DATA_DIR_STORE: &str = "jaque-sink.db";
 use clap::{CommandFactory, Parser};
 use jaque_core::compact::SnapshotConfig;
+use jaque_core::ui::SubmitTimeouts;
 use jaque_core::{CheckBatching, MemberId};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -125,6 +126,12 @@ pub struct Args {
     /// reads from the log; needs publish permission on jaque.cmd.*).
     #[arg(long = "ui-writes", env = "JAQUE_UI_WRITES", default_value = "ingress", value_name = "ingress|owner")]
     pub ui_writes: String,
+
+    /// How long a ui without an engine waits for an engine to claim a write before it sends it again through
+    /// ingress (a member of the queue group may be hung). Whole milliseconds, 10ms to 5s; 0ms: no claims (one
+    /// request a write, as before).
+    #[arg(long = "claim-timeout", env = "JAQUE_CLAIM_TIMEOUT", default_value = "200ms", value_name = "DURATION")]
+    pub claim_timeout: String,
 
     /// The longest an engine holds a check due to send it with others: it sends the checks due together as
     /// soon as -check-batch of them are due, or when the first has waited this long. Fewer wake-ups of the
@@ -272,6 +279,8 @@ pub struct Config {
     pub log_replicas: usize,
     /// `-ui-writes owner`: a ui without an engine sends writes straight to their owner first.
     pub ui_writes_to_owner: bool,
+    /// `-claim-timeout`: how a ui without an engine waits for the engines to take its writes.
+    pub submit: SubmitTimeouts,
     /// The store of a sink, and of a ui's history: `-sink-store`, or the default when this process runs a sink.
     pub sink_store: Option<StoreUrl>,
     /// `-data-dir`: where `-coordination memory` keeps the log (opened, locked and read in `main`).
@@ -502,6 +511,15 @@ impl Config {
             "owner" => true,
             other => return err(format!("-ui-writes: {other:?} is not ingress or owner")),
         };
+        let claim = duration("-claim-timeout", &a.claim_timeout, "200ms")?;
+        let whole_ms = claim.subsec_nanos() % 1_000_000 == 0;
+        if !(claim.is_zero() || whole_ms && (Duration::from_millis(10)..=Duration::from_secs(5)).contains(&claim)) {
+            return err(format!(
+                "-claim-timeout: {:?} is not 0ms or a whole number of milliseconds from 10ms to 5s; write e.g. 200ms",
+                a.claim_timeout
+            ));
+        }
+        let submit = SubmitTimeouts { claim, ..SubmitTimeouts::SHIPPED };
         if a.worker_concurrency == 0 {
             return err("-worker-concurrency must be at least 1");
         }
@@ -560,6 +578,7 @@ impl Config {
             snapshots,
             log_replicas: a.log_replicas,
             ui_writes_to_owner,
+            submit,
             sink_store,
             data_dir,
             nats: NatsAuth { creds: a.nats_creds, user, token: a.nats_token, tls_ca: a.nats_tls_ca, tls_client },
@@ -657,6 +676,20 @@ mod tests {
         let c = parse(&["-target", "ui", "-idempotency-window", "2h"]).unwrap();
         assert_eq!(c.idempotency_window, Duration::from_secs(7200));
         assert_eq!(parse(&["-target", "ui"]).unwrap().idempotency_window, Duration::from_secs(24 * 3600));
+    }
+
+    #[test]
+    fn a_claim_timeout_is_0ms_or_whole_milliseconds_from_10ms_to_5s() {
+        let claim = |t: &str| parse(&["-target", "ui", "-claim-timeout", t]).map(|c| c.submit.claim);
+        assert_eq!(parse(&["-target", "ui"]).unwrap().submit, SubmitTimeouts::SHIPPED, "the default");
+        assert_eq!(claim("0ms").unwrap(), Duration::ZERO);
+        assert_eq!(claim("10ms").unwrap(), Duration::from_millis(10));
+        assert_eq!(claim("5s").unwrap(), Duration::from_secs(5));
+        for bad in ["5ms", "1500us", "6s"] {
+            let e = claim(bad).unwrap_err();
+            assert!(e.contains("-claim-timeout") && e.contains("from 10ms to 5s"), "{bad}: {e}");
+        }
+        assert!(claim("soon").unwrap_err().contains("not a duration"));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use crate::clock::{far_future, instant_at, now};
 use crate::coord::{AppendAck, Coordination};
-use crate::follow::{spawn_heartbeat_writer, Buckets, Followed, Follower, HeartbeatWriter};
+use crate::follow::{spawn_heartbeat_writer_acked, Buckets, Followed, Follower, HeartbeatWriter};
 use crate::metrics::{self, Exposition};
 use crate::nats::NatsLink;
 use crate::snapshots;
@@ -14,7 +14,7 @@ use crate::subjects::{cmd_subject, results_subject, INGRESS_GROUP, INGRESS_SUBJE
 use crate::views::{self, UiRequest};
 use crate::worker::MemWork;
 use futures_util::StreamExt;
-use jaque_core::wire::{self, Batch};
+use jaque_core::wire::{self, Answer, Batch};
 use jaque_core::{
     CheckResult, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef, Outcome,
     Output, ReplyTo, Time,
@@ -34,8 +34,8 @@ enum Done {
     /// Anything that goes to the core as it is.
     Core(Input),
     /// A command from NATS (ingress, hop 0, or a forward, hop 1) with the subject its outcome goes to: the loop
-    /// turns the subject into a `ReplyTo` first.
-    Command { cmd: Command, reply: async_nats::Subject },
+    /// turns the subject into a `ReplyTo` first. `claim`: its submitter asked for a claim.
+    Command { cmd: Command, reply: async_nats::Subject, claim: bool },
     /// The latest snapshot, loaded after the core's `NeedSnapshot` (`None`: none reaches the hole yet).
     Restored(Option<Box<LogReader>>),
 }
@@ -77,9 +77,15 @@ impl EngineLoop {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let (results_tx, results_rx) = mpsc::unbounded_channel();
         let results_subject = results_subject(&cfg.me);
+        // Every heartbeat put is answered to the core: its lease (whether it may claim ingress writes) runs
+        // from the acknowledged ones.
+        let acks = done_tx.clone();
+        let heartbeats = spawn_heartbeat_writer_acked(coord.clone(), move |ok| {
+            let _ = acks.send(Done::Core(Input::HeartbeatWritten { ok }));
+        });
         EngineLoop {
             engine: Engine::new(cfg),
-            heartbeats: spawn_heartbeat_writer(coord.clone()),
+            heartbeats,
             appends: spawn_appender(coord.clone(), done_tx.clone()),
             done_rx: Some(done_rx),
             coord,
@@ -169,17 +175,7 @@ impl EngineLoop {
                 _ = tokio::time::sleep_until(leave_by.unwrap_or_else(far_future)), if leave_by.is_some() => break,
             }
             self.drain();
-            // Out of the ingress queue group while resyncing: its view of the log stops where the follower was
-            // lost, so it could learn no verdict in time and would answer each claimed write `unavailable`
-            // after the reply timeout, while an engine that follows the log can apply it.
-            if follow.is_resyncing() {
-                if let Some(leave) = self.ingress.take() {
-                    tracing::info!("resyncing: left the ingress queue group until the log is followed again");
-                    let _ = leave.send(());
-                }
-            } else if self.ingress.is_none() && leave_by.is_none() && self.engine.is_ready() {
-                self.join_ingress().await?;
-            }
+            self.ingress_membership(&follow, leave_by.is_some()).await?;
             if leave_by.is_some() && self.engine.is_idle() {
                 break;
             }
@@ -289,6 +285,28 @@ impl EngineLoop {
         Ok(())
     }
 
+    /// In the ingress queue group exactly while the core takes claims (ready, not leaving, its key surely
+    /// alive) and the log is followed: a member that cannot take writes would only swallow or decline its share
+    /// of them. Out of it while resyncing too: its view of the log stops where the follower was lost, so it
+    /// could learn no verdict in time, while an engine that follows the log can apply the write.
+    async fn ingress_membership(&mut self, follow: &Follower, leaving: bool) -> Result<(), String> {
+        let refusal = match follow.is_resyncing() {
+            true => Some("resyncing: the log is followed again first"),
+            false => self.engine.claim_refusal(now()),
+        };
+        match (refusal, self.ingress.is_some()) {
+            (Some(why), true) => {
+                tracing::info!(reason = why, "left the ingress queue group");
+                if let Some(leave) = self.ingress.take() {
+                    let _ = leave.send(());
+                }
+            }
+            (None, false) if !leaving => self.join_ingress().await?,
+            _ => {}
+        }
+        Ok(())
+    }
+
     async fn join_ingress(&mut self) -> Result<(), String> {
         let Some(link) = &self.nats else { return Ok(()) };
         let sub = link
@@ -304,7 +322,13 @@ impl EngineLoop {
     fn handle_done(&mut self, d: Done) {
         let input = match d {
             Done::Core(input) => input,
-            Done::Command { cmd, reply } => Input::Command { reply: self.waiter(Waiter::Nats(reply)), cmd },
+            Done::Command { cmd, reply, claim } => {
+                let reply = self.waiter(Waiter::Nats(reply));
+                match claim {
+                    true => Input::Claim { reply, cmd },
+                    false => Input::Command { reply, cmd },
+                }
+            }
             Done::Restored(_) => unreachable!("restores are handled by the loop"),
         };
         self.engine.handle(now(), input);
@@ -375,22 +399,12 @@ impl EngineLoop {
                     let _ = self.appends.send(event);
                 }
                 Output::Forward { id, to, cmd } => self.forward(id, to, cmd),
-                Output::Reply { to, outcome } => match self.waiters.remove(&to.0) {
-                    Some(Waiter::Http(tx)) => {
-                        let _ = tx.send(outcome);
-                    }
-                    Some(Waiter::Nats(subject)) => {
-                        if let Some(link) = &self.nats {
-                            let client = link.client.clone();
-                            tokio::spawn(async move {
-                                if let Err(e) = client.publish(subject, wire::encode(&outcome).into()).await {
-                                    tracing::warn!(error = %e, "replying to a command");
-                                }
-                            });
-                        }
-                    }
-                    None => tracing::warn!(reply = to.0, "a reply for nobody"),
-                },
+                Output::Reply { to, outcome } => self.answer(to, true, Answer::Outcome(outcome)),
+                Output::Claimed { to } => self.answer(to, false, Answer::Claimed { by: self.engine.me().id.clone() }),
+                Output::Declined { to, reason } => {
+                    let by = self.engine.me().id.clone();
+                    self.answer(to, true, Answer::Declined { by, reason: reason.into() })
+                }
                 Output::Dispatch(work) => self.dispatches.push(work),
                 Output::WriteSnapshot(snapshot) => {
                     let tx = self.done_tx.clone();
@@ -409,6 +423,40 @@ impl EngineLoop {
         }
         if !self.dispatches.is_empty() {
             self.dispatch();
+        }
+    }
+
+    /// Sends `answer` to the caller `to`; `last`: nothing follows it, so the caller is forgotten.
+    fn answer(&mut self, to: ReplyTo, last: bool, answer: Answer) {
+        let waiter = match (last, self.waiters.get(&to.0)) {
+            (true, _) => self.waiters.remove(&to.0),
+            (false, Some(Waiter::Nats(subject))) => Some(Waiter::Nats(subject.clone())),
+            // A claim for a local caller: nothing to tell (it waits for the outcome alone).
+            (false, Some(Waiter::Http(_))) => return,
+            (false, None) => None,
+        };
+        match waiter {
+            // A local caller never asks for a claim; a decline would still be its one answer.
+            Some(Waiter::Http(tx)) => match answer {
+                Answer::Outcome(outcome) => {
+                    let _ = tx.send(outcome);
+                }
+                Answer::Declined { reason, .. } => {
+                    let _ = tx.send(Outcome::Unavailable { reason });
+                }
+                Answer::Claimed { .. } => {}
+            },
+            Some(Waiter::Nats(subject)) => {
+                if let Some(link) = &self.nats {
+                    let client = link.client.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = client.publish(subject, wire::encode_answer(&answer).into()).await {
+                            tracing::warn!(error = %e, "replying to a command");
+                        }
+                    });
+                }
+            }
+            None => tracing::warn!(reply = to.0, "a reply for nobody"),
         }
     }
 
@@ -515,11 +563,27 @@ impl EngineLoop {
             &late.buckets,
             late.sum_ms,
         );
-        let counters: [(&str, &str, u64); 12] = [
+        m.one(
+            "jaque_engine_ingress_member",
+            "gauge",
+            "1 while this engine is a member of the ingress queue group (ready, not leaving, its own key surely alive), else 0.",
+            u64::from(self.ingress.is_some()),
+        );
+        let counters: [(&str, &str, u64); 14] = [
             ("jaque_engine_commands_applied_total", "Commands applied (their event accepted).", c.commands_applied),
             ("jaque_engine_commands_duplicate_total", "Retried commands answered from the log.", c.commands_duplicate),
             ("jaque_engine_commands_rejected_total", "Invalid commands refused.", c.commands_rejected),
             ("jaque_engine_commands_unavailable_total", "Commands answered unavailable.", c.commands_unavailable),
+            (
+                "jaque_engine_commands_claimed_total",
+                "Submissions that asked for a claim and were taken by this engine.",
+                c.commands_claimed,
+            ),
+            (
+                "jaque_engine_commands_declined_total",
+                "Submissions that asked for a claim and were declined: this engine could not take writes then (not ready, leaving, or out of touch).",
+                c.commands_declined,
+            ),
             ("jaque_engine_epochs_proposed_total", "Epoch proposals made.", c.epochs_proposed),
             ("jaque_engine_epochs_won_total", "Epoch proposals that won the compare-and-set.", c.epochs_won),
             ("jaque_engine_checks_dispatched_total", "Checks sent to workers.", c.checks_dispatched),
@@ -573,9 +637,9 @@ fn spawn_command_reader(
                 metrics::wire_error("command without reply subject");
                 continue;
             };
-            match wire::decode_command(&msg.payload) {
-                Ok(cmd) => {
-                    if tx.send(Done::Command { cmd, reply }).is_err() {
+            match wire::decode_request(&msg.payload) {
+                Ok(wire::Request { cmd, claim }) => {
+                    if tx.send(Done::Command { cmd, reply, claim }).is_err() {
                         return;
                     }
                 }

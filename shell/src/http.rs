@@ -4,6 +4,8 @@
 //! owner the ui's log view names, else the ingress queue group), or nowhere (503). Its HTTP status is
 //! `jaque_core::ui::http_status` of the outcome.
 
+use crate::clock::{instant_at, now};
+use crate::inbox::Inbox;
 use crate::metrics::{self, Exposition};
 use crate::nats::{self, NatsLink};
 use crate::reading::RoleHandle;
@@ -18,7 +20,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put, MethodRouter};
 use axum::{Json, Router};
-use jaque_core::ui::{http_status, submit_to, Submit, WriteRoute, RETRY_AFTER_SECS};
+use jaque_core::ui::{
+    http_status, submit_to, Act, Heard, IngressWrite, Submit, SubmitTimeouts, WriteRoute, RETRY_AFTER_SECS,
+};
 use jaque_core::wire;
 use jaque_core::{Command, CommandId, CommandKind, EngineConfig, ObjectDef, ObjectId, Outcome, Probe};
 use serde::Deserialize;
@@ -41,6 +45,13 @@ pub struct Http {
     pub owners: Option<Owners>,
     pub writes_to_owner: AtomicU64,
     pub writes_to_ingress: AtomicU64,
+    /// `-claim-timeout` and the waits around it (`jaque_core::ui::IngressWrite`).
+    pub submit: SubmitTimeouts,
+    /// Where the answers to those writes arrive (claims, declines, outcomes), with a ui that submits over NATS.
+    pub inbox: Option<Inbox>,
+    /// Attempts sent again: no engine claimed the one before in time, or one declined it.
+    pub resent_unclaimed: AtomicU64,
+    pub resent_declined: AtomicU64,
     /// The tokens (the guard checks reads; writes are checked in `write`; the OpenAPI document says which).
     pub tokens: crate::guard::Tokens,
     pub worker: bool,
@@ -122,6 +133,15 @@ async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
         );
         process.sample("jaque_ui_writes_total", &[("via", "owner")], s.writes_to_owner.load(Ordering::Relaxed));
         process.sample("jaque_ui_writes_total", &[("via", "ingress")], s.writes_to_ingress.load(Ordering::Relaxed));
+        process.header(
+            "jaque_ui_write_resubmits_total",
+            "counter",
+            "Write attempts this ui sent again through ingress: no engine claimed the one before within -claim-timeout, or an engine declined it.",
+        );
+        let resent = [("no_claim", &s.resent_unclaimed), ("declined", &s.resent_declined)];
+        for (reason, n) in resent {
+            process.sample("jaque_ui_write_resubmits_total", &[("reason", reason)], n.load(Ordering::Relaxed));
+        }
     }
     if let Some(changes) = &s.changes {
         changes.expose(&mut process);
@@ -552,56 +572,89 @@ async fn write(
                 Err(_) => Outcome::Unavailable { reason: "no outcome from the engine in time".into() },
             }
         }
-        WriteRoute::Ingress => submit_nats(s, &cmd, deadline).await,
+        WriteRoute::Ingress => submit_nats(s, &cmd).await,
         WriteRoute::Reject => unreachable!("answered above"),
     };
     outcome_response(&outcome)
 }
 
-/// A write of a ui without an engine: first where `jaque_core::ui::submit_to` says (the owner its log view
-/// names, or ingress), and through `jaque.work.cmd.ingress` when the owner has no responder.
-async fn submit_nats(s: &Http, cmd: &Command, deadline: Duration) -> Outcome {
-    let Some(link) = &s.ingress else {
+/// A write of a ui without an engine, driven by `jaque_core::ui::IngressWrite`: the first attempt where
+/// `jaque_core::ui::submit_to` says (the owner its log view names with `-ui-writes owner`, else ingress), every
+/// other through `jaque.work.cmd.ingress`; an attempt no engine claims within `-claim-timeout` is sent again.
+async fn submit_nats(s: &Http, cmd: &Command) -> Outcome {
+    let (Some(link), Some(inbox)) = (&s.ingress, &s.inbox) else {
         return Outcome::Unavailable { reason: "no NATS coordination".into() };
     };
-    let first = match &s.owners {
-        Some(o) => submit_to(o.borrow().as_deref(), &cmd.object),
-        None => Submit::Ingress,
+    let owner = match &s.owners {
+        Some(o) => match submit_to(o.borrow().as_deref(), &cmd.object) {
+            Submit::Owner(owner) => Some(owner),
+            Submit::Ingress => None,
+        },
+        None => None,
     };
-    let payload: bytes::Bytes = wire::encode(cmd).into();
-    let started = tokio::time::Instant::now();
-    if let Submit::Owner(owner) = first {
-        let request = link.client.request(cmd_subject(&owner.id), payload.clone());
-        match tokio::time::timeout(deadline, request).await {
-            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
-                tracing::debug!(owner = %owner, "no responder at the owner; submitting through ingress");
-            }
-            answer => {
-                s.writes_to_owner.fetch_add(1, Ordering::Relaxed);
-                return outcome_of(answer, &format!("request to the owner {owner}"));
+    let payload: bytes::Bytes =
+        if s.submit.claim.is_zero() { wire::encode(cmd) } else { wire::encode_claim_request(cmd) }.into();
+    let mut write = IngressWrite::new(now(), s.submit, owner.is_some());
+    let mut answers = inbox.listen();
+    loop {
+        while let Some(act) = write.poll_act() {
+            match act {
+                Act::Send { attempt } => {
+                    let subject = match &owner {
+                        Some(o) if write.goes_to_owner(attempt) => cmd_subject(&o.id),
+                        _ => INGRESS_SUBJECT.to_string(),
+                    };
+                    let sent =
+                        link.client.publish_with_reply(subject, answers.reply_subject(attempt), payload.clone()).await;
+                    if let Err(e) = sent {
+                        let reason = nats::explain(&format!("sending the write: {e}"));
+                        write.handle(now(), Heard::Failed { attempt, reason });
+                    }
+                }
+                Act::Done(outcome) => {
+                    let direct = owner.is_some() && write.attempts() == 1;
+                    let via = if direct { &s.writes_to_owner } else { &s.writes_to_ingress };
+                    via.fetch_add(1, Ordering::Relaxed);
+                    s.resent_unclaimed.fetch_add(u64::from(write.resent_unclaimed), Ordering::Relaxed);
+                    s.resent_declined.fetch_add(u64::from(write.resent_declined), Ordering::Relaxed);
+                    if write.attempts() > 1 {
+                        tracing::debug!(attempts = write.attempts(), command = %cmd.id, "write sent again");
+                    }
+                    return outcome;
+                }
             }
         }
-    }
-    s.writes_to_ingress.fetch_add(1, Ordering::Relaxed);
-    let request = link.client.request(INGRESS_SUBJECT, payload);
-    match tokio::time::timeout(deadline.saturating_sub(started.elapsed()), request).await {
-        Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
-            Outcome::Unavailable { reason: "no engine is running".into() }
+        let Some(deadline) = write.poll_timeout() else {
+            return Outcome::Unavailable { reason: "internal: a write ended without an outcome".into() };
+        };
+        tokio::select! {
+            answer = answers.recv() => match answer {
+                Some((attempt, msg)) => write.handle(now(), heard(attempt, &msg)),
+                None => write.handle(now(), Heard::Failed { attempt: write.attempts(), reason: "the ui is stopping".into() }),
+            },
+            _ = tokio::time::sleep_until(instant_at(deadline)) => write.handle_timeout(now()),
         }
-        answer => outcome_of(answer, "ingress request"),
     }
 }
 
-type Answer = Result<Result<async_nats::Message, async_nats::RequestError>, tokio::time::error::Elapsed>;
-
-/// An engine's answer to a command request, or why there is none.
-fn outcome_of(answer: Answer, what: &str) -> Outcome {
-    match answer {
-        Ok(Ok(msg)) => wire::decode_outcome(&msg.payload).unwrap_or_else(|e| {
+/// What one message on an attempt's reply subject says: a status from the server, or an engine's answer.
+fn heard(attempt: u32, msg: &async_nats::Message) -> Heard {
+    match msg.status {
+        Some(async_nats::StatusCode::NO_RESPONDERS) => return Heard::NoResponders { attempt },
+        Some(status) => {
+            let reason = nats::explain(&format!("the NATS server answered the write with status {status}"));
+            return Heard::Failed { attempt, reason };
+        }
+        None => {}
+    }
+    match wire::decode_answer(&msg.payload) {
+        Ok(wire::Answer::Claimed { by }) => Heard::Claimed { attempt, by },
+        Ok(wire::Answer::Declined { by, reason }) => Heard::Declined { attempt, by, reason },
+        Ok(wire::Answer::Outcome(outcome)) => Heard::Answered { attempt, outcome },
+        Err(e) => {
             metrics::wire_error("outcome");
-            Outcome::Unavailable { reason: format!("an engine answered garbage: {e}") }
-        }),
-        Ok(Err(e)) => Outcome::Unavailable { reason: nats::explain(&format!("{what}: {e}")) },
-        Err(_) => Outcome::Unavailable { reason: nats::explain("no outcome from the engines in time") },
+            let outcome = Outcome::Unavailable { reason: format!("an engine answered garbage: {e}") };
+            Heard::Answered { attempt, outcome }
+        }
     }
 }

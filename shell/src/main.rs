@@ -8,6 +8,7 @@ mod engine;
 mod follow;
 mod guard;
 mod http;
+mod inbox;
 mod metrics;
 mod nats;
 mod notifier;
@@ -31,7 +32,7 @@ use cli::{Config, Endpoint};
 use coord::{Coordination, DataDir, NatsCoord};
 use engine::{EngineLoop, WorkQueue};
 use jaque_core::sink::SinkConfig;
-use jaque_core::ui::write_route;
+use jaque_core::ui::{write_route, WriteRoute};
 use jaque_core::{EngineConfig, MemberRef};
 use reading::RoleHandle;
 use sink::SinkLoop;
@@ -250,14 +251,24 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         leavers.spawn(sink.run());
     }
 
+    // A ui that submits writes over NATS hears each one's claim and outcome on the process's inbox.
+    let route = write_route(cfg.roles.engine, coord.is_nats());
+    let inbox = match (&coord_link, route) {
+        (Some(link), WriteRoute::Ingress) => Some(inbox::Inbox::open(&link.client).await?),
+        _ => None,
+    };
     let state = Arc::new(http::Http {
         backend,
         ui: cfg.roles.ui,
-        route: write_route(cfg.roles.engine, coord.is_nats()),
+        route,
         ingress: coord_link.clone(),
         owners: owners.filter(|_| cfg.ui_writes_to_owner),
         writes_to_owner: AtomicU64::new(0),
         writes_to_ingress: AtomicU64::new(0),
+        submit: cfg.submit,
+        inbox,
+        resent_unclaimed: AtomicU64::new(0),
+        resent_declined: AtomicU64::new(0),
         tokens: cfg.tokens.clone(),
         worker: cfg.roles.worker,
         id_prefix: format!("{}-{}", me.id, me.incarnation),

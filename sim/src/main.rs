@@ -339,6 +339,19 @@ fn summary(r: &Report) -> String {
     ) + &notify_summary(&s.notify)
         + &snap_summary(r)
         + &pool_summary(r)
+        + &ingress_summary(r)
+}
+
+/// The ui's writes through ingress: attempts, claims, the ones sent again and why, invariant 12's.
+fn ingress_summary(r: &Report) -> String {
+    let k = &r.stats.ingress;
+    if k.writes == 0 {
+        return String::new();
+    }
+    format!(
+        "; ingress: {} writes in {} attempts ({} to members that had stopped answering), {} claims, {} declines, sent again {} unclaimed / {} declined, {} ended unclaimed, longest {}ms",
+        k.writes, k.attempts, k.to_dark_members, k.claims, k.declines, k.resent_unclaimed, k.resent_declined, k.unclaimed, k.longest_ms
+    )
 }
 
 /// The check workers' part of a seed's summary, when they have a limit.

@@ -41,6 +41,8 @@ pub enum Stream {
     /// The check workers of a pool of limited capacity: which worker takes a check, its backlog's picks, and
     /// how long each check runs.
     Workers = 85,
+    /// Writes through ingress: which member of the queue group the server hands each attempt to.
+    Ingress = 86,
 }
 
 /// The SplitMix64 finalizer, used to derive sub-seeds and to hash traces.
@@ -182,6 +184,35 @@ pub struct Params {
     /// Check workers of limited capacity, each with the core's backlog (a stream of their own); none: a check
     /// answers after a latency up to its timeout, as if workers had no limit.
     pub workers: Option<PoolParams>,
+    /// How the ui's ingress writes wait for claims, and how soon the NATS server drops a member of the ingress
+    /// queue group that stopped answering (a stream of their own).
+    pub ingress: IngressParams,
+}
+
+/// What a seed draws for writes through ingress (`sim/src/world/ingress.rs`).
+#[derive(Clone, Copy, Debug)]
+pub struct IngressParams {
+    /// The ui's `-claim-timeout`; 0: claims off (one request a write, as before claims).
+    pub claim_timeout_ms: u64,
+    /// The NATS server drops a client that stopped answering (paused, or cut off) this long after it went quiet:
+    /// its pings unanswered (`ping_interval` x (`ping_max` + 1); the shipped `deploy/nats` settings give 3 s).
+    /// Until then the ingress queue group may hand it writes.
+    pub server_drop_ms: u64,
+}
+
+impl IngressParams {
+    /// What `jaque` ships with, on a server with the `deploy/nats` ping settings.
+    pub fn shipped() -> IngressParams {
+        IngressParams { claim_timeout_ms: 200, server_drop_ms: 3_000 }
+    }
+
+    pub fn draw(seed: u64) -> IngressParams {
+        let mut r = stream(seed, Stream::Params, 7);
+        IngressParams {
+            claim_timeout_ms: pick_u64(&mut r, &[0, 50, 200, 200, 500]),
+            server_drop_ms: r.random_range(1..=3u64) * 1_000,
+        }
+    }
 }
 
 /// What a seed draws for snapshots and compaction (`sim/src/world/snapshots.rs`): the engines' config and the
@@ -369,6 +400,7 @@ impl Params {
             snapshots: SnapshotParams::off(),
             check_batching: CheckBatching::NONE,
             workers: None,
+            ingress: IngressParams::shipped(),
         };
         // Later additions draw from their own stream, so the worlds of earlier (pinned) seeds stay as they were.
         let mut x = stream(seed, Stream::Params, 1);
@@ -426,6 +458,7 @@ impl Params {
             };
         }
         p.workers = PoolParams::draw(&p);
+        p.ingress = IngressParams::draw(seed);
         p
     }
 
@@ -473,6 +506,7 @@ impl Params {
             snapshots: SnapshotParams::off(),
             check_batching: CheckBatching::NONE,
             workers: None,
+            ingress: IngressParams::shipped(),
         }
     }
 
@@ -500,6 +534,7 @@ impl Params {
         p.check_batching = CheckBatching::SHIPPED;
         // The engines' benchmark: workers without limit, as before the pool was modelled.
         p.workers = None;
+        p.ingress = IngressParams::shipped();
         p
     }
 
@@ -608,6 +643,8 @@ impl fmt::Display for Params {
                 w.workers, w.slots, w.critical_times_out
             )?,
         }
+        let i = &self.ingress;
+        writeln!(f, "  ingress: claim_timeout={}ms server_drop={}ms", i.claim_timeout_ms, i.server_drop_ms)?;
         write!(f, "{}", self.notify)
     }
 }

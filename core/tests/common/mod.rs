@@ -41,6 +41,11 @@ pub struct World {
     /// Membership changes not yet delivered: (rev, change) per engine.
     watch: BTreeMap<String, VecDeque<MemberObservation>>,
     pub replies: BTreeMap<u64, Vec<Outcome>>,
+    /// Claims taken (`Claimed`) and declined (`Declined`, with the reason), by reply id.
+    pub claimed: Vec<u64>,
+    pub declined: BTreeMap<u64, &'static str>,
+    /// The store answers heartbeat puts with a failure (the put does not land either).
+    pub heartbeats_fail: bool,
     next_reply: u64,
     /// Forwards in flight: (from engine, forward id) by the ReplyTo used at the target.
     forwards: BTreeMap<(String, u64), (String, ForwardId)>,
@@ -140,6 +145,15 @@ impl World {
         r
     }
 
+    /// A submission through ingress that asks for a claim, at engine `at`.
+    pub fn submit_claim(&mut self, at: &str, c: Command) -> u64 {
+        let r = self.next_reply;
+        self.next_reply += 1;
+        self.engines.get_mut(at).unwrap().handle(self.now, Input::Claim { reply: ReplyTo(r), cmd: c });
+        self.run();
+        r
+    }
+
     /// Hands a command to an engine without running the world: it travels with whatever happens next.
     pub fn submit_nowait(&mut self, at: &str, c: Command) -> u64 {
         let r = self.next_reply;
@@ -205,10 +219,12 @@ impl World {
         let now = self.now;
         match out {
             Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => {
-                let changed = self.kv.get(member.id.as_str()).map(|(i, _)| *i) != Some(member.incarnation);
-                self.kv.insert(member.id.to_string(), (member.incarnation, now + ttl));
-                let _ = changed;
-                self.kv_change(MemberChange::Up(member));
+                let ok = !self.heartbeats_fail;
+                if ok {
+                    self.kv.insert(member.id.to_string(), (member.incarnation, now + ttl));
+                    self.kv_change(MemberChange::Up(member));
+                }
+                self.engines.get_mut(from).unwrap().handle(now, Input::HeartbeatWritten { ok });
             }
             Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
                 self.kv.remove(member.id.as_str());
@@ -247,6 +263,10 @@ impl World {
                 } else {
                     self.replies.entry(to.0).or_default().push(outcome);
                 }
+            }
+            Output::Claimed { to } => self.claimed.push(to.0),
+            Output::Declined { to, reason } => {
+                assert!(self.declined.insert(to.0, reason).is_none(), "one decline per claim");
             }
             Output::WriteSnapshot(snapshot) => {
                 let position = snapshot.position;

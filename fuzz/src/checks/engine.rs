@@ -12,18 +12,22 @@
 //! plain `LogReader` fed the same entries; appends carry the epoch in force and the engine as writer;
 //! proposals name the next epoch, the engine's live set and the position of the record in force; forwards
 //! carry hop 1 and go to the owner, never for a hop-1 command; an `applied` reply is what the log says the
-//! command's first accepted event did; every output message decodes to itself after encoding. At the end, with every forward answered, every append landed, the
-//! whole log delivered and time run past the reply deadline: every command got exactly one reply.
+//! command's first accepted event did; every output message decodes to itself after encoding; a submission that
+//! asked for a claim is declined exactly when the engine would refuse it then (not ready, leaving, or no
+//! heartbeat acknowledged within the ttl), else claimed at most once and before its reply (or answered at once).
+//! Heartbeat puts are answered at once, ok or failed as the input says. At the end, with every forward
+//! answered, every append landed, the whole log delivered and time run past the reply deadline: every command got
+//! exactly one reply, or exactly one decline and nothing else.
 
 use super::bytes::Bytes;
 use super::fence::{COMMANDS, MEMBERS, OBJECTS};
 use jaque_core::wire;
 use jaque_core::{
     Bucket, CheckResult, CheckWork, Command, CommandId, CommandKind, Engine, EngineConfig, EpochRecord, Event,
-    EventBody, ForwardId, Input, LogEntry, LogReader, MemberChange, MemberId, MemberObservation, MemberRef, ObjectDef,
-    ObjectId, Outcome, Output, Probe, ReplyTo, State, Time,
+    EventBody, ForwardId, Input, LogEntry, LogReader, MemberChange, MemberId, MemberObservation, MemberRef,
+    MembershipOutput, ObjectDef, ObjectId, Outcome, Output, Probe, ReplyTo, State, Time,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 const MAX_OPS: usize = 1024;
@@ -72,6 +76,11 @@ struct World {
     next_reply: u64,
     /// Replies per caller.
     replies: BTreeMap<u64, Vec<Outcome>>,
+    /// Callers that were claimed, and declined.
+    claimed: BTreeSet<u64>,
+    declined: BTreeSet<u64>,
+    /// Heartbeat puts are answered as failed while this is set.
+    heartbeats_fail: bool,
     /// Positions of snapshots written and not yet answered.
     snapshots: Vec<u64>,
     purged_below: u64,
@@ -87,13 +96,23 @@ impl World {
     }
 
     fn after(&mut self) {
+        let mut puts = 0;
         while let Some(out) = self.engine.poll_output() {
             if self.trace {
                 eprintln!("{} -> {out:?}", self.now);
             }
             wire_round_trip(&out);
             match out {
-                Output::Membership(_) => {}
+                Output::Membership(m) => puts += usize::from(matches!(m, MembershipOutput::PutHeartbeat { .. })),
+                Output::Claimed { to } => {
+                    assert!(!self.replies.contains_key(&to.0), "a claim after the reply");
+                    assert!(!self.declined.contains(&to.0), "a claim of a declined caller");
+                    assert!(self.claimed.insert(to.0), "claimed twice");
+                }
+                Output::Declined { to, .. } => {
+                    assert!(!self.replies.contains_key(&to.0) && !self.claimed.contains(&to.0), "declined late");
+                    assert!(self.declined.insert(to.0), "declined twice");
+                }
                 Output::ProposeEpoch { record, after_seq } => {
                     assert_eq!(record.epoch, self.engine.epoch() + 1, "proposal for a non-next epoch");
                     assert_eq!(after_seq, self.engine.reader().epoch_seq(), "proposal's compare-and-set position");
@@ -141,6 +160,10 @@ impl World {
         }
         if let Err(e) = self.engine.check_invariants() {
             panic!("engine invariant: {e}");
+        }
+        for _ in 0..puts {
+            let ok = !self.heartbeats_fail;
+            self.handle(Input::HeartbeatWritten { ok });
         }
     }
 
@@ -212,7 +235,14 @@ impl World {
         let reply = ReplyTo(self.next_reply);
         self.next_reply += 1;
         let forwards = self.forwards.len();
-        self.handle(Input::Command { reply, cmd: Command { id, object, kind, hop } });
+        let cmd = Command { id, object, kind, hop };
+        if hop == 0 && k & 0x40 != 0 {
+            let refused = self.engine.claim_refusal(self.now).is_some();
+            self.handle(Input::Claim { reply, cmd });
+            assert_eq!(self.declined.contains(&reply.0), refused, "declined exactly when it would refuse");
+            return;
+        }
+        self.handle(Input::Command { reply, cmd });
         if hop == 1 {
             assert_eq!(self.forwards.len(), forwards, "a hop-1 command was forwarded again");
         }
@@ -243,7 +273,11 @@ impl World {
 /// Every message the engine makes survives the wire: what the shell sends, the receiving side decodes.
 fn wire_round_trip(out: &Output) {
     match out {
-        Output::Membership(_) => {}
+        Output::Membership(_) | Output::Claimed { .. } => {}
+        Output::Declined { reason, .. } => {
+            let answer = wire::Answer::Declined { by: MemberId::new("e").unwrap(), reason: reason.to_string() };
+            assert_eq!(wire::decode_answer(&wire::encode_answer(&answer)).expect("a decline decodes"), answer);
+        }
         Output::ProposeEpoch { record, .. } => {
             let entry = LogEntry::Epoch(record.clone());
             assert_eq!(wire::decode_log_entry(&wire::encode(&entry)).expect("a proposal decodes"), entry);
@@ -297,6 +331,9 @@ pub fn check(data: &[u8]) {
         checks: Vec::new(),
         next_reply: 0,
         replies: BTreeMap::new(),
+        claimed: BTreeSet::new(),
+        declined: BTreeSet::new(),
+        heartbeats_fail: false,
         snapshots: Vec::new(),
         purged_below: 0,
     };
@@ -418,6 +455,9 @@ pub fn check(data: &[u8]) {
                 let c = b.u8();
                 if c & 0x1f == 0 {
                     w.handle(Input::Leave);
+                } else if c & 0x1f == 1 {
+                    // The store stops (or starts again) acknowledging heartbeats.
+                    w.heartbeats_fail = !w.heartbeats_fail;
                 } else if !w.snapshots.is_empty() {
                     // The store answers a snapshot write (maybe one the engine no longer waits for).
                     let position = w.snapshots.remove(usize::from(c >> 5) % w.snapshots.len());
@@ -445,7 +485,8 @@ pub fn check(data: &[u8]) {
     assert!(w.forwards.is_empty() && w.appends.is_empty(), "the engine keeps producing work");
     for r in 0..w.next_reply {
         let got = w.replies.get(&r).map_or(&[][..], |v| v.as_slice());
-        assert_eq!(got.len(), 1, "caller {r} got {} replies: {got:?}", got.len());
+        let want = usize::from(!w.declined.contains(&r));
+        assert_eq!(got.len(), want, "caller {r} got {} replies: {got:?}", got.len());
     }
     assert!(w.engine.is_idle(), "callers still waiting at the end");
 }

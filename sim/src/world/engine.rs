@@ -21,13 +21,19 @@ use std::time::Duration;
 /// What the simulator keeps for one running engine incarnation: the engine, and what the checks need to know
 /// about that incarnation.
 pub struct EngineRole {
-    engine: Engine,
+    pub(super) engine: Engine,
     /// Command ids this incarnation received with hop 0 (the only ones it may forward).
     pub(super) hop0: BTreeSet<CommandId>,
     /// The highest epoch it was at after a step (epochs only grow).
     last_epoch: u64,
     /// Since when it waits at a hole in the log for a snapshot past it (it is not ready meanwhile).
     pub(super) hole_since: Option<Time>,
+    /// Its shell is in the ingress queue group (as the server sees it, but for a drop: `ingress.rs`).
+    pub(super) in_group: bool,
+    /// Since when it has taken every claim promptly (invariant 12), if it does.
+    pub(super) fit_since: Option<Time>,
+    /// The store's answers to its heartbeat puts come in the order of the puts.
+    pub(super) hb_answers: super::process::Follow,
 }
 
 /// One engine slot: a member id whose process may run, crash, pause, leave and come back.
@@ -80,7 +86,15 @@ impl Sim {
             None => Engine::new(cfg),
         };
         let start = engine.reader().position();
-        self.nodes[n].run(EngineRole { engine, hop0: BTreeSet::new(), last_epoch: 0, hole_since: None });
+        self.nodes[n].run(EngineRole {
+            engine,
+            hop0: BTreeSet::new(),
+            last_epoch: 0,
+            hole_since: None,
+            in_group: false,
+            fit_since: None,
+            hb_answers: Default::default(),
+        });
         let inc = self.nodes[n].inc;
         self.tr(|| format!("e{} starts as incarnation {inc}", n + 1));
         if start > 0 {
@@ -126,6 +140,7 @@ impl Sim {
         self.stats.pauses += 1;
         let until = self.now + Duration::from_millis(ms);
         self.nodes[n].paused_until = Some(until);
+        self.note_dark(n);
         self.tr(|| format!("e{} pauses until {until}", n + 1));
         let inc = self.nodes[n].inc;
         self.push(until, Ev::Resume { node: n, inc });
@@ -133,6 +148,7 @@ impl Sim {
 
     pub(super) fn resume(&mut self, n: usize) {
         let held = self.nodes[n].resume();
+        self.note_dark(n);
         self.tr(|| format!("e{} resumes", n + 1));
         // What waits in its buffers is handled first, then the timers that expired meanwhile.
         for ev in held {
@@ -253,6 +269,7 @@ impl Sim {
         for out in outputs {
             self.carry_out(n, out);
         }
+        self.ingress_after_step(n);
         self.rearm(n);
     }
 
@@ -286,6 +303,8 @@ impl Sim {
             Output::Append(event) => self.send_append(n, event),
             Output::Forward { id, to, cmd } => self.forward(n, id, to, cmd),
             Output::Reply { to: ReplyTo(to), outcome } => self.reply(n, to, outcome),
+            Output::Claimed { to: ReplyTo(to) } => self.claim_answer(n, to, None),
+            Output::Declined { to: ReplyTo(to), reason } => self.claim_answer(n, to, Some(reason)),
             Output::Dispatch(work) => self.dispatch_check(n, work),
             Output::WriteSnapshot(snapshot) => self.write_snapshot(n, snapshot),
             Output::Purge { below } => self.send_purge(n, below),

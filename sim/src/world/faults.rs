@@ -40,6 +40,7 @@ impl Sim {
         if outbound {
             self.nodes[n].store_out_cut += 1;
         }
+        self.note_dark(n);
         self.tr(|| format!("e{} cut from the store (in={inbound} out={outbound}) for {ms:?}ms", n + 1));
         if let Some(ms) = ms {
             let gen = self.faults.gen;
@@ -58,6 +59,7 @@ impl Sim {
             self.nodes[n].store_in_cut = 0;
             self.catch_up(n);
         }
+        self.note_dark(n);
     }
 
     fn cut_pair(&mut self, a: usize, b: usize, ms: u64) {
@@ -73,11 +75,18 @@ impl Sim {
                 if self.nodes[n].store_in_cut == 0 {
                     self.catch_up(n);
                 }
+                self.note_dark(n);
             }
-            Undo::StoreOut(n) => self.nodes[n].store_out_cut = self.nodes[n].store_out_cut.saturating_sub(1),
+            Undo::StoreOut(n) => {
+                self.nodes[n].store_out_cut = self.nodes[n].store_out_cut.saturating_sub(1);
+                self.note_dark(n);
+            }
             Undo::Pair(a, b) => self.net.uncut(a, b),
             Undo::HeartbeatLoss(n) => self.nodes[n].hb_loss = self.nodes[n].hb_loss.saturating_sub(1),
-            Undo::Clog(n) => self.nodes[n].clog = self.nodes[n].clog.saturating_sub(1),
+            Undo::Clog(n) => {
+                self.nodes[n].clog = self.nodes[n].clog.saturating_sub(1);
+                self.note_fitness(n);
+            }
         }
         self.tr(|| format!("fault over: {undo:?}"));
     }
@@ -85,6 +94,7 @@ impl Sim {
     pub(super) fn clog_start(&mut self, gen: u64, n: usize) {
         if gen == self.faults.gen {
             self.nodes[n].clog += 1;
+            self.note_fitness(n);
         }
     }
 
@@ -152,6 +162,7 @@ impl Sim {
             }
             FaultKind::Clog => {
                 self.nodes[n].clog += 1;
+                self.note_fitness(n);
                 self.tr(|| format!("e{} clogged for {d}ms", n + 1));
                 self.after(d, Ev::FaultEnd { gen, undo: Undo::Clog(n) });
             }
@@ -207,6 +218,7 @@ impl Sim {
             self.nodes[n].hb_loss = 0;
             self.nodes[n].clog = 0;
             self.heal_store(n);
+            self.note_fitness(n);
             if self.nodes[n].is_paused() {
                 self.resume(n);
             }

@@ -7,8 +7,9 @@
 //! - [`store`]: the membership KV, every bucket in one revision sequence, per-key TTL, late expiry, watchers.
 //! - [`log`]: the log (one total order, compare-and-set epoch appends, event appends that fail or land late)
 //!   and its delivery to readers.
-//! - [`net`]: request/reply (no responders, timeouts), forwards, the ingress queue group, store and
-//!   process-to-process links.
+//! - [`net`]: request/reply (no responders, timeouts), forwards, store and process-to-process links.
+//! - [`ingress`]: the ui's writes through ingress (core's `IngressWrite`: claims, attempts sent again), the
+//!   queue group as the NATS server keeps it (a member that stopped answering is dropped late), and invariant 12.
 //! - [`faults`]: the fault tick (crash, pause, partitions, heartbeat loss, clogging, clean leave), swizzle,
 //!   what undoes each fault, and the heal.
 //! - [`workload`]: clients, commands and their one outcome, check workers and the simulated truth.
@@ -29,6 +30,7 @@ mod checks;
 mod endpoint;
 mod engine;
 mod faults;
+mod ingress;
 mod log;
 mod net;
 mod notifier;
@@ -58,6 +60,7 @@ pub const SECRET: &str = "s1m-s3cret";
 pub(crate) fn secret_def(i: usize) -> bool {
     i.is_multiple_of(4)
 }
+pub use ingress::IngressStats;
 pub use workers::{PoolParams, PoolStats};
 pub use workload::{Submission, Via};
 
@@ -65,6 +68,7 @@ use crate::oracle::Oracle;
 use crate::params::{mix, Params};
 use checks::Checks;
 use faults::{Faults, Undo};
+use ingress::{Ingress, WriteEv};
 use jaque_core::{
     Bucket, CheckResult, Command, Engine, EngineConfig, EpochRecord, Event, LogEntry, MemberId, MemberRef, ObjectDef,
     ObjectId, Outcome, State, Time,
@@ -139,6 +143,12 @@ enum Ev {
     HeartbeatDelete {
         bucket: Bucket,
         member: MemberRef,
+    },
+    /// The store's answer to an engine's heartbeat put (answers reach it in the order of the puts).
+    HeartbeatAck {
+        node: usize,
+        inc: u64,
+        ok: bool,
     },
     Expire {
         bucket: Bucket,
@@ -227,6 +237,8 @@ enum Ev {
     Snap(SnapEv),
     /// The check workers of a pool of limited capacity: `workers.rs`.
     Worker(WorkerEv),
+    /// The ui's writes through ingress: `ingress.rs`.
+    Write(WriteEv),
 }
 
 impl Ev {
@@ -240,6 +252,7 @@ impl Ev {
             | Ev::ProposeAnswer { node, inc, .. }
             | Ev::AppendFailed { node, inc, .. }
             | Ev::CommandArrive { node, inc, .. }
+            | Ev::HeartbeatAck { node, inc, .. }
             | Ev::CheckDone { node, inc, .. } => Some((*node, *inc)),
             _ => None,
         }
@@ -279,6 +292,8 @@ impl Ev {
             Ev::Notify(_) => 28,
             Ev::Snap(e) => 500 + e.code(),
             Ev::Worker(e) => 600 + e.code(),
+            Ev::HeartbeatAck { .. } => 29,
+            Ev::Write(e) => 700 + e.code(),
         }
     }
 }
@@ -312,6 +327,8 @@ pub struct Stats {
     pub snap: SnapStats,
     /// The check workers of a pool of limited capacity (`Params::workers`).
     pub pool: PoolStats,
+    /// The ui's writes through ingress (filled in at the end of a run).
+    pub ingress: IngressStats,
 }
 
 pub struct Sim {
@@ -333,6 +350,7 @@ pub struct Sim {
     pub subs: Vec<Submission>,
     work: Workload,
     pool: Pool,
+    ingress: Ingress,
     faults: Faults,
     checks: Checks,
     sinks: Sinks,
@@ -380,6 +398,7 @@ impl Sim {
             subs: Vec::new(),
             work: Workload::new(&params),
             pool: Pool::new(seed, params.workers),
+            ingress: Ingress::new(seed),
             faults: Faults::new(seed),
             checks: Checks::new(params.objects),
             sinks: Sinks::new(&params),
@@ -576,6 +595,11 @@ impl Sim {
             Ev::MemberDeliver { node, inc, upto } => self.member_deliver(node, inc, upto),
             Ev::HeartbeatLand { bucket, member, ttl_ms } => self.kv_put(bucket, member, ttl_ms),
             Ev::HeartbeatDelete { bucket, member } => self.kv_delete_own(bucket, &member),
+            Ev::HeartbeatAck { node, inc, ok } => {
+                if self.alive(node, inc) {
+                    self.step(node, Some(jaque_core::Input::HeartbeatWritten { ok }));
+                }
+            }
             Ev::Expire { bucket, id, gen } => self.kv_expire(bucket, id, gen),
             Ev::AppendLand { event } => self.append(LogEntry::Event(event)),
             Ev::ProposeLand { node, inc, record, after_seq } => self.propose_land(node, inc, record, after_seq),
@@ -615,6 +639,7 @@ impl Sim {
             Ev::Notify(e) => self.notify_event(e),
             Ev::Snap(e) => self.snap_event(e),
             Ev::Worker(e) => self.worker_event(e),
+            Ev::Write(e) => self.write_event(e),
         }
     }
 

@@ -3,10 +3,11 @@
 //! and the links between two processes (cut one way or both). On top of it, request/reply on
 //! `jaque.cmd.<id>`: a `Forward` to an id with no running process gets `no responders` at once, an
 //! unreachable or paused target `timeout` after the forward timeout, and every `Forward` gets exactly one
-//! `ForwardResult`; and the ingress queue group, which hands a request to exactly one subscribed engine.
+//! `ForwardResult`. The ingress queue group and the ui's writes are `ingress.rs`'s.
 
 use super::{Ev, Phase, Sim, Via};
 use crate::params::{stream, Stream};
+use jaque_core::ui::Heard;
 use jaque_core::{Command, CommandId, ForwardId, Input, MemberRef, Outcome, ReplyTo, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -21,8 +22,9 @@ pub(super) const NO_RESPONDERS: &str = "no responders";
 /// Who waits for the answer to a command handed to an engine.
 #[derive(Clone, Debug)]
 pub(super) enum Waiter {
-    /// Submission `sub` of a client.
-    Client(usize),
+    /// Attempt `attempt` of submission `sub` of a client (0: a caller in the engine's process), which asked for
+    /// a claim or not.
+    Client { sub: usize, attempt: u32, claim: bool },
     /// Forward `fwd` of another engine.
     Forward(usize),
 }
@@ -35,6 +37,8 @@ pub(super) struct PendingReply {
     pub waiter: Waiter,
     pub at: Time,
     pub cmd_id: CommandId,
+    /// The engine claimed it (a caller that asked for a claim).
+    pub claimed: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -150,8 +154,10 @@ impl Sim {
             return;
         }
         let cmd_id = cmd.id.clone();
-        self.net.replies.insert(reply, PendingReply { node: n, inc, waiter, at: self.now, cmd_id });
-        self.step(n, Some(Input::Command { reply: ReplyTo(reply), cmd }));
+        let claim = matches!(waiter, Waiter::Client { claim: true, .. });
+        self.net.replies.insert(reply, PendingReply { node: n, inc, waiter, at: self.now, cmd_id, claimed: false });
+        let reply = ReplyTo(reply);
+        self.step(n, Some(if claim { Input::Claim { reply, cmd } } else { Input::Command { reply, cmd } }));
     }
 
     pub(super) fn forward(&mut self, n: usize, id: ForwardId, to: MemberRef, mut cmd: Command) {
@@ -209,14 +215,9 @@ impl Sim {
     pub(super) fn reply(&mut self, n: usize, to: u64, outcome: Outcome) {
         let Some(p) = self.answered(n, to, &outcome) else { return };
         match p.waiter {
-            Waiter::Client(sub) => match self.subs[sub].via {
+            Waiter::Client { sub, attempt, .. } => match self.subs[sub].via {
                 Via::Engine(_) => self.client_outcome(sub, outcome),
-                Via::Ingress | Via::Ui => {
-                    if self.nodes[n].can_send() {
-                        let d = self.delay(n);
-                        self.after(d, Ev::ClientAnswer { sub, outcome });
-                    }
-                }
+                Via::Ingress | Via::Ui => self.write_heard(n, sub, Heard::Answered { attempt, outcome }),
             },
             Waiter::Forward(fwd) => {
                 let origin = self.net.forwards[fwd].origin;
@@ -226,23 +227,5 @@ impl Sim {
                 }
             }
         }
-    }
-
-    /// A request on `jaque.work.cmd.ingress`: the queue group hands it to exactly one subscribed engine.
-    pub(super) fn submit_ingress(&mut self, sub: usize, reply: u64, cmd: Command) {
-        let members: Vec<usize> = (0..self.nodes.len())
-            .filter(|&n| {
-                // A leaving engine may still be subscribed until it exits, in some seeds.
-                self.nodes[n].engine().is_some_and(|e| !e.is_leaving() || self.params.ingress_while_leaving)
-            })
-            .collect();
-        if members.is_empty() {
-            let outcome = Outcome::Unavailable { reason: NO_RESPONDERS.into() };
-            self.after(1, Ev::ClientAnswer { sub, outcome });
-            return;
-        }
-        let n = members[self.work.rng.random_range(0..members.len())];
-        self.subs[sub].engine = Some(n);
-        self.request(n, reply, Waiter::Client(sub), cmd);
     }
 }

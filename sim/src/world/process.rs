@@ -35,12 +35,15 @@ pub struct Process<R> {
     pub(super) log_held: bool,
     /// A load of the latest snapshot is out (the shell's one at a time).
     pub(super) loading: bool,
+    /// Since when it has stopped answering NATS (paused, or cut off either way): the server drops it from the
+    /// ingress queue group a while after (`ingress.rs`).
+    pub(super) dark_since: Option<Time>,
 }
 
 /// How far a follower (of the log, or of the membership bucket) has read, and when its last delivery is
 /// due: deliveries to one follower never overtake each other.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Follow {
+pub(crate) struct Follow {
     pub cursor: u64,
     pub sched: Time,
 }
@@ -75,6 +78,7 @@ impl<R> Process<R> {
             store_in_cut: 0,
             log_held: false,
             loading: false,
+            dark_since: None,
         }
     }
 
@@ -111,6 +115,7 @@ impl<R> Process<R> {
         self.paused_until = None;
         self.leave_started = None;
         self.loading = false;
+        self.dark_since = None;
     }
 
     pub(super) fn run(&mut self, role: R) {
@@ -125,6 +130,7 @@ impl<R> Process<R> {
         self.armed = None;
         self.leave_started = None;
         self.held.clear();
+        self.dark_since = None;
     }
 
     pub(super) fn hold(&mut self, ev: Ev) {

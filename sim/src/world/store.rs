@@ -153,12 +153,30 @@ impl Store {
 
 impl Sim {
     /// A process's heartbeat on its way to the store (lost while its heartbeats are being dropped).
+    /// An engine's heartbeat put: it lands unless the engine's writes are cut or the heartbeat is lost, and is
+    /// answered `ok` once the ack is back within the publish timeout, else failed at the timeout; answers reach
+    /// the engine in the order of its puts (its lease runs from them).
     pub(super) fn send_heartbeat(&mut self, n: usize, bucket: Bucket, member: MemberRef, ttl: Duration) {
         let lost = self.nodes[n].hb_loss > 0 && self.net.rng.random_bool(self.params.heartbeat_loss);
+        let timeout = self.params.append_timeout_ms;
+        let mut answer = (timeout, false);
         if self.nodes[n].can_send() && !lost {
             let d = self.delay(n);
             let ttl_ms = ttl.as_millis() as u64;
             self.after(d, Ev::HeartbeatLand { bucket, member, ttl_ms });
+            if self.nodes[n].can_recv() {
+                let back = d + self.delay(n);
+                if back <= timeout {
+                    answer = (back, true);
+                }
+            }
+        }
+        let (after, ok) = answer;
+        let at = self.now + Duration::from_millis(after);
+        let inc = self.nodes[n].inc;
+        if let Some(role) = self.nodes[n].role.as_mut() {
+            let at = role.hb_answers.schedule(at);
+            self.push(at, Ev::HeartbeatAck { node: n, inc, ok });
         }
     }
 

@@ -7,7 +7,6 @@
 use super::net::Waiter;
 use super::{exp, ms, Ev, Phase, Sim};
 use crate::params::{mix, stream, Params, Stream};
-use jaque_core::ui::{submit_to, Submit};
 use jaque_core::{
     hrw, CheckResult, CheckWork, Command, CommandId, CommandKind, Input, ObjectDef, ObjectId, Outcome, Probe, State,
     Time,
@@ -36,6 +35,8 @@ pub struct Submission {
     pub via: Via,
     pub at: Time,
     pub outcome: Option<Outcome>,
+    /// When the client learnt it.
+    pub done_at: Option<Time>,
     /// Which engine took it (ingress pick or the local engine).
     pub engine: Option<usize>,
 }
@@ -43,7 +44,7 @@ pub struct Submission {
 pub(super) struct Workload {
     pub rng: ChaCha8Rng,
     /// The ui's own choices (direct or ingress, a stale view).
-    ui: ChaCha8Rng,
+    pub ui: ChaCha8Rng,
     /// The object pool: `o<i>` and the definition its first put carries.
     pub objects: Vec<(ObjectId, ObjectDef)>,
     /// How many objects have had their first put.
@@ -141,7 +142,7 @@ impl Sim {
 
     /// How long a client waits for an outcome before it gives up (the ui's 503): the engine's reply timeout
     /// plus a forward's, and 2 s, so an engine's own answer comes first.
-    fn client_timeout_ms(&self) -> u64 {
+    pub(super) fn client_timeout_ms(&self) -> u64 {
         ms(self.core.reply_timeout) + self.params.forward_timeout_ms + 2_000
     }
 
@@ -149,29 +150,12 @@ impl Sim {
     pub fn submit(&mut self, cmd: Command, via: Via) -> usize {
         self.stats.commands += 1;
         let sub = self.subs.len();
-        self.subs.push(Submission { cmd: cmd.clone(), via, at: self.now, outcome: None, engine: None });
-        self.after(self.client_timeout_ms(), Ev::ClientTimeout { sub });
-        let reply = self.net.reply_id();
+        self.subs.push(Submission { cmd: cmd.clone(), via, at: self.now, outcome: None, done_at: None, engine: None });
         match via {
-            Via::Ingress => self.submit_ingress(sub, reply, cmd),
-            Via::Ui => {
-                let epoch = self.oracle.reader.epoch();
-                let stale = epoch > 1 && self.work.ui.random_bool(self.params.ui_view_stale);
-                let view = self.oracle.reader.fence().ownership(if stale { epoch - 1 } else { epoch });
-                let owner = match submit_to(view, &cmd.object) {
-                    Submit::Owner(m) => self.slot_of.get(&m.id).copied().filter(|&t| self.nodes[t].is_running()),
-                    Submit::Ingress => None,
-                };
-                match owner {
-                    Some(t) => {
-                        self.subs[sub].engine = Some(t);
-                        self.request(t, reply, Waiter::Client(sub), cmd);
-                    }
-                    // No view, or no responder at that owner (its process is down): ingress.
-                    None => self.submit_ingress(sub, reply, cmd),
-                }
-            }
+            // The ui's writes: `ingress.rs`.
+            Via::Ingress | Via::Ui => self.start_write(sub, cmd),
             Via::Engine(n) => {
+                self.after(self.client_timeout_ms(), Ev::ClientTimeout { sub });
                 if !self.nodes[n].is_running() {
                     let outcome = Outcome::Unavailable { reason: "connection refused".into() };
                     self.after(0, Ev::ClientAnswer { sub, outcome });
@@ -179,7 +163,9 @@ impl Sim {
                 }
                 self.subs[sub].engine = Some(n);
                 let inc = self.nodes[n].inc;
-                self.after(0, Ev::CommandArrive { node: n, inc, reply, waiter: Waiter::Client(sub), cmd });
+                let reply = self.net.reply_id();
+                let waiter = Waiter::Client { sub, attempt: 0, claim: false };
+                self.after(0, Ev::CommandArrive { node: n, inc, reply, waiter, cmd });
             }
         }
         sub
@@ -218,6 +204,7 @@ impl Sim {
             _ => {}
         }
         self.subs[sub].outcome = Some(outcome);
+        self.subs[sub].done_at = Some(self.now);
     }
 
     /// Engine `n` dispatched a check: a worker answers it after a latency up to its timeout, or is lost.
