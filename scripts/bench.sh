@@ -5,6 +5,11 @@
 # or two each; needs nothing running)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# `scripts/bench.sh peers`: jaque beside Icinga 2 and blackbox_exporter + Prometheus on this machine instead
+# (scripts/bench-peers.sh; about 40 minutes).
+if [ "${1:-}" = peers ]; then
+  exec scripts/bench-peers.sh
+fi
 scripts/install-nats.sh >&2
 export JAQUE_NATS_SERVER="$PWD/.tools/bin/nats-server"
 # PostgreSQL for P11 (the sink's store); each run starts its own server on a free port.
