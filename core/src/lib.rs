@@ -11,7 +11,7 @@
 //! - [`schedule`]: the check schedule as a function of the log.
 //! - [`engine`]: the engine node that ties them together, driven as `handle` / `poll_output` / `poll_timeout`.
 //! - [`backlog`]: what a worker whose check slots are all busy starts next, and what it drops unstarted.
-//! - [`ui`]: where a ui write goes.
+//! - [`ui`]: where a ui write goes, and `IngressWrite`: a write sent again until one engine claims it.
 //! - [`secret`]: what is a secret and how reads show it (`***`).
 //! - [`wire`]: encoding and decoding of every message the shell sends and receives.
 

@@ -394,6 +394,18 @@ mod tests {
             let cmd = decode_command(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
             assert_eq!(String::from_utf8(encode(&cmd)).unwrap(), line);
         }
+        for line in block("json claim request") {
+            let r = decode_request(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert!(r.claim, "{line}");
+            assert_eq!(String::from_utf8(encode_claim_request(&r.cmd)).unwrap(), line);
+        }
+        let answers = block("json answer");
+        assert_eq!(answers.len(), 2, "a claim and a decline");
+        for line in answers {
+            let answer = decode_answer(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert!(!matches!(answer, Answer::Outcome(_)), "{line}");
+            assert_eq!(String::from_utf8(encode_answer(&answer)).unwrap(), line);
+        }
         let outcomes = block("json outcome");
         assert_eq!(outcomes.len(), 5, "an example of every outcome");
         for line in outcomes {

@@ -611,7 +611,12 @@ async fn submit_nats(s: &Http, cmd: &Command) -> Outcome {
                         write.handle(now(), Heard::Failed { attempt, reason });
                     }
                 }
-                Act::Done(outcome) => {
+                Act::Done(mut outcome) => {
+                    // Given up without an engine's answer: the server may have refused the publish (permissions),
+                    // which NATS reports only to the connection; say so.
+                    if let (false, Outcome::Unavailable { reason }) = (write.answered(), &mut outcome) {
+                        *reason = nats::explain(reason);
+                    }
                     let direct = owner.is_some() && write.attempts() == 1;
                     let via = if direct { &s.writes_to_owner } else { &s.writes_to_ingress };
                     via.fetch_add(1, Ordering::Relaxed);

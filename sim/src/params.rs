@@ -195,22 +195,23 @@ pub struct IngressParams {
     /// The ui's `-claim-timeout`; 0: claims off (one request a write, as before claims).
     pub claim_timeout_ms: u64,
     /// The NATS server drops a client that stopped answering (paused, or cut off) this long after it went quiet:
-    /// its pings unanswered (`ping_interval` x (`ping_max` + 1); the shipped `deploy/nats` settings give 3 s).
-    /// Until then the ingress queue group may hand it writes.
+    /// its pings unanswered (up to `ping_interval` x (`ping_max` + 2): the server pings only after an interval
+    /// with nothing from the client; the shipped `deploy/nats` settings, 1 s and 2, dropped a stopped engine 4.5 s
+    /// after its SIGSTOP here). Until then the ingress queue group may hand it writes.
     pub server_drop_ms: u64,
 }
 
 impl IngressParams {
     /// What `jaque` ships with, on a server with the `deploy/nats` ping settings.
     pub fn shipped() -> IngressParams {
-        IngressParams { claim_timeout_ms: 200, server_drop_ms: 3_000 }
+        IngressParams { claim_timeout_ms: 200, server_drop_ms: 4_500 }
     }
 
     pub fn draw(seed: u64) -> IngressParams {
         let mut r = stream(seed, Stream::Params, 7);
         IngressParams {
             claim_timeout_ms: pick_u64(&mut r, &[0, 50, 200, 200, 500]),
-            server_drop_ms: r.random_range(1..=3u64) * 1_000,
+            server_drop_ms: r.random_range(4..=10u64) * 500,
         }
     }
 }
