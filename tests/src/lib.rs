@@ -325,6 +325,22 @@ impl Jaque {
         poll(&format!("{} to be ready", self.proc.name), || (self.get("/healthz").status == 200).then_some(()));
     }
 
+    /// The engines in the epoch in force, as this process (a ui, or an engine serving the API) reads the log.
+    pub fn epoch_members(&self) -> std::collections::BTreeSet<String> {
+        self.get("/api/cluster").json()["buckets"][0]["epoch_members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["id"].as_str().map(String::from))
+            .collect()
+    }
+
+    /// Waits until the epoch in force lists exactly the engines `ids`.
+    pub fn wait_epoch(&self, ids: &[&str]) {
+        let want: std::collections::BTreeSet<String> = ids.iter().map(|s| s.to_string()).collect();
+        poll(&format!("an epoch of exactly {want:?}"), || (self.epoch_members() == want).then_some(()));
+    }
+
     /// A sample's value from `/metrics`, e.g. `metric("jaque_engine_commands_forwarded_total{outcome=\"sent\"}")`.
     pub fn metric(&self, sample: &str) -> Option<f64> {
         let text = self.get("/metrics").text();

@@ -16,7 +16,7 @@ use jaque_tests::checker::{check_run, object_body, CountingTarget, WriteRecord};
 use jaque_tests::nats_cluster::NatsCluster;
 use jaque_tests::{http, poll, Jaque, Nats};
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -62,7 +62,7 @@ impl Cluster {
         }
         let target = CountingTarget::start();
         let c = Cluster { engines, _worker: worker, ui, _target: target, objects: Vec::new(), log_url: s.log.clone() };
-        c.wait_epoch(&IDS);
+        c.ui.wait_epoch(&IDS);
         let objects: Vec<String> = (0..OBJECTS).map(|i| format!("obj-{i}")).collect();
         for o in &objects {
             let body = object_body(&c._target.url(), o).to_string();
@@ -81,20 +81,6 @@ impl Cluster {
         c
     }
 
-    fn epoch_members(&self) -> BTreeSet<String> {
-        self.ui.get("/api/cluster").json()["buckets"][0]["epoch_members"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["id"].as_str().map(String::from))
-            .collect()
-    }
-
-    fn wait_epoch(&self, ids: &[&str]) {
-        let want: BTreeSet<String> = ids.iter().map(|s| s.to_string()).collect();
-        poll(&format!("an epoch of exactly {want:?}"), || (self.epoch_members() == want).then_some(()));
-    }
-
     /// The engine that owns most objects now.
     fn busiest(&self) -> &'static str {
         let owned = |id: &&'static str| self.engines[id].metric("jaque_engine_objects_owned").unwrap_or(0.0) as u64;
@@ -111,7 +97,7 @@ impl Cluster {
     fn writes_while_hung(self, hung: &'static str, label: &str) {
         self.engines[hung].proc.signal("STOP");
         let others: Vec<&str> = IDS.iter().copied().filter(|id| *id != hung).collect();
-        self.wait_epoch(&others);
+        self.ui.wait_epoch(&others);
         let resubmits_before = self.resubmits();
         let mut records = Vec::new();
         let mut took = Vec::new();
@@ -144,7 +130,7 @@ impl Cluster {
 
         // Continued, it rejoins the queue group once a heartbeat of its own is acknowledged.
         self.engines[hung].proc.signal("CONT");
-        self.wait_epoch(&IDS);
+        self.ui.wait_epoch(&IDS);
         poll(&format!("{hung} back in the ingress queue group"), || {
             (self.engines[hung].metric("jaque_engine_ingress_member") == Some(1.0)).then_some(())
         });

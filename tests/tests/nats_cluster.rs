@@ -87,17 +87,11 @@ impl Setup {
     }
 
     fn epoch_members(&self) -> BTreeSet<String> {
-        self.uis[0].get("/api/cluster").json()["buckets"][0]["epoch_members"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["id"].as_str().map(String::from))
-            .collect()
+        self.uis[0].epoch_members()
     }
 
     fn wait_epoch(&self, ids: &[&str]) {
-        let want: BTreeSet<String> = ids.iter().map(|s| s.to_string()).collect();
-        poll(&format!("an epoch of exactly {want:?}"), || (self.epoch_members() == want).then_some(()));
+        self.uis[0].wait_epoch(ids);
     }
 
     /// Object -> owner, as the first ui reads the log.
