@@ -20,7 +20,9 @@
 //!
 //! `JAQUE_PEERS_PARTS=v1,v3,v4` runs only those parts; `JAQUE_PEERS_V1_STEPS=check_tcp:1000:10,...`
 //! (plugin:objects:interval in seconds) only those steps of V1 (V2 comes with them), and
-//! `JAQUE_PEERS_V3_STEPS=tcp:1000:10,http:1000:1` likewise for V3. Benchmarks, not tests:
+//! `JAQUE_PEERS_V3_STEPS=tcp:1000:10,http:1000:1` likewise for V3. Experiments: `JAQUE_PEERS_JAQUE_ONLY=1` runs V1's
+//! steps with jaque and the floor alone (`JAQUE_PEERS_JAQUE_WINDOW_SECS` sets its window; `JAQUE_CHECK_LINGER`
+//! and the other `JAQUE_*` variables reach the jaque process), `JAQUE_PEERS_PACE=K:MS` paces the floor's loop. Benchmarks, not tests:
 //! nothing here fails on a timing.
 
 use jaque_tests::{http, poll, Jaque, Nats};
@@ -398,31 +400,51 @@ fn spawn_loop(args: &[String]) {
     let mut envp: Vec<*mut libc::c_char> = env_c.iter().map(|a| a.as_ptr() as *mut _).collect();
     envp.push(std::ptr::null_mut());
     let devnull = CString::new("/dev/null").unwrap();
+    // `JAQUE_PEERS_PACE=K:MS` (an experiment, not the table's floor): K plugins started together every MS
+    // milliseconds, each read and waited for after all K are started, as a worker given a dispatch does.
+    let pace: Option<(usize, u64)> = std::env::var("JAQUE_PEERS_PACE")
+        .ok()
+        .and_then(|p| p.split_once(':').and_then(|(k, ms)| Some((k.parse().ok()?, ms.parse().ok()?))));
+    let (k, tick) = pace.map_or((1, None), |(k, ms)| (k.max(1), Some(Duration::from_millis(ms))));
     let (s0, c0, start) = (rusage_secs(libc::RUSAGE_SELF), rusage_secs(libc::RUSAGE_CHILDREN), Instant::now());
     let mut runs = 0u64;
     let mut buf = [0u8; 4096];
+    let mut next = start;
     while start.elapsed().as_secs_f64() < secs {
-        // SAFETY: plain POSIX calls on descriptors and structures owned here; argv and envp are NULL-terminated
-        // arrays of C strings that outlive the call.
-        unsafe {
-            let mut fds = [0i32; 2];
-            assert_eq!(libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC), 0);
-            let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
-            libc::posix_spawn_file_actions_init(&mut fa);
-            libc::posix_spawn_file_actions_addopen(&mut fa, 0, devnull.as_ptr(), libc::O_RDONLY, 0);
-            libc::posix_spawn_file_actions_adddup2(&mut fa, fds[1], 1);
-            libc::posix_spawn_file_actions_addopen(&mut fa, 2, devnull.as_ptr(), libc::O_WRONLY, 0);
-            let mut pid: libc::pid_t = 0;
-            let r = libc::posix_spawn(&mut pid, path.as_ptr(), &fa, std::ptr::null(), argv.as_ptr(), envp.as_ptr());
-            assert_eq!(r, 0, "posix_spawn {}", args[1]);
-            libc::posix_spawn_file_actions_destroy(&mut fa);
-            libc::close(fds[1]);
-            while libc::read(fds[0], buf.as_mut_ptr() as *mut _, buf.len()) > 0 {}
-            libc::close(fds[0]);
-            let mut status = 0;
-            libc::waitpid(pid, &mut status, 0);
+        let mut started = Vec::with_capacity(k);
+        for _ in 0..k {
+            // SAFETY: plain POSIX calls on descriptors and structures owned here; argv and envp are
+            // NULL-terminated arrays of C strings that outlive the call.
+            unsafe {
+                let mut fds = [0i32; 2];
+                assert_eq!(libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC), 0);
+                let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+                libc::posix_spawn_file_actions_init(&mut fa);
+                libc::posix_spawn_file_actions_addopen(&mut fa, 0, devnull.as_ptr(), libc::O_RDONLY, 0);
+                libc::posix_spawn_file_actions_adddup2(&mut fa, fds[1], 1);
+                libc::posix_spawn_file_actions_addopen(&mut fa, 2, devnull.as_ptr(), libc::O_WRONLY, 0);
+                let mut pid: libc::pid_t = 0;
+                let r = libc::posix_spawn(&mut pid, path.as_ptr(), &fa, std::ptr::null(), argv.as_ptr(), envp.as_ptr());
+                assert_eq!(r, 0, "posix_spawn {}", args[1]);
+                libc::posix_spawn_file_actions_destroy(&mut fa);
+                libc::close(fds[1]);
+                started.push((pid, fds[0]));
+            }
         }
-        runs += 1;
+        for (pid, fd) in started {
+            // SAFETY: as above, on the pipe and the child started just now.
+            unsafe {
+                while libc::read(fd, buf.as_mut_ptr() as *mut _, buf.len()) > 0 {}
+                libc::close(fd);
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+            }
+            runs += 1;
+        }
+        if let Some(tick) = tick {
+            next += tick;
+            thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
     }
     let wall = start.elapsed().as_secs_f64();
     println!("{runs} {} {} {wall}", rusage_secs(libc::RUSAGE_SELF) - s0, rusage_secs(libc::RUSAGE_CHILDREN) - c0);
@@ -431,8 +453,18 @@ fn spawn_loop(args: &[String]) {
 /// The floor of one exec check: runs per second, CPU seconds per 1,000 runs (the loop and the plugins), and the
 /// plugins' part of it.
 fn spawn_floor(argv: &[String], secs: f64) -> (f64, f64, f64) {
+    spawn_floor_paced(argv, secs, None)
+}
+
+/// `spawn_floor` with `pace`: K runs started together every MS milliseconds.
+fn spawn_floor_paced(argv: &[String], secs: f64, pace: Option<(usize, u64)>) -> (f64, f64, f64) {
     let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe).arg("spawn-loop").arg(secs.to_string()).args(argv).output().expect("spawn-loop");
+    let mut cmd = Command::new(exe);
+    cmd.env_remove("JAQUE_PEERS_PACE");
+    if let Some((k, ms)) = pace {
+        cmd.env("JAQUE_PEERS_PACE", format!("{k}:{ms}"));
+    }
+    let out = cmd.arg("spawn-loop").arg(secs.to_string()).args(argv).output().expect("spawn-loop");
     let t = String::from_utf8_lossy(&out.stdout);
     let f: Vec<f64> = t.split_whitespace().filter_map(|x| x.parse().ok()).collect();
     assert_eq!(f.len(), 4, "spawn-loop printed {t:?}, {}", String::from_utf8_lossy(&out.stderr));
@@ -767,8 +799,13 @@ fn jaque_exec(plugin: Plugin, n: usize, interval: u64, t: &TcpTargets) -> Side {
     thread::sleep(Duration::from_secs(5));
     let pid = j.proc.pid();
     let (m0, c0, a0, t0) = (metrics(&j), tree_cpu_split(&[pid]), t.count(), Instant::now());
-    eprintln!("jaque-peers: jaque window ({V1_WINDOW:?}), pid {pid}");
-    thread::sleep(V1_WINDOW);
+    // A shorter window for experiments with jaque alone (Icinga 2's count needs the minute).
+    let window = std::env::var("JAQUE_PEERS_JAQUE_WINDOW_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(V1_WINDOW, Duration::from_secs);
+    eprintln!("jaque-peers: jaque window ({window:?}), pid {pid}");
+    thread::sleep(window);
     let (m1, c1, a1, t1) = (metrics(&j), tree_cpu_split(&[pid]), t.count(), Instant::now());
     let pss = tree_pss_mib(&[pid]);
     let wall = (t1 - t0).as_secs_f64();
@@ -853,11 +890,37 @@ fn v1(pki: &Pki, work: &Path, rows: &mut Vec<String>) {
                 std::iter::once(format!("{PLUGINS}/{}", plugin.name())).chain(plugin.args(0, &t)).collect();
             let before = spawn_floor(&argv, 3.0);
             let jq = jaque_exec(plugin, n, interval, &t);
+            if std::env::var_os("JAQUE_PEERS_JAQUE_ONLY").is_some() {
+                // An experiment (a profile, a flag's effect through its JAQUE_* variable): jaque and the floor.
+                let after = spawn_floor(&argv, 3.0);
+                println!(
+                    "{key}: jaque {:.0}/s, CPU s per 1,000 {:.3} (plugins {:.3}), start p50 / p99 {:.1} / {:.1} ms, {}; floor {:.3} (plugins {:.3})",
+                    jq.rate,
+                    jq.cpu_per_k,
+                    jq.plugins_per_k,
+                    jq.late_p50_ms,
+                    jq.late_p99_ms,
+                    jq.note,
+                    (before.1 + after.1) / 2.0,
+                    (before.2 + after.2) / 2.0
+                );
+                continue;
+            }
+            // The floor before, between and after the two tools (the machine's load drifts over a step's five
+            // minutes): each tool against the two slices beside its own window.
+            let between = spawn_floor(&argv, 3.0);
+            // The same plugin paced as jaque's engine dispatches at this rate (a batch of checks every
+            // -check-linger, 50 ms, or every -check-batch, 128, due, whichever comes first), started together:
+            // sparse runs cost more than back-to-back ones (cold caches, a wake-up per batch).
+            let rate = n as f64 / interval as f64;
+            let tick_ms = (128.0 / rate * 1000.0).min(50.0).round().max(1.0) as u64;
+            let per_tick = (rate * tick_ms as f64 / 1000.0).round().max(1.0) as usize;
+            let paced = spawn_floor_paced(&argv, 5.0, Some((per_tick, tick_ms)));
             let ic = icinga_exec(plugin, n, interval, &t, pki, work);
             let after = spawn_floor(&argv, 3.0);
-            let floor_rate = (before.0 + after.0) / 2.0;
-            let floor_cpu = (before.1 + after.1) / 2.0;
-            let floor_plugins = (before.2 + after.2) / 2.0;
+            let floor_rate = (before.0 + between.0 + after.0) / 3.0;
+            let floor_plugins = (before.2 + between.2 + after.2) / 3.0;
+            let (floor_jq, floor_ic) = ((before.1 + between.1) / 2.0, (between.1 + after.1) / 2.0);
             let due = n as f64 / interval as f64;
             let what = format!("{}, {n} objects every {interval} s (due {due:.0}/s)", plugin.name());
             rows.push(format!(
@@ -877,14 +940,19 @@ fn v1(pki: &Pki, work: &Path, rows: &mut Vec<String>) {
                 jq.cpu_per_k / ic.cpu_per_k
             ));
             rows.push(format!(
-                "| V2 | {what}: CPU s per 1,000 checks beside a bare posix_spawn loop of the same plugin (of which the plugins) | {:.3} ({:.3}); Icinga 2: {:.3} ({:.3}), {:.2}x the loop | loop (before and after): {:.3} ({floor_plugins:.3}), {floor_rate:.0} runs/s | {:.2}x | <= 1.2x |",
+                "| V2 | {what}: CPU s per 1,000 checks beside a bare posix_spawn loop of the same plugin (of which the plugins) | {:.3} ({:.3}); Icinga 2: {:.3} ({:.3}), {:.2}x the loop beside it | loop before / between / after the tools: {:.3} / {:.3} / {:.3} (plugins {floor_plugins:.3}), {floor_rate:.0} runs/s; paced as dispatched ({per_tick} every {tick_ms} ms): {:.3} ({:.3}) | {:.2}x the loop beside it ({:.2}x the paced loop) | <= 1.2x |",
                 jq.cpu_per_k,
                 jq.plugins_per_k,
                 ic.cpu_per_k,
                 ic.plugins_per_k,
-                ic.cpu_per_k / floor_cpu,
-                floor_cpu,
-                jq.cpu_per_k / floor_cpu
+                ic.cpu_per_k / floor_ic,
+                before.1,
+                between.1,
+                after.1,
+                paced.1,
+                paced.2,
+                jq.cpu_per_k / floor_jq,
+                jq.cpu_per_k / paced.1
             ));
             rows.push(format!(
                 "| V1 | {what}: memory (PSS of its processes) | {:.1} MiB | Icinga 2: {:.1} MiB | {:.2}x | |",
@@ -1242,7 +1310,7 @@ fn v4(pki: &Pki, work: &Path, rows: &mut Vec<String>) {
         j.all_again, j.first_again, ic.all_again, ic.first_again, j.all_again / ic.all_again
     ));
     rows.push(format!(
-        "| V4 | {what}: checks run twice / slots missed, from 2 intervals before the kill until 2 after everything ran again | {} / {} | Icinga 2 HA zone: {} / {} | | |",
+        "| V4 | {what}: checks run twice (a gap under half an interval) / slots missed or run over half an interval late (a gap over 1.5 intervals, counted in intervals), from 2 intervals before the kill until 2 after everything ran again | {} / {} | Icinga 2 HA zone: {} / {} | | |",
         j.twice, j.missed, ic.twice, ic.missed
     ));
     rows.push(format!(
