@@ -166,16 +166,6 @@ fn engine_as(s: &Servers, id: &str, target: &str) -> Jaque {
     Jaque::start(id, &args)
 }
 
-fn epoch_members(ui: &Jaque) -> BTreeSet<String> {
-    let v = ui.get("/api/cluster").json();
-    v["buckets"][0]["epoch_members"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["id"].as_str().map(String::from))
-        .collect()
-}
-
 /// A write through the ui. The object is checked once when it is defined and then hourly, so the checks of
 /// earlier writes do not load the cluster while later ones are timed.
 fn put(ui: &Jaque, object: &str, key: &str, target: &str) -> u16 {
@@ -225,7 +215,7 @@ fn failover(ui: &Jaque, gone: &str, target: &str, act: impl FnOnce()) -> (Durati
     act();
     thread::scope(|s| {
         let epoch = s.spawn(|| loop {
-            if !epoch_members(ui).contains(gone) {
+            if !ui.epoch_members().contains(gone) {
                 return start.elapsed();
             }
             assert!(start.elapsed() < Duration::from_secs(60), "no new epoch within a minute");
@@ -1172,6 +1162,9 @@ fn main() {
         if want("p2") {
             p2(&nats, &cluster);
         }
+        if want("p1") || want("p2") {
+            writes_while_one_hangs(&cluster);
+        }
         if want("p3") {
             p3(&servers, cluster, "");
         }
@@ -1243,12 +1236,14 @@ fn main() {
     }
 }
 
-/// Three engines, a worker and a ui on one nats-server, and a target for their checks.
+/// Three engines, a worker and a ui on one nats-server, and a target for their checks; and a second ui without
+/// claims (`-claim-timeout 0ms`: one request a write, as before claims), to measure both in one run.
 struct Cluster {
     target: CountingTarget,
     engines: Vec<Jaque>,
     worker: Jaque,
     ui: Jaque,
+    ui_no_claims: Jaque,
 }
 
 impl Cluster {
@@ -1258,12 +1253,14 @@ impl Cluster {
         let engines: Vec<Jaque> = ["e1", "e2", "e3"].iter().map(|id| engine(s, id)).collect();
         let worker = Jaque::start("worker", &["-target", "worker", "-queue", &s.url]);
         let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &s.url]);
-        for j in engines.iter().chain([&worker, &ui]) {
+        let ui_no_claims =
+            Jaque::start("ui-no-claims", &["-target", "ui", "-coordination", &s.url, "-claim-timeout", "0ms"]);
+        for j in engines.iter().chain([&worker, &ui, &ui_no_claims]) {
             j.wait_ready();
         }
         let all: BTreeSet<String> = ["e1", "e2", "e3"].map(String::from).into();
-        poll("an epoch of three engines", || (epoch_members(&ui) == all).then_some(()));
-        Cluster { target, engines, worker, ui }
+        poll("an epoch of three engines", || (ui.epoch_members() == all).then_some(()));
+        Cluster { target, engines, worker, ui, ui_no_claims }
     }
 }
 
@@ -1284,6 +1281,7 @@ fn p1(servers: &Servers, c: &Cluster, label: &str) {
         .unwrap();
     let (mut rr, mut js, mut rb) = (Vec::new(), Vec::new(), Vec::new());
     let (mut hz, mut lat, mut acks, mut direct) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut acks_before = Vec::new();
     let mut n = 0;
     for round in 0..ROUNDS {
         let keep = round > 0;
@@ -1306,12 +1304,14 @@ fn p1(servers: &Servers, c: &Cluster, label: &str) {
             }
         }
         // A write that is only a write: an ack of an existing object (a new object is also checked at once,
-        // and that check's work overlaps the next put).
-        let mut a = Vec::new();
-        for _ in 0..PER_ROUND {
+        // and that check's work overlaps the next put). Each ack alternates with one through the ui without
+        // claims (one request a write, as before claims), so both see the same background: the claim's cost.
+        let (mut a, mut a0) = (Vec::new(), Vec::new());
+        for i in 0..2 * PER_ROUND {
+            let (ui, into) = if i % 2 == round % 2 { (&c.ui, &mut a) } else { (&c.ui_no_claims, &mut a0) };
             let s = Instant::now();
-            if c.ui.request("POST", &format!("/api/objects/{mine}/actions/ack"), &[], None).status == 200 {
-                a.push(s.elapsed());
+            if ui.request("POST", &format!("/api/objects/{mine}/actions/ack"), &[], None).status == 200 {
+                into.push(s.elapsed());
             }
         }
         // The engine alone: acks of an object e1 owns, as NATS requests straight to e1 (no HTTP, no ui).
@@ -1340,6 +1340,7 @@ fn p1(servers: &Servers, c: &Cluster, label: &str) {
             hz.extend(h);
             lat.extend(w);
             acks.extend(a);
+            acks_before.extend(a0);
             direct.extend(d);
         }
     }
@@ -1349,6 +1350,7 @@ fn p1(servers: &Servers, c: &Cluster, label: &str) {
     let (w50, w99) = (pct(&mut lat, 0.5), pct(&mut lat, 0.99));
     let (a50, a99) = (pct(&mut acks, 0.5), pct(&mut acks, 0.99));
     let d50 = pct(&mut direct, 0.5);
+    let (b50, b99) = (pct(&mut acks_before, 0.5), pct(&mut acks_before, 0.99));
     let floor50 = rr50 + js50;
     let floor99 = rr99 + js99;
     println!(
@@ -1380,6 +1382,10 @@ fn p1(servers: &Servers, c: &Cluster, label: &str) {
         ms(a99),
         ms(honest99),
         ms(a99) / ms(honest99)
+    );
+    println!(
+        "| P1 | {label}ui write (ack) through ingress with claims (-claim-timeout 200ms) against the same without (0ms: one request, as before claims), same rounds, p50 / p99 | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.3}x / {:.2}x | <= 1.05x at p50 |",
+        ms(a50), ms(a99), ms(b50), ms(b99), ms(a50) / ms(b50), ms(a99) / ms(b99)
     );
     println!(
         "| P1 | {label}ui write (put of a new object, checked at once) -> applied through ingress, against the honest floor, p50 / p99 | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.2}x / {:.2}x | |",
@@ -1441,6 +1447,53 @@ fn ingress_rate(url: &str, make: impl Fn(usize, usize) -> Command + Send + Sync 
     rt().block_on(request_rate(url, "jaque.work.cmd.ingress", false, encode, applied))
 }
 
+/// Commands submitted on `jaque.work.cmd.ingress` asking for a claim, as the ui sends them: `CONC` writers, each
+/// listening on a reply subject of its own per write for the claim and then the outcome. Applied per second, and
+/// how many were not applied.
+fn claimed_ingress_rate(url: &str, make: impl Fn(usize, usize) -> Command + Send + Sync + 'static) -> (f64, u64) {
+    rt().block_on(async move {
+        let client = async_nats::connect(url).await.unwrap();
+        let make = Arc::new(make);
+        let (good, bad) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let until = Instant::now() + Duration::from_secs(P2_SECS);
+        let mut tasks = Vec::new();
+        for t in 0..CONC {
+            let (c, g, b, make) = (client.clone(), good.clone(), bad.clone(), make.clone());
+            tasks.push(tokio::spawn(async move {
+                let inbox = c.new_inbox();
+                let mut answers = c.subscribe(format!("{inbox}.>")).await.unwrap();
+                let mut i = 0;
+                while Instant::now() < until {
+                    let payload = wire::encode_claim_request(&make(t, i));
+                    c.publish_with_reply("jaque.work.cmd.ingress", format!("{inbox}.{i}"), payload.into())
+                        .await
+                        .unwrap();
+                    let applied = loop {
+                        let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(10), answers.next()).await else {
+                            break false;
+                        };
+                        match wire::decode_answer(&m.payload) {
+                            Ok(wire::Answer::Claimed { .. }) => continue,
+                            Ok(wire::Answer::Outcome(o)) => break matches!(o, Outcome::Applied { .. }),
+                            _ => break false,
+                        }
+                    };
+                    i += 1;
+                    if applied {
+                        g.fetch_add(1, Ordering::Relaxed)
+                    } else {
+                        b.fetch_add(1, Ordering::Relaxed)
+                    };
+                }
+            }));
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+        (good.load(Ordering::Relaxed) as f64 / P2_SECS as f64, bad.load(Ordering::Relaxed))
+    })
+}
+
 /// Raw pipelined NATS requests per second to an echo responder, with the same client shape.
 fn raw_request_rate(url: &str) -> f64 {
     rt().block_on(request_rate(url, "bench.rate", true, |_, _| "x".into(), |_| true)).0
@@ -1477,17 +1530,23 @@ fn p2(nats: &Nats, c: &Cluster) {
     // Each rate with the server messages (in + out) it made per operation.
     let per_op = |m0: u64, rate: f64| (server_msgs(nats) - m0) as f64 / (rate * P2_SECS as f64);
     let m0 = server_msgs(nats);
-    let (acks_per_s, acks_other) = ingress_rate(&nats.url, |t, i| Command {
-        id: CommandId::new(format!("p2-ack-{t}-{i}")).unwrap(),
+    let ack = |id: String, t: usize| Command {
+        id: CommandId::new(id).unwrap(),
         object: ObjectId::new(format!("p2-ack-{t}")).unwrap(),
         kind: CommandKind::Ack,
         hop: 0,
-    });
+    };
+    let (acks_per_s, acks_other) = ingress_rate(&nats.url, move |t, i| ack(format!("p2-ack-{t}-{i}"), t));
     let ack_msgs = per_op(m0, acks_per_s);
     let m0 = server_msgs(nats);
     let (puts_per_s, puts_other) =
         ingress_rate(&nats.url, move |t, i| put_command(format!("p2-{t}-{i}"), format!("p2-{t}-{i}"), &target));
     let put_msgs = per_op(m0, puts_per_s);
+    // The acks again, asking for claims as the ui does (before: the rate above, one request and one answer).
+    let m0 = server_msgs(nats);
+    let (claimed_per_s, claimed_other) =
+        claimed_ingress_rate(&nats.url, move |t, i| ack(format!("p2-claimed-{t}-{i}"), t));
+    let claimed_msgs = per_op(m0, claimed_per_s);
     let m0 = server_msgs(nats);
     let raw_per_s = raw_request_rate(&nats.url);
     let raw_msgs = per_op(m0, raw_per_s);
@@ -1503,19 +1562,73 @@ fn p2(nats: &Nats, c: &Cluster) {
         "| P2 | messages the server routes (in + out) per write: ack / put | {ack_msgs:.1} / {put_msgs:.1} | {raw_msgs:.1} per raw request | {:.2}x / {:.2}x | |",
         raw_msgs / ack_msgs, raw_msgs / put_msgs
     );
+    println!(
+        "| P2 | writes/s through ingress (acks) asking for claims as the ui does ({claimed_other} not applied; {claimed_msgs:.1} server messages a write) | {claimed_per_s:.0}/s | {acks_per_s:.0}/s the same without claims ({ack_msgs:.1} messages) | {:.2}x | >= 0.95x |",
+        claimed_per_s / acks_per_s
+    );
+}
+
+/// Write latency through ingress while one of the three engines is SIGSTOPped (a hung process): the server
+/// keeps its default ping settings, so the hung engine stays in the queue group and is handed its share. Through
+/// the ui (claims, `-claim-timeout 200ms`) and through the ui without claims, alternating; then the engine is
+/// continued and rejoins.
+fn writes_while_one_hangs(c: &Cluster) {
+    const N: usize = 60;
+    eprintln!("jaque-bench: writes while one engine of three is stopped...");
+    let hung = &c.engines[2];
+    // An object e1 owns: its acks are applied whoever claims them.
+    let mine = (0..)
+        .find_map(|i| {
+            assert_eq!(put(&c.ui, &format!("hang-{i}"), &format!("hang-{i}"), &c.target.url()), 200);
+            owned_by(&c.ui, "e1").into_iter().next()
+        })
+        .unwrap();
+    hung.proc.signal("STOP");
+    let two: BTreeSet<String> = ["e1", "e2"].map(String::from).into();
+    poll("an epoch without e3", || (c.ui.epoch_members() == two).then_some(()));
+    let path = format!("/api/objects/{mine}/actions/ack");
+    let (mut with, mut without, mut unanswered) = (Vec::new(), Vec::new(), 0);
+    for i in 0..N {
+        let ui = if i % 2 == 0 { &c.ui } else { &c.ui_no_claims };
+        let s = Instant::now();
+        let status = ui.request("POST", &path, &[], None).status;
+        let took = s.elapsed();
+        match (i % 2 == 0, status) {
+            (true, 200) => with.push(took),
+            (true, other) => panic!("a write through the ui with claims answered {other} with e3 stopped"),
+            (false, 200) => without.push(took),
+            (false, _) => {
+                unanswered += 1;
+                without.push(took);
+            }
+        }
+    }
+    let resent = c.ui.metric("jaque_ui_write_resubmits_total{reason=\"no_claim\"}").unwrap_or(0.0);
+    hung.proc.signal("CONT");
+    let three: BTreeSet<String> = ["e1", "e2", "e3"].map(String::from).into();
+    poll("e3 back in the epoch", || (c.ui.epoch_members() == three).then_some(()));
+    poll("e3 back in the ingress queue group", || {
+        (hung.metric("jaque_engine_ingress_member") == Some(1.0)).then_some(())
+    });
+    let (w50, w99) = (pct(&mut with, 0.5), pct(&mut with, 0.99));
+    let (o50, o99) = (pct(&mut without, 0.5), pct(&mut without, 0.99));
+    println!(
+        "| P1 | ui write (ack) through ingress while one of three engines is SIGSTOPped (server's default pings: it stays in the queue group), p50 / p99, all {} applied ({resent:.0} attempts sent again) | {:.2} / {:.0} ms | {:.2} / {:.0} ms without claims ({unanswered} of {} answered 503 after 7 s) | {:.2}x / {:.2}x | |",
+        N / 2, ms(w50), ms(w99), ms(o50), ms(o99), N / 2, ms(w50) / ms(o50), ms(w99) / ms(o99)
+    );
 }
 
 /// P3: failover after kill -9 and after SIGTERM.
 fn p3(servers: &Servers, c: Cluster, label: &str) {
     eprintln!("jaque-bench: P3 failover after kill -9 and SIGTERM...");
-    let Cluster { target, mut engines, worker, ui } = c;
+    let Cluster { target, mut engines, worker, ui, ui_no_claims: _ } = c;
     let e3 = engines.pop().unwrap();
     let (kill_epoch, kill_write) = failover(&ui, "e3", &target.url(), || e3.proc.signal("KILL"));
     drop(e3);
     let e4 = engine(servers, "e4");
     e4.wait_ready();
     let three: BTreeSet<String> = ["e1", "e2", "e4"].map(String::from).into();
-    poll("e4 in the epoch", || (epoch_members(&ui) == three).then_some(()));
+    poll("e4 in the epoch", || (ui.epoch_members() == three).then_some(()));
     poll("e4 owns its share", || (!owned_by(&ui, "e4").is_empty()).then_some(()));
     let (term_epoch, term_write) = failover(&ui, "e4", &target.url(), || e4.proc.signal("TERM"));
     drop((engines, worker, ui));
