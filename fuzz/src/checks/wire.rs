@@ -5,7 +5,9 @@
 //! format; a snapshot decodes alike whole and read as it comes; a decoded log entry can be read by a
 //! `LogReader`, a decoded command's definition validated. Bytes on a command subject get an answer: a command,
 //! or the core's `rejection`, which is `rejected` with a non-empty reason (naming the line and column for JSON
-//! that does not parse or fit) that survives the wire.
+//! that does not parse or fit) that survives the wire. A request (`decode_request`) is the command the same bytes
+//! decode to, with a claim that survives the wire; an engine's answer (`decode_answer`: a claim, a decline or an
+//! outcome) survives it too.
 
 use jaque_core::wire::{self, Heartbeat, WireError};
 use jaque_core::{EventBody, LogEntry, LogReader, Outcome};
@@ -66,7 +68,31 @@ pub fn check(data: &[u8]) {
         }
         Err(e) => check_rejection(data, &e),
     }
+    // The same bytes as a request that may ask for a claim: the same command, or the same kind of error.
+    match (wire::decode_request(data), wire::decode_command(data)) {
+        (Ok(r), Ok(cmd)) => {
+            assert_eq!(r.cmd, cmd, "decode_request and decode_command disagree");
+            if r.claim {
+                let bytes = wire::encode_claim_request(&r.cmd);
+                assert_eq!(wire::decode_request(&bytes).expect("a claim request decodes"), r);
+            }
+        }
+        (Err(e), Err(_)) => check_rejection(data, &e),
+        (Err(e), Ok(cmd)) => {
+            // Only a claim asked on a forward is a request error the command alone does not have.
+            assert_eq!(cmd.hop, 1, "{:?} decodes as a command but not as a request: {e}", show(data));
+            check_rejection(data, &e);
+        }
+        (Ok(r), Err(e)) => panic!("{:?} decodes as a request ({r:?}) but not as a command: {e}", show(data)),
+    }
     round_trip("outcome", data, wire::decode_outcome);
+    // An engine's answer on a reply subject: a claim, a decline or an outcome, stable through the wire.
+    if let Ok(answer) = wire::decode_answer(data) {
+        let bytes = wire::encode_answer(&answer);
+        let again = wire::decode_answer(&bytes).unwrap_or_else(|e| panic!("{answer:?} re-encodes badly: {e}"));
+        assert_eq!(again, answer, "decode_answer(encode_answer(x)) != x");
+        assert_eq!(wire::encode_answer(&again), bytes, "answer encoding is not stable");
+    }
     if let Some(entry) = round_trip("log entry", data, wire::decode_log_entry) {
         if let LogEntry::Epoch(r) = &entry {
             assert!(r.members.windows(2).all(|w| w[0].id < w[1].id), "unsorted epoch record decoded");
