@@ -20,6 +20,7 @@
 //! back, whatever reached it meanwhile.
 
 use crate::compact::{SnapshotConfig, Snapshotter};
+use crate::deadlines::Deadlines;
 use crate::follow::Follower;
 use crate::forward::{route, Route};
 use crate::hrw;
@@ -32,7 +33,7 @@ use crate::model::{
 use crate::schedule;
 use crate::time::Time;
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// How long past its timeout an engine waits for a dispatched check's result by default (`check_grace`) before it
@@ -411,14 +412,14 @@ pub struct Engine {
     outputs: VecDeque<Output>,
 
     waiting: BTreeMap<CommandId, Awaiting>,
-    reply_deadlines: BTreeSet<(Time, CommandId)>,
+    reply_deadlines: Deadlines<CommandId>,
     forwards: BTreeMap<ForwardId, ReplyTo>,
     next_forward: u64,
 
     owned: BTreeMap<ObjectId, Owned>,
-    due: BTreeSet<(Time, ObjectId)>,
+    due: Deadlines<ObjectId>,
     checks: BTreeMap<u64, (ObjectId, Time)>,
-    check_deadlines: BTreeSet<(Time, u64)>,
+    check_deadlines: Deadlines<u64>,
     next_check: u64,
 
     proposing: Option<(u64, Time)>,
@@ -445,13 +446,13 @@ impl Engine {
             follow,
             outputs: VecDeque::new(),
             waiting: BTreeMap::new(),
-            reply_deadlines: BTreeSet::new(),
+            reply_deadlines: Deadlines::new(),
             forwards: BTreeMap::new(),
             next_forward: 0,
             owned: BTreeMap::new(),
-            due: BTreeSet::new(),
+            due: Deadlines::new(),
             checks: BTreeMap::new(),
-            check_deadlines: BTreeSet::new(),
+            check_deadlines: Deadlines::new(),
             next_check: 0,
             proposing: None,
             lease: Lease::new(cfg_ttl),
@@ -632,22 +633,14 @@ impl Engine {
             self.proposing = None;
             self.maybe_propose(now);
         }
-        while let Some((t, id)) = self.reply_deadlines.first().cloned() {
-            if t > now {
-                break;
-            }
-            self.reply_deadlines.pop_first();
+        while let Some((_, id)) = self.reply_deadlines.pop_due(now) {
             if let Some(w) = self.waiting.remove(&id) {
                 for (reply, _) in w.waiters {
                     self.reply(reply, Outcome::Unavailable { reason: "no verdict on the command in time".into() });
                 }
             }
         }
-        while let Some((t, check_id)) = self.check_deadlines.first().cloned() {
-            if t > now {
-                break;
-            }
-            self.check_deadlines.pop_first();
+        while let Some((_, check_id)) = self.check_deadlines.pop_due(now) {
             if let Some((object, _)) = self.checks.remove(&check_id) {
                 self.counters.checks_lost += 1;
                 if let Some(o) = self.owned.get_mut(&object) {
@@ -657,11 +650,7 @@ impl Engine {
                 }
             }
         }
-        while let Some((t, object)) = self.due.first().cloned() {
-            if t > now {
-                break;
-            }
-            self.due.pop_first();
+        while let Some((t, object)) = self.due.pop_due(now) {
             self.run_due(now, t, object);
         }
         self.maybe_snapshot(now);
@@ -677,9 +666,9 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<(Time, Timer)> {
         let candidates = [
             (self.follow.poll_timeout(), Timer::Heartbeat),
-            (self.cfg.check_batching.dispatch_at(self.due.iter().map(|(t, _)| *t)), Timer::CheckDue),
-            (self.check_deadlines.first().map(|(t, _)| *t), Timer::CheckLost),
-            (self.reply_deadlines.first().map(|(t, _)| *t), Timer::ReplyDeadline),
+            (self.cfg.check_batching.dispatch_at(self.due.times()), Timer::CheckDue),
+            (self.check_deadlines.first(), Timer::CheckLost),
+            (self.reply_deadlines.first(), Timer::ReplyDeadline),
             (self.proposing.map(|(_, t)| t), Timer::ProposeRetry),
             (self.snapshot_deadline(), Timer::Snapshot),
         ];
@@ -811,7 +800,7 @@ impl Engine {
 
     fn own(&mut self, id: ObjectId, next: Option<Time>) {
         if let Some(t) = next {
-            self.due.insert((t, id.clone()));
+            self.due.insert(t, id.clone());
         }
         self.owned.insert(id, Owned::new(next));
     }
@@ -819,7 +808,7 @@ impl Engine {
     fn lose(&mut self, id: ObjectId) {
         if let Some(o) = self.owned.remove(&id) {
             if let Some(t) = o.next {
-                self.due.remove(&(t, id));
+                self.due.remove(t, &id);
             }
             // An in-flight check's result will find no owned object and be dropped.
         }
@@ -828,10 +817,10 @@ impl Engine {
     fn set_next(&mut self, id: &ObjectId, next: Option<Time>) {
         if let Some(o) = self.owned.get_mut(id) {
             if let Some(t) = o.next.take() {
-                self.due.remove(&(t, id.clone()));
+                self.due.remove(t, id);
             }
             if let Some(t) = next {
-                self.due.insert((t, id.clone()));
+                self.due.insert(t, id.clone());
             }
             o.next = next;
         }
@@ -1058,14 +1047,14 @@ impl Engine {
             body: EventBody::from_command(&cmd.kind),
         };
         let deadline = now + self.cfg.reply_timeout;
-        self.reply_deadlines.insert((deadline, cmd.id.clone()));
+        self.reply_deadlines.insert(deadline, cmd.id.clone());
         self.waiting.insert(cmd.id.clone(), Awaiting { waiters: vec![(reply, cmd)], deadline });
         self.outputs.push_back(Output::Append(event));
     }
 
     fn take_awaiting(&mut self, id: &CommandId) -> Option<Awaiting> {
         let w = self.waiting.remove(id)?;
-        self.reply_deadlines.remove(&(w.deadline, id.clone()));
+        self.reply_deadlines.remove(w.deadline, id);
         Some(w)
     }
 
@@ -1101,7 +1090,7 @@ impl Engine {
         let deadline = now + def.timeout() + self.cfg.check_grace;
         let work = CheckWork { check_id, object: object.clone(), probe: def.probe.clone(), timeout_ms: def.timeout_ms };
         self.checks.insert(check_id, (object.clone(), deadline));
-        self.check_deadlines.insert((deadline, check_id));
+        self.check_deadlines.insert(deadline, check_id);
         self.counters.checks_dispatched += 1;
         self.counters.check_start_lateness.record(now.saturating_since(slot));
         self.outputs.push_back(Output::Dispatch(work));
@@ -1113,7 +1102,7 @@ impl Engine {
             self.counters.check_results_dropped += 1;
             return;
         };
-        self.check_deadlines.remove(&(deadline, result.check_id));
+        self.check_deadlines.remove(deadline, &result.check_id);
         let Some((logged, output)) = self.follow.reader().object(&object).map(|v| {
             // The worker scrubs with the probe it ran; this holds for any worker, and for text that echoes a
             // URL with its userinfo (a plugin's output). Before the cut, which could leave half a secret.
@@ -1169,7 +1158,7 @@ impl Engine {
 
     /// Self-checks the simulator runs after every step.
     pub fn check_invariants(&self) -> Result<(), String> {
-        for (t, id) in &self.due {
+        for (t, id) in self.due.iter() {
             match self.owned.get(id) {
                 Some(o) if o.next == Some(*t) => {}
                 _ => return Err(format!("{id} is due at {t} but not scheduled as owned")),

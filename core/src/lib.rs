@@ -18,6 +18,7 @@
 pub mod backlog;
 pub mod backoff;
 pub mod compact;
+pub mod deadlines;
 pub mod engine;
 pub mod follow;
 pub mod forward;

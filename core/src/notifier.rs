@@ -40,6 +40,7 @@
 //! order. A leaving notifier may exit once `is_done()`.
 
 use crate::backoff::Backoff;
+use crate::deadlines::Deadlines;
 use crate::hrw;
 use crate::log::LogReader;
 use crate::membership::{Lease, LiveSet, MemberObservation, MembershipOutput};
@@ -452,7 +453,8 @@ pub struct Notifier {
     sending: Vec<usize>,
     /// Per endpoint, the lanes with a transition to claim: an endpoint at its bound is not walked.
     ready: Vec<VecDeque<LaneKey>>,
-    deadlines: BTreeSet<(Time, LaneKey)>,
+    /// Lanes due again (a wait, a backoff, a retry of a record), by when.
+    deadlines: Deadlines<LaneKey>,
     ops: BTreeMap<u64, Op>,
     next_op: u64,
     /// Rechecks of lanes, by token (the role's tokens are below `RECHECK`).
@@ -496,7 +498,7 @@ impl Notifier {
             disabled: vec![false; n],
             sending: vec![0; n],
             ready: vec![VecDeque::new(); n],
-            deadlines: BTreeSet::new(),
+            deadlines: Deadlines::new(),
             ops: BTreeMap::new(),
             next_op: 0,
             rechecks: BTreeMap::new(),
@@ -631,7 +633,7 @@ impl Notifier {
                 return Err(format!("{}: a lane that says nothing more than one not held is held", key.1));
             }
             if let Some(d) = lane.deadline() {
-                if !self.deadlines.contains(&(d, key.clone())) {
+                if !self.deadlines.contains(d, key) {
                     return Err(format!("{}: lane deadline {d} not armed", key.1));
                 }
             }
@@ -749,11 +751,7 @@ impl Notifier {
             self.leave_deadline = None;
             self.timed_out = true;
         }
-        while let Some((t, key)) = self.deadlines.first().cloned() {
-            if t > now {
-                break;
-            }
-            self.deadlines.pop_first();
+        while let Some((t, key)) = self.deadlines.pop_due(now) {
             self.lane_due(now, key, t);
         }
         self.step(now);
@@ -779,7 +777,7 @@ impl Notifier {
         });
         [
             role,
-            self.deadlines.first().map(|(t, _)| (*t, Timer::Lane)),
+            self.deadlines.first().map(|t| (t, Timer::Lane)),
             self.starts_retry.map(|t| (t, Timer::StartsRetry)),
             self.leave_deadline.map(|t| (t, Timer::LeaveDeadline)),
         ]
@@ -1053,10 +1051,10 @@ impl Notifier {
             }
         }
         if let Some(d) = lane.deadline() {
-            self.deadlines.remove(&(d, key.clone()));
+            self.deadlines.remove(d, &key);
         }
         lane.state = LaneState::Waiting { until };
-        self.deadlines.insert((until, key));
+        self.deadlines.insert(until, key);
     }
 
     fn lane_due(&mut self, now: Time, key: LaneKey, at: Time) {
@@ -1263,7 +1261,7 @@ impl Notifier {
                     lane.store_attempts += 1;
                     lane.state = LaneState::Recording { op, record, retry_at: Some(at) };
                     self.ops.insert(op, Op::Write(key.clone()));
-                    self.deadlines.insert((at, key));
+                    self.deadlines.insert(at, key);
                 }
             },
             other => lane.state = other,
@@ -1323,7 +1321,7 @@ impl Notifier {
                 let at = now + wait;
                 let lane = self.lanes.get_mut(&key).expect("exists");
                 lane.state = LaneState::Backoff { t, body, at, first, attempt };
-                self.deadlines.insert((at, key));
+                self.deadlines.insert(at, key);
             }
         }
     }
@@ -1354,7 +1352,7 @@ impl Notifier {
         if let Some(lane) = self.lanes.remove(key) {
             self.queued -= lane.queue.len();
             if let Some(d) = lane.deadline() {
-                self.deadlines.remove(&(d, key.clone()));
+                self.deadlines.remove(d, key);
             }
         }
     }
@@ -1390,7 +1388,7 @@ impl Notifier {
             let LaneState::Backoff { t, at, .. } = std::mem::replace(&mut lane.state, LaneState::Idle) else {
                 unreachable!("listed as backing off")
             };
-            self.deadlines.remove(&(at, key.clone()));
+            self.deadlines.remove(at, &key);
             lane_requeue(Some(lane), t, &mut self.queued);
             self.release(key, None);
         }
@@ -1415,7 +1413,7 @@ impl Notifier {
                     let LaneState::Backoff { t, at, .. } = std::mem::replace(&mut lane.state, LaneState::Idle) else {
                         unreachable!()
                     };
-                    self.deadlines.remove(&(at, key.clone()));
+                    self.deadlines.remove(at, &key);
                     lane_requeue(Some(lane), t, &mut self.queued);
                     self.release(key, None);
                 }
