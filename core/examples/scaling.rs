@@ -22,7 +22,7 @@ const APPENDS_PER_SECOND: f64 = 125_000.0;
 const STORM_TRANSITIONS_PER_SECOND: f64 = 27_000.0;
 /// P5: a reader's fence verdict per event, hashing the object id (ns).
 const VERDICT_NS: f64 = 36.5;
-/// DESIGN §3: each member writes its heartbeat every ttl/3.
+/// docs/design.md §3: each member writes its heartbeat every ttl/3.
 const TTL_SECONDS: f64 = 10.0;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;

@@ -50,7 +50,7 @@ pub struct EngineConfig {
     pub forwarding: bool,
     /// How long a command may wait for the verdict on its event before the submitter is told `unavailable`.
     pub reply_timeout: Duration,
-    /// How late the store reports an expired key, at most (DESIGN §5: up to ~1.5 s under load).
+    /// How late the store reports an expired key, at most (docs/design.md §5: up to ~1.5 s under load).
     pub expiry_lag: Duration,
     /// How long past its timeout a dispatched check may stay unanswered before it counts as lost.
     pub check_grace: Duration,

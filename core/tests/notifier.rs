@@ -1,7 +1,7 @@
 //! The notifier node in a small, scripted world: the shared log, the `notifier/membership/` bucket, the
 //! progress records with compare-and-set as NATS KV has it, and webhook endpoints that answer 2xx, fail, answer
 //! 429 with `Retry-After`, or 410. The property drives random schedules of crashes, pauses past the ttl, clean
-//! leaves, joins, store outages and endpoint failures, and checks invariant 9 of DESIGN §4 against what the
+//! leaves, joins, store outages and endpoint failures, and checks invariant 9 of docs/design.md §4 against what the
 //! endpoints received.
 
 #[path = "common/roles.rs"]

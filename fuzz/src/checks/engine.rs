@@ -3,7 +3,7 @@
 //! membership store's observations, commands from callers, forward and check results, time and a leave.
 //!
 //! Input format (every byte string is valid): one byte of configuration, then one operation per byte with its
-//! arguments after it. The world keeps the engine's contracts (DESIGN and `engine.rs`): each `Forward` gets
+//! arguments after it. The world keeps the engine's contracts (docs/design.md and `engine.rs`): each `Forward` gets
 //! exactly one result, each `ProposeEpoch` at most one, `Start` comes first and `CaughtUp` at most once, log
 //! entries arrive in log order (re-deliveries of read positions allowed), a proposal wins only if the log's last
 //! epoch record is still the one it names. `JAQUE_FUZZ_TRACE=1` prints every input and output.
