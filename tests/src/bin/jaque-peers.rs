@@ -176,6 +176,8 @@ fn reap(pids: &[u32], wait: Duration) {
 struct Ext {
     name: String,
     pid: u32,
+    /// Kept for its handles; the process is reaped with `waitpid` in `reap`, with the rest of its tree.
+    _child: std::process::Child,
     log: PathBuf,
     stopped: bool,
 }
@@ -190,7 +192,7 @@ impl Ext {
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {name}: {e} (scripts/bench.sh peers installs it)"));
-        Ext { name: name.into(), pid: child.id(), log: log.into(), stopped: false }
+        Ext { name: name.into(), pid: child.id(), _child: child, log: log.into(), stopped: false }
     }
 
     fn output(&self) -> String {
@@ -301,19 +303,22 @@ impl Drop for TcpTargets {
     }
 }
 
+/// Every request's path and time while a V4 side runs (`None`: not logging).
+type RequestLog = Arc<Mutex<Option<Vec<(String, f64)>>>>;
+
 /// HTTP servers (keep-alive, as any web server) answering 200 "ok" to every GET, counting requests and, when
 /// asked, logging each request's path and time (V4 tells which object was checked when).
 struct HttpTargets {
     addrs: Vec<SocketAddr>,
     requests: Arc<AtomicU64>,
-    log: Arc<Mutex<Option<Vec<(String, f64)>>>>,
+    log: RequestLog,
     _runtime: thread::JoinHandle<()>,
 }
 
 impl HttpTargets {
     fn start() -> HttpTargets {
         let requests = Arc::new(AtomicU64::new(0));
-        let log: Arc<Mutex<Option<Vec<(String, f64)>>>> = Arc::new(Mutex::new(None));
+        let log: RequestLog = Arc::new(Mutex::new(None));
         let listeners: Vec<TcpListener> = (0..PORTS).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
         let addrs = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
         let (r, lg) = (requests.clone(), log.clone());
