@@ -39,14 +39,16 @@
 //! `Progress`, `ReadStarts` one `Starts`, `Replay` one `Replayed`; every `PutHeartbeat` one `HeartbeatWritten`, in
 //! order. A leaving notifier may exit once `is_done()`.
 
+mod lanes;
+
 use crate::backoff::Backoff;
-use crate::deadlines::Deadlines;
 use crate::hrw;
 use crate::log::LogReader;
 use crate::membership::{Lease, LiveSet, MemberObservation, MembershipOutput};
 use crate::model::{Bucket, EventBody, LogEntry, MemberId, MemberRef, ObjectId, State};
 use crate::role::{LogRole, RoleConfig, RoleOutput, RoleTimer, Work};
 use crate::time::{rfc3339_millis, Time};
+use lanes::{Lane, LaneKey, LaneState, Lanes, Transition};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -292,147 +294,6 @@ pub struct NotifierCounters {
     pub resent_after_fault: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Transition {
-    seq: u64,
-    object: ObjectId,
-    from: State,
-    to: State,
-    output: String,
-    at: Time,
-    epoch: u64,
-    writer: MemberId,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum LaneState {
-    /// Its record has not been read since it was gained.
-    Unread,
-    Idle,
-    /// Read the record again at `until` (another live member's claim; a lost compare-and-set; a store error).
-    Waiting {
-        until: Time,
-    },
-    Reading {
-        token: u64,
-    },
-    Claiming {
-        op: u64,
-        t: Transition,
-    },
-    Sending {
-        op: u64,
-        t: Transition,
-        body: String,
-        first: Time,
-        attempt: u32,
-    },
-    Backoff {
-        t: Transition,
-        body: String,
-        at: Time,
-        first: Time,
-        attempt: u32,
-    },
-    /// Writing `done` (or a release of the claim when `done` does not move); `retry_at` after a failed write.
-    Recording {
-        op: u64,
-        record: DeliveryRecord,
-        retry_at: Option<Time>,
-    },
-}
-
-/// One object at one endpoint. Most lanes are at rest — idle, nothing queued, nothing to settle — and then hold
-/// only where the object's record stands (`done`, `rev`, `handed`): the rest, `LaneWork`, is kept apart while there
-/// is any and read through `Deref` (a lane at rest reads as `LaneWork::AT_REST`). A lane at rest with no record
-/// that says nothing a lane just made would not (`is_fresh`) is not held at all: see `Notifier::lanes`.
-#[derive(Clone, Debug)]
-struct Lane {
-    done: u64,
-    rev: Option<u64>,
-    /// The newest position queued or in flight here: a replay never queues what is already here.
-    handed: u64,
-    work: Option<Box<LaneWork>>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct LaneWork {
-    queue: VecDeque<Transition>,
-    state: LaneState,
-    /// Sent again after a fault: counted once it is sent.
-    resend: bool,
-    store_attempts: u32,
-    /// A claim write here got no answer (it may have landed, or land later): until the record is read at another
-    /// revision than the write expected, or a write of ours that expected the same one is answered, this lane may
-    /// hold a claim in the store, which must be given back before the lane can go.
-    unsure: bool,
-}
-
-static AT_REST: LaneWork =
-    LaneWork { queue: VecDeque::new(), state: LaneState::Idle, resend: false, store_attempts: 0, unsure: false };
-
-impl std::ops::Deref for Lane {
-    type Target = LaneWork;
-    fn deref(&self) -> &LaneWork {
-        self.work.as_deref().unwrap_or(&AT_REST)
-    }
-}
-
-impl std::ops::DerefMut for Lane {
-    fn deref_mut(&mut self) -> &mut LaneWork {
-        self.work.get_or_insert_with(|| Box::new(AT_REST.clone()))
-    }
-}
-
-impl Lane {
-    /// A lane nothing is known of yet but where its endpoint's notifications begin.
-    fn fresh(start: u64) -> Lane {
-        Lane { done: start, rev: None, handed: start, work: None }
-    }
-
-    /// Whether it says nothing `fresh(start)` would not: no record read, nothing queued or going on.
-    fn is_fresh(&self, start: u64) -> bool {
-        self.work.is_none() && self.rev.is_none() && self.done == start && self.handed == start
-    }
-
-    /// Lets go of the work part once it is back at rest.
-    fn settle(&mut self) {
-        if self.work.as_deref() == Some(&AT_REST) {
-            self.work = None;
-        }
-    }
-
-    /// Holding a claim or about to: it must be finished or released before the lane can go.
-    fn busy(&self) -> bool {
-        self.unsure
-            || matches!(
-                self.state,
-                LaneState::Claiming { .. }
-                    | LaneState::Sending { .. }
-                    | LaneState::Backoff { .. }
-                    | LaneState::Recording { .. }
-            )
-    }
-
-    fn deadline(&self) -> Option<Time> {
-        match &self.state {
-            LaneState::Waiting { until } => Some(*until),
-            LaneState::Backoff { at, .. } => Some(*at),
-            LaneState::Recording { retry_at, .. } => *retry_at,
-            _ => None,
-        }
-    }
-}
-
-type LaneKey = (usize, ObjectId);
-
-/// A lane not held, as the answer to a resume's progress query finds it: to be read.
-fn unread(start: u64) -> Lane {
-    let mut lane = Lane::fresh(start);
-    lane.state = LaneState::Unread;
-    lane
-}
-
 /// What an outstanding operation is for.
 #[derive(Clone, Debug)]
 enum Op {
@@ -447,14 +308,12 @@ pub struct Notifier {
     /// of but its endpoint's start (`Lane::fresh`), which a resume's progress query reads like one just gained.
     /// Every object and endpoint with no record and no transition since the start has none: a notifier pays
     /// per object only for what it has delivered or has to.
-    lanes: BTreeMap<LaneKey, Lane>,
+    lanes: Lanes,
     disabled: Vec<bool>,
     /// Lanes per endpoint that are claiming or sending (the concurrency bound).
     sending: Vec<usize>,
     /// Per endpoint, the lanes with a transition to claim: an endpoint at its bound is not walked.
     ready: Vec<VecDeque<LaneKey>>,
-    /// Lanes due again (a wait, a backoff, a retry of a record), by when.
-    deadlines: Deadlines<LaneKey>,
     ops: BTreeMap<u64, Op>,
     next_op: u64,
     /// Rechecks of lanes, by token (the role's tokens are below `RECHECK`).
@@ -470,7 +329,6 @@ pub struct Notifier {
     store_backoff: Backoff,
     /// Claims are started only while the member's key is surely alive.
     lease: Lease,
-    queued: usize,
     started: bool,
     leave_deadline: Option<Time>,
     timed_out: bool,
@@ -494,11 +352,10 @@ impl Notifier {
             role: LogRole::new(cfg.role.clone()),
             store_backoff: Backoff::new(cfg.store_retry_base, cfg.store_retry_max, salt),
             cfg,
-            lanes: BTreeMap::new(),
+            lanes: Lanes::default(),
             disabled: vec![false; n],
             sending: vec![0; n],
             ready: vec![VecDeque::new(); n],
-            deadlines: Deadlines::new(),
             ops: BTreeMap::new(),
             next_op: 0,
             rechecks: BTreeMap::new(),
@@ -509,7 +366,6 @@ impl Notifier {
             draining: false,
             starts_retry: None,
             lease: Lease::new(lease_span),
-            queued: 0,
             started: false,
             leave_deadline: None,
             timed_out: false,
@@ -557,7 +413,7 @@ impl Notifier {
                 }
                 _ => None,
             };
-            inflight.or_else(|| l.queue.front().map(|t| t.seq))
+            inflight.or_else(|| l.queue().front().map(|t| t.seq))
         });
         let resume = self.role.is_resuming().then(|| self.role.replaying_from().unwrap_or(1));
         match lanes.chain(resume).min() {
@@ -606,10 +462,7 @@ impl Notifier {
 
     /// Self-checks the simulator and the tests run after every step.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let queued: usize = self.lanes.values().map(|l| l.queue.len()).sum();
-        if queued != self.queued {
-            return Err(format!("{queued} transitions queued, counted {}", self.queued));
-        }
+        self.lanes.check_count()?;
         for (i, n) in self.sending.iter().enumerate() {
             let actual = self
                 .lanes
@@ -623,17 +476,17 @@ impl Notifier {
             }
         }
         let ready: BTreeSet<&LaneKey> = self.ready.iter().flatten().collect();
-        for (key, lane) in &self.lanes {
+        for (key, lane) in self.lanes.iter() {
             // Idle with work, on an object of ours, is waiting for its endpoint's turn: nothing else starts it.
-            let idle_with_work = lane.state == LaneState::Idle && !lane.queue.is_empty();
+            let idle_with_work = lane.state == LaneState::Idle && !lane.queue().is_empty();
             if idle_with_work && !self.disabled[key.0] && self.role.owns(&key.1) && !ready.contains(key) {
-                return Err(format!("{}: idle with {} queued and not ready to claim", key.1, lane.queue.len()));
+                return Err(format!("{}: idle with {} queued and not ready to claim", key.1, lane.queue().len()));
             }
             if lane.is_fresh(self.start(key.0)) {
                 return Err(format!("{}: a lane that says nothing more than one not held is held", key.1));
             }
             if let Some(d) = lane.deadline() {
-                if !self.deadlines.contains(d, key) {
+                if !self.lanes.deadlines.contains(d, key) {
                     return Err(format!("{}: lane deadline {d} not armed", key.1));
                 }
             }
@@ -645,7 +498,7 @@ impl Notifier {
                 _ => None,
             };
             let mut prev = inflight.unwrap_or(0).max(lane.done);
-            for t in &lane.queue {
+            for t in lane.queue() {
                 if t.seq <= prev {
                     return Err(format!("{}: queued {} after {}", key.1, t.seq, prev));
                 }
@@ -703,19 +556,16 @@ impl Notifier {
                     let starts: Vec<u64> =
                         self.cfg.endpoints.iter().map(|e| by.get(&e.id).copied().unwrap_or(0)).collect();
                     // Transitions met before the starts were known: none at or below an endpoint's start goes out.
-                    let queued = &mut self.queued;
-                    self.lanes.retain(|(i, _), lane| {
-                        lane.done = lane.done.max(starts[*i]);
-                        lane.handed = lane.handed.max(lane.done);
-                        let done = lane.done;
-                        if !lane.queue.is_empty() {
-                            let before = lane.queue.len();
-                            lane.queue.retain(|t| t.seq > done);
-                            *queued -= before - lane.queue.len();
-                        }
-                        lane.settle();
-                        !lane.is_fresh(starts[*i])
-                    });
+                    self.lanes.update_all(
+                        |(i, _), lane| {
+                            lane.done = lane.done.max(starts[*i]);
+                            lane.handed = lane.handed.max(lane.done);
+                        },
+                        |(i, _), lane| {
+                            lane.settle();
+                            !lane.is_fresh(starts[*i])
+                        },
+                    );
                     self.starts = Some(starts);
                     self.store_backoff.reset();
                 }
@@ -751,7 +601,7 @@ impl Notifier {
             self.leave_deadline = None;
             self.timed_out = true;
         }
-        while let Some((t, key)) = self.deadlines.pop_due(now) {
+        while let Some((t, key)) = self.lanes.deadlines.pop_due(now) {
             self.lane_due(now, key, t);
         }
         self.step(now);
@@ -777,7 +627,7 @@ impl Notifier {
         });
         [
             role,
-            self.deadlines.first().map(|t| (t, Timer::Lane)),
+            self.lanes.deadlines.first().map(|t| (t, Timer::Lane)),
             self.starts_retry.map(|t| (t, Timer::StartsRetry)),
             self.leave_deadline.map(|t| (t, Timer::LeaveDeadline)),
         ]
@@ -797,11 +647,11 @@ impl Notifier {
             while let Some(work) = self.role.take_work() {
                 self.take(work);
             }
-            if self.queued > self.cfg.max_pending {
+            if self.lanes.queued() > self.cfg.max_pending {
                 self.overflow();
             }
             if self.starts.is_some() {
-                self.role.drive(self.queued < self.cfg.max_pending / 2);
+                self.role.drive(self.lanes.queued() < self.cfg.max_pending / 2);
             }
             while let Some(out) = self.role.poll_output() {
                 match out {
@@ -862,11 +712,7 @@ impl Notifier {
             }
             // An object met live with no lane (created after we gained the rest, or nothing known of it): its
             // record, if one exists, is found by the compare-and-set of the first claim, which expects none.
-            let lane = self.lanes.entry(key.clone()).or_insert_with(|| Lane::fresh(start));
-            lane.handed = t.seq;
-            lane.queue.push_back(t.clone());
-            self.queued += 1;
-            if lane.state == LaneState::Idle && lane.queue.len() == 1 {
+            if self.lanes.push_back(&key, start, t.clone()) {
                 self.ready[key.0].push_back(key);
             }
         }
@@ -885,21 +731,16 @@ impl Notifier {
     fn drop_queued(&mut self) {
         // A lane at rest goes altogether: its record is read again with the rest (a lane not held reads as one
         // to be read), and a notifier with many objects does not grow to mark each of them.
-        self.lanes.retain(|_, lane| {
-            if lane.work.is_none() {
+        self.lanes.clear_queues(|_, lane| {
+            if lane.at_rest() {
                 return false;
             }
-            lane.queue.clear();
-            lane.handed = match &lane.state {
-                LaneState::Claiming { t, .. } | LaneState::Sending { t, .. } | LaneState::Backoff { t, .. } => t.seq,
-                _ => lane.done,
-            };
+            lane.handed = lane.state.in_flight().map_or(lane.done, |t| t.seq);
             if matches!(lane.state, LaneState::Idle) {
                 lane.state = LaneState::Unread;
             }
             true
         });
-        self.queued = 0;
         self.ready.iter_mut().for_each(VecDeque::clear);
     }
 
@@ -943,8 +784,8 @@ impl Notifier {
                 let key = (i, id.clone());
                 let stored = by_key.get(&key);
                 let not_ours = !owned || self.leaving();
-                if !recheck && owned && !self.lanes.contains_key(&key) {
-                    self.lanes.insert(key.clone(), unread(starts.get(i).copied().unwrap_or(0)));
+                if !recheck && owned {
+                    self.lanes.insert_if_absent(key.clone(), Lane::unread(starts.get(i).copied().unwrap_or(0)));
                 }
                 let Some(lane) = self.lanes.get_mut(&key) else { continue };
                 let applies = match &lane.state {
@@ -999,15 +840,13 @@ impl Notifier {
                         }
                     }
                     lane.handed = lane.handed.max(lane.done);
-                    let done = lane.done;
-                    let before = lane.queue.len();
-                    lane.queue.retain(|t| t.seq > done);
-                    self.queued -= before - lane.queue.len();
+                    self.lanes.drop_done(&key);
                     if claimed_by_live {
                         self.wait(key.clone(), now + self.cfg.claim_recheck, None);
                     } else {
+                        let lane = self.lanes.get_mut(&key).expect("read just now");
                         lane.state = LaneState::Idle;
-                        if !lane.queue.is_empty() {
+                        if !lane.queue().is_empty() {
                             self.ready[key.0].push_back(key.clone());
                         }
                     }
@@ -1034,27 +873,24 @@ impl Notifier {
     /// not.
     fn tidy(&mut self, key: &LaneKey) {
         let start = self.start(key.0);
-        if let Some(lane) = self.lanes.get_mut(key) {
+        let fresh = self.lanes.get_mut(key).is_some_and(|lane| {
             lane.settle();
-            if lane.is_fresh(start) {
-                self.lanes.remove(key);
-            }
+            lane.is_fresh(start)
+        });
+        if fresh {
+            self.lanes.remove(key);
         }
     }
 
     /// Read the lane's record again at `until`.
     fn wait(&mut self, key: LaneKey, until: Time, only_if_reading: Option<u64>) {
-        let Some(lane) = self.lanes.get_mut(&key) else { return };
+        let Some(lane) = self.lanes.get(&key) else { return };
         if let Some(tok) = only_if_reading {
             if lane.state != (LaneState::Reading { token: tok }) {
                 return;
             }
         }
-        if let Some(d) = lane.deadline() {
-            self.deadlines.remove(d, &key);
-        }
-        lane.state = LaneState::Waiting { until };
-        self.deadlines.insert(until, key);
+        self.lanes.set_state(&key, LaneState::Waiting { until });
     }
 
     fn lane_due(&mut self, now: Time, key: LaneKey, at: Time) {
@@ -1112,7 +948,7 @@ impl Notifier {
             while self.sending[i] < self.cfg.concurrency {
                 let Some(key) = self.ready[i].pop_front() else { break };
                 let Some(lane) = self.lanes.get(&key) else { continue };
-                if lane.state != LaneState::Idle || lane.queue.is_empty() || !self.role.owns(&key.1) {
+                if lane.state != LaneState::Idle || lane.queue().is_empty() || !self.role.owns(&key.1) {
                     continue;
                 }
                 self.claim(key);
@@ -1123,9 +959,8 @@ impl Notifier {
     fn claim(&mut self, key: LaneKey) {
         let me = self.me().clone();
         let op = self.op(Op::Write(key.clone()));
+        let t = self.lanes.pop_front(&key).expect("a ready lane has a transition");
         let lane = self.lanes.get_mut(&key).expect("a ready lane exists");
-        let t = lane.queue.pop_front().expect("a ready lane has a transition");
-        self.queued -= 1;
         let record = DeliveryRecord { done: lane.done, claim: Some(Claim { seq: t.seq, by: me }) };
         let expect = lane.rev;
         lane.state = LaneState::Claiming { op, t };
@@ -1208,8 +1043,7 @@ impl Notifier {
                         lane.unsure = false;
                         if !self.role.owns(&key.1) || leaving || self.disabled[key.0] {
                             // Lost it while claiming: give the claim back unsent.
-                            lane.queue.push_front(t);
-                            self.queued += 1;
+                            self.lanes.push_front(&key, t);
                             self.release(key, None);
                             return;
                         }
@@ -1218,18 +1052,16 @@ impl Notifier {
                         self.send(now, key, t, body, now, 1);
                     }
                     Ok(None) => {
-                        lane.queue.push_front(t);
-                        self.queued += 1;
+                        self.lanes.push_front(&key, t);
                         self.lost_write(now, key);
                     }
                     Err(_) => {
                         self.counters.store_errors += 1;
-                        lane.queue.push_front(t);
-                        self.queued += 1;
                         // It may have landed: what the record says is learnt by reading it (the wait ends in one).
                         lane.unsure = true;
                         let delay = self.store_backoff.delay(lane.store_attempts);
                         lane.store_attempts += 1;
+                        self.lanes.push_front(&key, t);
                         self.wait(key, now + delay, None);
                     }
                 }
@@ -1242,14 +1074,11 @@ impl Notifier {
                     lane.done = lane.done.max(record.done);
                     lane.handed = lane.handed.max(lane.done);
                     lane.store_attempts = 0;
-                    let done = lane.done;
-                    let before = lane.queue.len();
-                    lane.queue.retain(|t| t.seq > done);
-                    self.queued -= before - lane.queue.len();
+                    self.lanes.drop_done(&key);
                     let keep = self.role.owns(&key.1) && !leaving;
                     if !keep {
                         self.drop_lane(&key);
-                    } else if !lane.queue.is_empty() {
+                    } else if self.lanes.get(&key).is_some_and(|l| !l.queue().is_empty()) {
                         self.ready[key.0].push_back(key);
                     }
                 }
@@ -1259,9 +1088,8 @@ impl Notifier {
                     self.counters.store_errors += 1;
                     let at = now + self.store_backoff.delay(lane.store_attempts);
                     lane.store_attempts += 1;
-                    lane.state = LaneState::Recording { op, record, retry_at: Some(at) };
                     self.ops.insert(op, Op::Write(key.clone()));
-                    self.deadlines.insert(at, key);
+                    self.lanes.set_state(&key, LaneState::Recording { op, record, retry_at: Some(at) });
                 }
             },
             other => lane.state = other,
@@ -1311,7 +1139,7 @@ impl Notifier {
                 self.counters.retry += 1;
                 if !self.role.owns(&key.1) || self.leaving() {
                     // Not ours any more: give the claim back for the new owner to retry.
-                    lane_requeue(self.lanes.get_mut(&key), t, &mut self.queued);
+                    self.lanes.push_front(&key, t);
                     self.release(key, None);
                     return;
                 }
@@ -1319,9 +1147,7 @@ impl Notifier {
                 let backoff = Backoff::new(self.cfg.retry_base, self.cfg.retry_max, salt).delay(attempt - 1);
                 let wait = after.map_or(backoff, |a| backoff.max(a.min(self.cfg.retry_max)));
                 let at = now + wait;
-                let lane = self.lanes.get_mut(&key).expect("exists");
-                lane.state = LaneState::Backoff { t, body, at, first, attempt };
-                self.deadlines.insert(at, key);
+                self.lanes.set_state(&key, LaneState::Backoff { t, body, at, first, attempt });
             }
         }
     }
@@ -1349,12 +1175,7 @@ impl Notifier {
     }
 
     fn drop_lane(&mut self, key: &LaneKey) {
-        if let Some(lane) = self.lanes.remove(key) {
-            self.queued -= lane.queue.len();
-            if let Some(d) = lane.deadline() {
-                self.deadlines.remove(d, key);
-            }
-        }
+        self.lanes.remove(key);
     }
 
     fn disable(&mut self, i: usize) {
@@ -1364,12 +1185,7 @@ impl Notifier {
         self.disabled[i] = true;
         let keys: Vec<LaneKey> = self.lanes.keys().filter(|(e, _)| *e == i).cloned().collect();
         for key in keys {
-            let lane = self.lanes.get_mut(&key).expect("listed");
-            self.counters.disabled += lane.queue.len() as u64;
-            self.queued -= lane.queue.len();
-            if !lane.queue.is_empty() {
-                lane.queue.clear();
-            }
+            self.counters.disabled += self.lanes.clear_queue(&key) as u64;
             self.tidy(&key);
         }
     }
@@ -1384,14 +1200,17 @@ impl Notifier {
             .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
-            let lane = self.lanes.get_mut(&key).expect("listed");
-            let LaneState::Backoff { t, at, .. } = std::mem::replace(&mut lane.state, LaneState::Idle) else {
-                unreachable!("listed as backing off")
-            };
-            self.deadlines.remove(at, &key);
-            lane_requeue(Some(lane), t, &mut self.queued);
+            self.requeue_backoff(&key);
             self.release(key, None);
         }
+    }
+
+    /// A lane waiting to send again stops: its transition goes back to the head of its queue.
+    fn requeue_backoff(&mut self, key: &LaneKey) {
+        let Some(LaneState::Backoff { t, .. }) = self.lanes.set_state(key, LaneState::Idle) else {
+            unreachable!("a lane backing off")
+        };
+        self.lanes.push_front(key, t);
     }
 
     /// After a membership change (or a leave): lanes of objects no longer owned are dropped, and claims held
@@ -1410,11 +1229,7 @@ impl Notifier {
                     self.drop_lane(&key);
                 }
                 LaneState::Backoff { .. } => {
-                    let LaneState::Backoff { t, at, .. } = std::mem::replace(&mut lane.state, LaneState::Idle) else {
-                        unreachable!()
-                    };
-                    self.deadlines.remove(at, &key);
-                    lane_requeue(Some(lane), t, &mut self.queued);
+                    self.requeue_backoff(&key);
                     self.release(key, None);
                 }
                 // Claiming, sending, recording: finished (or given back) when their answer comes.
@@ -1435,11 +1250,4 @@ fn claim_is_gone(claim: &Claim, rev: u64, me: &MemberRef, view: &LiveSet) -> boo
     }
     let live = view.incarnation(&claim.by.id) == Some(claim.by.incarnation);
     !live && view.rev() > rev
-}
-
-fn lane_requeue(lane: Option<&mut Lane>, t: Transition, queued: &mut usize) {
-    if let Some(lane) = lane {
-        lane.queue.push_front(t);
-        *queued += 1;
-    }
 }
