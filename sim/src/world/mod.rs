@@ -31,6 +31,7 @@ mod endpoint;
 mod engine;
 mod faults;
 mod ingress;
+mod kv;
 mod log;
 mod net;
 mod notifier;

@@ -32,14 +32,13 @@
 //! endpoint never sends to it again; none retries a delivery before the `Retry-After` its last answer gave.
 
 use super::endpoint::{EndpointParams, Request, SimEndpoint};
+use super::kv::{decode, parse_progress_key, start_key, StoreOp, PROGRESS};
 use super::log::brief_entry;
 use super::process::{Follow, Process};
 use super::snapshots::{LostBy, Whose};
 use super::{exp, ms, Category, Ev, Phase, Sim, TICK};
 use crate::params::{stream, Params, Stream};
-use jaque_core::notifier::{
-    DeliveryRecord, Endpoint, EndpointId, Input, Notification, Notifier, NotifierConfig, Output, SendResult, Stored,
-};
+use jaque_core::notifier::{Endpoint, EndpointId, Input, Notification, Notifier, NotifierConfig, Output, SendResult};
 use jaque_core::{Bucket, EventBody, LogEntry, MemberId, MemberRef, MembershipOutput, ObjectId, State, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -311,28 +310,6 @@ impl Process<NotifierRole> {
     }
 }
 
-/// A store request of a notifier.
-#[derive(Clone, Debug)]
-pub(super) enum StoreOp {
-    Starts { endpoints: Vec<EndpointId>, propose: u64 },
-    Progress { token: u64, objects: Vec<ObjectId> },
-    Replay { token: u64, from: u64, to: u64 },
-    Write { op: u64, object: ObjectId, endpoint: EndpointId, record: DeliveryRecord, expect: Option<u64> },
-}
-
-impl StoreOp {
-    /// The answer when the request timed out.
-    fn failed(&self) -> Input {
-        let e = "timeout".to_string();
-        match self {
-            StoreOp::Starts { .. } => Input::Starts { result: Err(e) },
-            StoreOp::Progress { token, .. } => Input::Progress { token: *token, result: Err(e) },
-            StoreOp::Replay { token, .. } => Input::Replayed { token: *token, result: Err(e) },
-            StoreOp::Write { op, .. } => Input::Written { op: *op, result: Err(e) },
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug)]
 pub(super) enum NUndo {
     StoreIn,
@@ -499,7 +476,7 @@ pub(super) struct Notify {
     /// Positions of events the fence discarded.
     fenced: BTreeSet<u64>,
     /// (claimer, endpoint, object, seq): a claim that stood in the store while its member's key was gone.
-    orphaned: BTreeSet<(MemberRef, EndpointId, ObjectId, u64)>,
+    pub orphaned: BTreeSet<(MemberRef, EndpointId, ObjectId, u64)>,
     /// (endpoint, seq) given up by some notifier.
     gave_up: BTreeSet<(usize, u64)>,
     /// 2xx receptions per (endpoint, seq).
@@ -511,30 +488,10 @@ pub(super) struct Notify {
     /// Each notifier key that went away: the member, when, and how many claims of it stood in the store.
     pub key_losses: Vec<(MemberRef, Time, usize)>,
     /// Where the log stood when the first notifier started: no start record may be below it.
-    first_start: Option<u64>,
+    pub first_start: Option<u64>,
     hook: Option<(usize, At, Then)>,
     pending_hook: Option<(usize, Then)>,
     end: Option<Drain>,
-}
-
-const PROGRESS: &str = "notifier/progress/";
-
-fn progress_key(ep: EndpointId, object: &ObjectId) -> String {
-    format!("{PROGRESS}{ep}/{object}")
-}
-
-fn start_key(ep: EndpointId) -> String {
-    format!("notifier/start/{ep}")
-}
-
-/// The endpoint and object of a progress key.
-fn parse_progress_key(key: &str) -> Option<(EndpointId, ObjectId)> {
-    let (ep, object) = key.strip_prefix(PROGRESS)?.split_once('/')?;
-    Some((EndpointId(u64::from_str_radix(ep, 16).ok()?), ObjectId::new(object).ok()?))
-}
-
-fn decode(value: &str) -> DeliveryRecord {
-    serde_json::from_str(value).expect("the simulator writes records that decode")
 }
 
 impl Notify {
@@ -965,7 +922,7 @@ impl Sim {
     }
 
     /// One hop of a notifier's NATS traffic (a clogged one's is held for seconds).
-    fn ndelay(&mut self, s: usize) -> u64 {
+    pub(super) fn ndelay(&mut self, s: usize) -> u64 {
         let mut d = 1 + self.notify.net.random_range(0..=self.params.net_delay_max_ms);
         if self.notify.slots[s].clog > 0 {
             d += self.notify.net.random_range(500..=3_000);
@@ -1247,122 +1204,6 @@ impl Sim {
         let inc = p.inc;
         let input = Box::new(Input::HeartbeatWritten { ok });
         self.push(at, Ev::Notify(NEv::Answer { slot: s, inc, input, attempt: None }));
-    }
-
-    /// A store request: lost if the notifier's writes are cut (a timeout), else it lands after a hop and is
-    /// answered if the answer makes it back before the timeout.
-    fn nstore(&mut self, s: usize, op: StoreOp) {
-        let timeout = self.params.notify.store_timeout_ms;
-        let inc = self.notify.slots[s].inc;
-        if !self.notify.slots[s].can_send() {
-            let input = Box::new(op.failed());
-            self.after(timeout, Ev::Notify(NEv::Answer { slot: s, inc, input, attempt: None }));
-            return;
-        }
-        let d = self.ndelay(s);
-        let by = self.now + Duration::from_millis(timeout);
-        let answer_by = if d < timeout {
-            Some(by)
-        } else {
-            let input = Box::new(op.failed());
-            self.push(by, Ev::Notify(NEv::Answer { slot: s, inc, input, attempt: None }));
-            if self.unambiguous(&op) {
-                return;
-            }
-            None
-        };
-        self.after(d, Ev::Notify(NEv::StoreLand { slot: s, inc, op: Box::new(op), answer_by }));
-    }
-
-    /// Whether a progress write that will not be answered in time is lost rather than landing
-    /// (`NotifyParams::ambiguous_writes` off).
-    fn unambiguous(&self, op: &StoreOp) -> bool {
-        matches!(op, StoreOp::Write { .. }) && !self.params.notify.ambiguous_writes
-    }
-
-    fn store_land(&mut self, s: usize, inc: u64, op: StoreOp, answer_by: Option<Time>) {
-        let failed = op.failed();
-        let alive = self.notify.slots[s].is_current(inc);
-        // When its answer gets back (`None`: it does not, in time).
-        let back = match answer_by {
-            Some(by) if alive && self.notify.slots[s].can_recv() => {
-                Some(self.now + Duration::from_millis(self.ndelay(s))).filter(|t| *t <= by)
-            }
-            _ => None,
-        };
-        // (A write whose client timed out before it could land never gets here in that mode: `nstore` drops it.
-        // Without an answer due, this is a scenario's lost answer: it lands.)
-        if alive && answer_by.is_some() && back.is_none() && self.unambiguous(&op) {
-            if let Some(by) = answer_by {
-                self.push(by, Ev::Notify(NEv::Answer { slot: s, inc, input: Box::new(failed), attempt: None }));
-            }
-            return;
-        }
-        let input = self.apply_store(op);
-        let Some(by) = answer_by else { return };
-        if !alive {
-            return;
-        }
-        let (answer, at) = match back {
-            Some(t) => (input, t),
-            None => (failed, by),
-        };
-        self.push(at, Ev::Notify(NEv::Answer { slot: s, inc, input: Box::new(answer), attempt: None }));
-    }
-
-    /// What the store does with a request: reads, create-if-absent, compare-and-set, a log read.
-    fn apply_store(&mut self, op: StoreOp) -> Input {
-        match op {
-            StoreOp::Starts { endpoints, propose } => {
-                let first = self.notify.first_start.unwrap_or(0);
-                if propose < first && endpoints.iter().any(|ep| self.store.get(&start_key(*ep)).is_none()) {
-                    let msg = format!(
-                        "a start record at {propose}, below where the log stood when the first notifier started ({first}): older transitions would be sent"
-                    );
-                    self.fail(Category::Safety, "9 notifications", msg);
-                }
-                let result = endpoints
-                    .iter()
-                    .map(|ep| {
-                        let v = self.store.create(&start_key(*ep), propose.to_string());
-                        (*ep, v.parse().expect("a start record is a position"))
-                    })
-                    .collect();
-                Input::Starts { result: Ok(result) }
-            }
-            StoreOp::Progress { token, objects } => {
-                let mut out = Vec::new();
-                for id in &objects {
-                    for e in &self.notify.endpoints {
-                        if let Some((v, rev)) = self.store.get(&progress_key(e.endpoint.id, id)) {
-                            out.push((id.clone(), e.endpoint.id, Stored { record: decode(v), rev }));
-                        }
-                    }
-                }
-                Input::Progress { token, result: Ok(out) }
-            }
-            StoreOp::Replay { token, from, to } => {
-                let upto = to.min(self.log.len());
-                Input::Replayed { token, result: Ok((upto, self.log.read_range(from, upto))) }
-            }
-            StoreOp::Write { op, object, endpoint, record, expect } => {
-                let value = serde_json::to_string(&record).expect("a record serializes");
-                let rev = self.store.update(&progress_key(endpoint, &object), value, expect);
-                if let Some(rev) = rev {
-                    self.h(rev << 20);
-                    self.stats.notify.progress_writes += 1;
-                    if let Some(c) = &record.claim {
-                        if self.store.live_incarnation(Bucket::Notifier, &c.by.id) != Some(c.by.incarnation) {
-                            // Claimed by a member whose key is gone (a write that was on its way): the others
-                            // will send it again.
-                            self.notify.orphaned.insert((c.by.clone(), endpoint, object.clone(), c.seq));
-                        }
-                    }
-                }
-                self.tr(|| format!("store: {object} at {endpoint}: {record:?} expecting {expect:?}: {rev:?}"));
-                Input::Written { op, result: Ok(rev) }
-            }
-        }
     }
 
     fn nsend(&mut self, s: usize, d: jaque_core::notifier::Delivery) {
