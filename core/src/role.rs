@@ -25,6 +25,13 @@ use crate::time::Time;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
+/// Whether a process in a role that follows the log may serve (`/healthz`), and why not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Health {
+    pub ready: bool,
+    pub reason: String,
+}
+
 #[derive(Clone, Debug)]
 pub struct RoleConfig {
     pub bucket: Bucket,

@@ -204,12 +204,8 @@ pub struct SinkCounters {
     pub overflows: u64,
 }
 
-/// Whether a process may serve (`/healthz`), and why not.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Health {
-    pub ready: bool,
-    pub reason: String,
-}
+/// Kept here too for callers that named it by the sink: it is every log-reading role's (`role::Health`).
+pub use crate::role::Health;
 
 /// What is held to write. A resume's end holds an item for every object it took on (a sink taking over a
 /// million objects holds a million), so that one is small: the object and its last position, its row made from

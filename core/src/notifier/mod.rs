@@ -422,7 +422,7 @@ impl Notifier {
         }
     }
 
-    pub fn health(&self) -> crate::sink::Health {
+    pub fn health(&self) -> crate::role::Health {
         let (ready, reason) = if !self.started {
             (false, "starting".to_string())
         } else if self.leaving() {
@@ -438,7 +438,7 @@ impl Notifier {
         } else {
             (true, "ready".to_string())
         };
-        crate::sink::Health { ready, reason }
+        crate::role::Health { ready, reason }
     }
 
     /// A leaving notifier has finished or released every claim (or its deadline passed) and deleted its key: it
