@@ -15,6 +15,6 @@ pub mod run;
 pub mod scenario;
 pub mod world;
 
-pub use params::{FaultKind, IngressParams, Params, SinkParams, SnapshotParams};
+pub use params::{FaultKind, IngressParams, NotifyParams, Params, PoolParams, SinkParams, SnapshotParams};
 pub use run::{run_seed, Report};
-pub use world::{Category, IngressStats, NotifyParams, NotifyStats, PoolParams, PoolStats, Sim, Via, Violation};
+pub use world::{Category, IngressStats, NotifyStats, PoolStats, Sim, Via, Violation};

@@ -1,13 +1,22 @@
 //! What one seed draws: the world's size and timing, the fault mix (swarm testing: some kinds switched off,
 //! each fault with a minimum duration) and the workload. Every random choice of a run comes from a sub-seed of
 //! the master seed, one per concern, so changing how one concern draws never moves the others.
+//!
+//! Every parameter of a world is drawn here, and nothing here depends on the world (`world/` reads these):
+//! `params/notify.rs` holds the notifiers' and their endpoints', `params/objects.rs` the objects' definitions.
 
-use crate::world::{NotifyParams, PoolParams};
 use jaque_core::CheckBatching;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt;
 use std::time::Duration;
+
+mod notify;
+mod objects;
+
+pub use notify::{EndpointKind, EndpointParams, NotifierFault, NotifyParams, GIVE_UP_NEVER_MS};
+pub(crate) use objects::{draw_def, first_defs, secret_def};
+pub use objects::{MARKER, SECRET};
 
 /// The concerns that get their own random stream.
 #[derive(Clone, Copy, Debug)]
@@ -214,6 +223,43 @@ impl IngressParams {
             server_drop_ms: r.random_range(4..=10u64) * 500,
         }
     }
+}
+
+/// What a seed draws for its check workers (`sim/src/world/workers.rs`): none, or a pool of limited capacity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolParams {
+    pub workers: usize,
+    /// Check slots per worker (`-worker-concurrency`).
+    pub slots: usize,
+    /// A check of an object whose truth is critical runs to its timeout, as a connect to a port whose packets
+    /// are dropped does; otherwise it answers after a latency up to its timeout like any other.
+    pub critical_times_out: bool,
+}
+
+impl PoolParams {
+    /// A swarm seed's pool (a stream of its own): half the seeds have none. The pool has `room` times the
+    /// slots its workload keeps busy on average (`busy_slots`), so it keeps up on average, while single
+    /// workers, picked at random per check, and bursts (the first check of every object at once, a takeover's
+    /// catch-up) fill up and make work wait in their backlogs.
+    pub fn draw(p: &Params) -> Option<PoolParams> {
+        let mut r = stream(p.seed, Stream::Params, 7);
+        if r.random_bool(0.5) {
+            return None;
+        }
+        let room = [1.5, 2.0, 4.0][r.random_range(0..3)];
+        let critical_times_out = r.random_bool(0.5);
+        let total = ((busy_slots(p, critical_times_out) * room).ceil() as usize).max(1);
+        let workers = r.random_range(1..=4usize);
+        Some(PoolParams { workers, slots: total.div_ceil(workers), critical_times_out })
+    }
+}
+
+/// How many check slots the objects' first definitions keep busy on average: a check runs for up to its
+/// timeout (half of it on average, all of it when critical and `critical_times_out`; critical is about a
+/// sixth of the simulated truth) once per interval.
+fn busy_slots(p: &Params, critical_times_out: bool) -> f64 {
+    let share = if critical_times_out { 0.5 + 0.5 * 0.15 } else { 0.5 };
+    objects::first_defs(p).1.iter().map(|d| d.timeout_ms as f64 * share / d.interval_ms.max(1) as f64).sum()
 }
 
 /// What a seed draws for snapshots and compaction (`sim/src/world/snapshots.rs`): the engines' config and the

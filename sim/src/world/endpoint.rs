@@ -9,99 +9,12 @@
 
 use super::notifier::NEv;
 use super::{exp, Ev, Phase, Sim};
-use crate::params::{stream, Stream};
+use crate::params::{stream, EndpointKind, EndpointParams, Stream};
 use jaque_core::notifier::{Delivery, Endpoint, SendResult};
 use jaque_core::{MemberRef, ObjectId, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use std::fmt;
 use std::time::Duration;
-
-/// What an endpoint does, drawn per seed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Ok,
-    /// Bad periods of 5xx (and some 302 or 400), or of refused connections (`connect`).
-    Failing {
-        connect: bool,
-    },
-    Slow,
-    /// Bad periods of 429 with `Retry-After`.
-    RateLimited,
-    /// 410 from `gone_at_ms` on.
-    Gone,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub struct EndpointParams {
-    pub kind: Kind,
-    /// Failing and rate-limited endpoints: mean length of a healthy period, and the longest bad one.
-    pub healthy_mean_ms: u64,
-    pub bad_max_ms: u64,
-    /// Slow endpoints take up to this long to answer (past the heal, at most half the send timeout).
-    pub slow_max_ms: u64,
-    /// The 429's `Retry-After`, in whole seconds as HTTP has it.
-    pub retry_after_s: u64,
-    pub gone_at_ms: u64,
-}
-
-impl EndpointParams {
-    pub fn ok() -> EndpointParams {
-        EndpointParams {
-            kind: Kind::Ok,
-            healthy_mean_ms: 10_000,
-            bad_max_ms: 5_000,
-            slow_max_ms: 1_000,
-            retry_after_s: 2,
-            gone_at_ms: u64::MAX,
-        }
-    }
-
-    /// One endpoint's behaviour; `send_timeout_ms` and `retry_max_ms` are the notifiers', `safety_ms` the
-    /// length of the safety phase.
-    pub fn draw(r: &mut ChaCha8Rng, send_timeout_ms: u64, retry_max_ms: u64, safety_ms: u64) -> EndpointParams {
-        let kind = match r.random_range(0..100) {
-            0..=34 => Kind::Ok,
-            35..=49 => Kind::Failing { connect: false },
-            50..=59 => Kind::Failing { connect: true },
-            60..=74 => Kind::Slow,
-            75..=89 => Kind::RateLimited,
-            _ => Kind::Gone,
-        };
-        EndpointParams {
-            kind,
-            healthy_mean_ms: r.random_range(1..=20u64) * 1_000,
-            bad_max_ms: r.random_range(1..=20u64) * 1_000,
-            // Sometimes past the send timeout (a timeout although the endpoint took it).
-            slow_max_ms: r.random_range(send_timeout_ms / 4..=send_timeout_ms * 3 / 2),
-            // Within the notifiers' longest backoff, so the wait they honour is the one asked for.
-            retry_after_s: r.random_range(1..=(retry_max_ms / 1_000).clamp(1, 5)),
-            gone_at_ms: r.random_range(0..=safety_ms.max(1)),
-        }
-    }
-}
-
-impl fmt::Display for EndpointParams {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            Kind::Ok => write!(f, "ok"),
-            Kind::Failing { connect } => write!(
-                f,
-                "failing ({}) ~{}ms healthy, up to {}ms bad",
-                if connect { "refused" } else { "5xx" },
-                self.healthy_mean_ms,
-                self.bad_max_ms
-            ),
-            Kind::Slow => write!(f, "slow (up to {}ms)", self.slow_max_ms),
-            Kind::RateLimited => write!(
-                f,
-                "429 Retry-After {}s ~{}ms healthy, up to {}ms limited",
-                self.retry_after_s, self.healthy_mean_ms, self.bad_max_ms
-            ),
-            Kind::Gone => write!(f, "410 from {}ms", self.gone_at_ms),
-        }
-    }
-}
 
 /// Scenarios: the answer an endpoint gives from now on, whatever it drew.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,15 +121,15 @@ impl SimEndpoint {
         }
         let p = self.params;
         match p.kind {
-            Kind::Ok => (ok, quick),
-            Kind::Gone if now.0 >= p.gone_at_ms => (Reply::Status { code: 410, retry_after_s: None }, quick),
-            Kind::Gone => (ok, quick),
-            Kind::Slow => {
+            EndpointKind::Ok => (ok, quick),
+            EndpointKind::Gone if now.0 >= p.gone_at_ms => (Reply::Status { code: 410, retry_after_s: None }, quick),
+            EndpointKind::Gone => (ok, quick),
+            EndpointKind::Slow => {
                 let max = if healed { p.slow_max_ms.min(send_timeout_ms / 2) } else { p.slow_max_ms };
                 let ms = self.rng.random_range(1..=max.max(1));
                 (ok, ms)
             }
-            Kind::Failing { connect } => {
+            EndpointKind::Failing { connect } => {
                 if healed || !self.bad_at(now) {
                     (ok, quick)
                 } else if connect {
@@ -227,7 +140,7 @@ impl SimEndpoint {
                     (Reply::Status { code, retry_after_s: None }, quick)
                 }
             }
-            Kind::RateLimited => {
+            EndpointKind::RateLimited => {
                 if healed || !self.bad_at(now) {
                     (ok, quick)
                 } else {

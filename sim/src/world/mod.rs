@@ -43,26 +43,16 @@ mod store;
 mod workers;
 mod workload;
 
-pub use endpoint::{EndpointParams, Kind as EndpointKind, Mode as EndpointMode, Reception};
+pub use endpoint::{Mode as EndpointMode, Reception};
 pub use engine::{EngineRole, Node};
-pub use notifier::{
-    AcceptedTransition, At as NotifyAt, NotifierFault, NotifierRole, NotifierSlot, NotifyParams, NotifyStats,
-    Then as NotifyThen, GIVE_UP_NEVER_MS,
-};
+pub use notifier::{AcceptedTransition, At as NotifyAt, NotifierRole, NotifierSlot, NotifyStats, Then as NotifyThen};
 pub use process::Process;
 pub use sink::{SinkProc, SinkRole, SinkStats, SinkWorldCounters};
 pub use snapshots::{LostBy, SnapStats};
-pub use sql::{Sql, SqlCounters, MARKER};
+pub use sql::{Sql, SqlCounters};
 
-/// The credential in the probe url of every fourth object of the workload (`secret_def`): kept in the log, and
-/// in no sink row (definitions show it as `***`; the engine scrubs it from the outputs a worker echoes it in).
-pub const SECRET: &str = "s1m-s3cret";
-
-pub(crate) fn secret_def(i: usize) -> bool {
-    i.is_multiple_of(4)
-}
 pub use ingress::IngressStats;
-pub use workers::{PoolParams, PoolStats};
+pub use workers::PoolStats;
 pub use workload::{Submission, Via};
 
 use crate::oracle::Oracle;

@@ -31,201 +31,19 @@
 //! record lies below where the log stood when the first notifier started; a notifier that got a 410 from an
 //! endpoint never sends to it again; none retries a delivery before the `Retry-After` its last answer gave.
 
-use super::endpoint::{EndpointParams, Request, SimEndpoint};
+use super::endpoint::{Request, SimEndpoint};
 use super::kv::{decode, parse_progress_key, start_key, StoreOp, PROGRESS};
 use super::log::brief_entry;
 use super::process::{Follow, Process};
 use super::snapshots::{LostBy, Whose};
 use super::{exp, ms, Category, Ev, Phase, Sim, TICK};
-use crate::params::{stream, Params, Stream};
+use crate::params::{stream, NotifierFault, Params, Stream};
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notification, Notifier, NotifierConfig, Output, SendResult};
 use jaque_core::{Bucket, EventBody, LogEntry, MemberId, MemberRef, MembershipOutput, ObjectId, State, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::time::Duration;
-
-/// `-notify-give-up` as shipped: a day, so nothing in a simulated run is given up.
-pub const GIVE_UP_NEVER_MS: u64 = 24 * 3600 * 1000;
-
-/// The fault kinds a notifier suffers. Each seed switches some of them off.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum NotifierFault {
-    Crash,
-    Pause,
-    StorePartition,
-    StoreOneWay,
-    HeartbeatLoss,
-    Clog,
-    Leave,
-    /// The notifier cannot reach any endpoint: new sends are refused, answers on their way are lost.
-    EndpointCut,
-}
-
-impl NotifierFault {
-    pub const ALL: [NotifierFault; 8] = [
-        NotifierFault::Crash,
-        NotifierFault::Pause,
-        NotifierFault::StorePartition,
-        NotifierFault::StoreOneWay,
-        NotifierFault::HeartbeatLoss,
-        NotifierFault::Clog,
-        NotifierFault::Leave,
-        NotifierFault::EndpointCut,
-    ];
-}
-
-/// What a seed draws for its notifiers and endpoints (from its own parameter stream).
-#[derive(Clone, Debug)]
-pub struct NotifyParams {
-    pub notifiers: usize,
-    pub endpoints: Vec<EndpointParams>,
-    /// Each notifier first starts at a time uniform in `0..=start_max_ms` (after the first transitions, often).
-    pub start_max_ms: u64,
-    pub concurrency: usize,
-    pub give_up_ms: u64,
-    pub retry_base_ms: u64,
-    pub retry_max_ms: u64,
-    pub claim_recheck_ms: u64,
-    pub max_pending: usize,
-    pub replay_chunk: u64,
-    pub max_held: usize,
-    pub leave_timeout_ms: u64,
-    /// A store request of a notifier (a heartbeat, a KV read or write, a log read) with no answer fails after
-    /// this long; it may still land.
-    pub store_timeout_ms: u64,
-    /// The HTTP client's timeout of one send.
-    pub send_timeout_ms: u64,
-    /// A progress write whose answer is lost (or comes after the timeout) may still land, as on NATS; off, such
-    /// a write is lost instead. On in most seeds (`sim/tests/notifier_scenarios.rs`,
-    /// `a_claim_whose_write_timed_out_but_landed_is_released_when_its_object_moves`, is the bug it found).
-    pub ambiguous_writes: bool,
-    pub faults: Vec<NotifierFault>,
-    pub fault_every_ms: u64,
-    pub fault_min_ms: u64,
-    pub fault_max_ms: u64,
-    pub pause_max_ms: u64,
-}
-
-impl NotifyParams {
-    /// No notifiers (and one healthy endpoint nobody sends to).
-    pub fn none() -> NotifyParams {
-        NotifyParams::scripted(0, 1)
-    }
-
-    /// For scenarios: `notifiers` slots (none started), `endpoints` healthy endpoints, quick retries, no faults.
-    pub fn scripted(notifiers: usize, endpoints: usize) -> NotifyParams {
-        NotifyParams {
-            notifiers,
-            endpoints: (0..endpoints).map(|_| EndpointParams::ok()).collect(),
-            start_max_ms: 0,
-            concurrency: 4,
-            give_up_ms: GIVE_UP_NEVER_MS,
-            retry_base_ms: 500,
-            retry_max_ms: 8_000,
-            claim_recheck_ms: 1_000,
-            max_pending: 20_000,
-            replay_chunk: 1000,
-            max_held: 10_000,
-            leave_timeout_ms: 10_000,
-            store_timeout_ms: 2_000,
-            send_timeout_ms: 3_000,
-            ambiguous_writes: false,
-            faults: Vec::new(),
-            fault_every_ms: 5_000,
-            fault_min_ms: 1_000,
-            fault_max_ms: 1_000,
-            pause_max_ms: 1_000,
-        }
-    }
-
-    pub fn draw(p: &Params) -> NotifyParams {
-        let mut r = stream(p.seed, Stream::Params, 4);
-        let notifiers = if r.random_bool(0.15) { 0 } else { r.random_range(1..=4) };
-        let send_timeout_ms = r.random_range(1..=5u64) * 1_000;
-        let retry_base_ms = r.random_range(1..=10u64) * 100;
-        let retry_max_ms = (r.random_range(2..=16u64) * 1_000).max(retry_base_ms);
-        let give_up_ms = if r.random_bool(0.85) { GIVE_UP_NEVER_MS } else { r.random_range(5..=60u64) * 1_000 };
-        let endpoints = (0..r.random_range(1..=3))
-            .map(|_| EndpointParams::draw(&mut r, send_timeout_ms, retry_max_ms, p.safety_ms))
-            .collect();
-        let faults: Vec<NotifierFault> = NotifierFault::ALL.iter().copied().filter(|_| r.random_bool(0.6)).collect();
-        let fault_min_ms = r.random_range(200..=2_000u64);
-        // Small queues too, with a small or a large replay chunk (the core raises a queue too small for a
-        // resume: `sim/tests/notifier_scenarios.rs`, `a_replay_larger_than_the_queue_does_not_overflow_forever`).
-        let (max_pending, replay_chunk) =
-            [(20_000, 1_000), (20_000, 1_000), (40, 1_000), (40, 5)][r.random_range(0..4)];
-        NotifyParams {
-            notifiers,
-            endpoints,
-            start_max_ms: pick(&mut r, &[0, 5_000, 20_000]),
-            concurrency: pick(&mut r, &[1, 2, 4, 16]) as usize,
-            give_up_ms,
-            retry_base_ms,
-            retry_max_ms,
-            claim_recheck_ms: pick(&mut r, &[200, 1_000]),
-            max_pending,
-            replay_chunk,
-            max_held: pick(&mut r, &[10_000, 10_000, 10_000, 15]) as usize,
-            leave_timeout_ms: pick(&mut r, &[10_000, 3_000]),
-            store_timeout_ms: r.random_range(1..=5u64) * 1_000,
-            send_timeout_ms,
-            ambiguous_writes: r.random_bool(0.7),
-            faults,
-            fault_every_ms: r.random_range(2..=20u64) * 1_000,
-            fault_min_ms,
-            fault_max_ms: fault_min_ms + r.random_range(0..=3u64) * p.ttl_ms,
-            pause_max_ms: p.ttl_ms * r.random_range(1..=3u64),
-        }
-    }
-
-    /// Nothing is given up in a run this long.
-    pub fn gives_up_never(&self) -> bool {
-        self.give_up_ms >= GIVE_UP_NEVER_MS
-    }
-}
-
-fn pick(r: &mut ChaCha8Rng, options: &[u64]) -> u64 {
-    options[r.random_range(0..options.len())]
-}
-
-impl fmt::Display for NotifyParams {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.notifiers == 0 {
-            return write!(f, "  notifiers: none");
-        }
-        let eps: Vec<String> = self.endpoints.iter().enumerate().map(|(i, e)| format!("hook{}: {e}", i + 1)).collect();
-        let faults: Vec<String> = self.faults.iter().map(|k| format!("{k:?}")).collect();
-        let give_up = if self.gives_up_never() { "never".to_string() } else { format!("{}ms", self.give_up_ms) };
-        writeln!(
-            f,
-            "  notifiers: {} starting within {}ms, concurrency={} give_up={give_up} retry={}..{}ms claim_recheck={}ms max_pending={} replay_chunk={} max_held={} leave_timeout={}ms store_timeout={}ms send_timeout={}ms",
-            self.notifiers,
-            self.start_max_ms,
-            self.concurrency,
-            self.retry_base_ms,
-            self.retry_max_ms,
-            self.claim_recheck_ms,
-            self.max_pending,
-            self.replay_chunk,
-            self.max_held,
-            self.leave_timeout_ms,
-            self.store_timeout_ms,
-            self.send_timeout_ms
-        )?;
-        writeln!(f, "  endpoints: {}", eps.join("; "))?;
-        write!(
-            f,
-            "  notifier faults on: [{}] every~{}ms lasting {}..{}ms pause<={}ms",
-            faults.join(","),
-            self.fault_every_ms,
-            self.fault_min_ms,
-            self.fault_max_ms,
-            self.pause_max_ms
-        )
-    }
-}
 
 /// What the notifiers did in a run, for reports.
 #[derive(Clone, Debug, Default)]
@@ -1295,7 +1113,7 @@ impl Sim {
                 }
                 // What a worker's output echoed of a probe's credential is scrubbed before the log (invariant
                 // 10 holds the sink to it; this, the notifications).
-                _ if body.contains(super::SECRET) => {
+                _ if body.contains(crate::params::SECRET) => {
                     Some(format!("{what} with a body that shows a credential: {body}"))
                 }
                 Err(e) => Some(format!("{what} with a body that is no notification ({e}): {body}")),
@@ -1599,32 +1417,5 @@ fn brief_output(o: &Output) -> String {
     match o {
         Output::Send(d) => format!("send {} attempt {} ({})", d.webhook_id, d.attempt, d.object),
         other => format!("{other:?}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::world::EndpointKind;
-
-    /// What `scripts/test.sh` sweeps (seeds 1..=200) exercises of the notifiers.
-    #[test]
-    fn the_ci_sweep_runs_notifiers_in_most_seeds_with_every_endpoint_kind_and_fault() {
-        let drawn: Vec<NotifyParams> = (1..=200).map(|seed| Params::draw(seed).notify).collect();
-        let with = drawn.iter().filter(|n| n.notifiers > 0).count();
-        assert!((150..200).contains(&with), "{with} of 200 seeds run notifiers (and some none)");
-        for kind in [EndpointKind::Ok, EndpointKind::Slow, EndpointKind::RateLimited, EndpointKind::Gone] {
-            assert!(drawn.iter().any(|n| n.notifiers > 0 && n.endpoints.iter().any(|e| e.kind == kind)), "{kind:?}");
-        }
-        for connect in [false, true] {
-            let kind = EndpointKind::Failing { connect };
-            assert!(drawn.iter().any(|n| n.notifiers > 0 && n.endpoints.iter().any(|e| e.kind == kind)));
-        }
-        for f in NotifierFault::ALL {
-            assert!(drawn.iter().any(|n| n.notifiers > 0 && n.faults.contains(&f)), "{f:?}");
-        }
-        assert!(drawn.iter().any(|n| n.notifiers == 4) && drawn.iter().any(|n| n.notifiers == 1));
-        assert!(drawn.iter().any(|n| n.notifiers > 0 && !n.gives_up_never()), "some seeds give up");
-        assert!(drawn.iter().any(|n| n.notifiers > 0 && n.max_pending < 100), "some seeds overflow");
     }
 }

@@ -13,7 +13,7 @@
 
 use super::process::Process;
 use super::snapshots::{LostBy, Whose};
-use super::sql::{degraded_event, Answer, Pending, Req, Sql, MARKER};
+use super::sql::{degraded_event, Answer, Pending, Req, Sql};
 use super::{exp, log::brief_entry, Category, Ev, Phase, Sim};
 use crate::params::{mix, stream, FaultKind, Params, Stream};
 use jaque_core::role::{After, Owned};
@@ -239,11 +239,6 @@ impl Sinks {
     pub fn len(&self) -> usize {
         self.procs.len()
     }
-}
-
-/// Whether object `i`'s definition carries what the database refuses (seeds with refused definitions on).
-pub(super) fn refused_def(params: &Params, i: usize) -> bool {
-    params.sinks > 0 && params.sink.refuse_defs && mix(params.seed ^ 0xdef ^ i as u64).is_multiple_of(5)
 }
 
 /// The config every simulated sink runs with: core's defaults, the seed's ttl and batch sizes.
@@ -694,10 +689,12 @@ impl Sim {
         let k = mix(self.params.seed ^ mix(check_id ^ hrw::key(object.as_str()).rotate_left(7)));
         let marked = self.params.sink.refuse > 0.0 && (k % 1000) < (self.params.sink.refuse * 1000.0) as u64;
         // A worker's output may echo the probe's credential (an HTTP client's error names the url it failed on).
-        let echo = super::workload::object_index(object).filter(|i| super::secret_def(*i)).map(|_| super::SECRET);
+        let echo = super::workload::object_index(object)
+            .filter(|i| crate::params::secret_def(*i))
+            .map(|_| crate::params::SECRET);
         format!(
             "{}{} check {check_id}{}",
-            if marked { MARKER } else { "" },
+            if marked { crate::params::MARKER } else { "" },
             state.as_str(),
             echo.map(|s| format!(" as u:{s}")).unwrap_or_default()
         )

@@ -20,15 +20,12 @@
 use super::sink::SinkEv;
 use super::snapshots::LostBy;
 use super::{Category, Ev, Phase, Sim};
-use crate::params::mix;
+use crate::params::{mix, MARKER, SECRET};
 use jaque_core::role::{After, Owned};
 use jaque_core::sink::{self, Batch, EventRow, ObjectRow, StoreError};
 use jaque_core::{hrw, LogEntry, MemberId, ObjectId};
 use rand::Rng;
 use std::collections::BTreeMap;
-
-/// What the database refuses in an output or a definition (think: bytes its encoding cannot hold).
-pub const MARKER: &str = "REFUSE!";
 
 /// A request a sink sent: a transaction or a progress query.
 #[derive(Clone, Debug)]
@@ -283,7 +280,7 @@ impl Sim {
     fn check_commit(&mut self, b: &Batch) {
         let shown =
             b.events.iter().flat_map(|r| [&r.output, &r.definition]).chain(b.objects.iter().map(|r| &r.definition));
-        if let Some(leak) = shown.flatten().find(|text| text.contains(super::SECRET)) {
+        if let Some(leak) = shown.flatten().find(|text| text.contains(SECRET)) {
             let msg = format!("{} stored a probe's credential: {leak}", b.progress.sink);
             return self.fail(Category::Safety, "10 sink", msg);
         }

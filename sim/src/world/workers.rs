@@ -5,51 +5,13 @@
 //! result goes back to the engine that sent it. Without `workers` (the default, and every seed from before
 //! this model) a check is answered after a latency up to its timeout, as if workers had no limit.
 
-use super::workload::first_defs;
 use super::{Ev, Sim};
-use crate::params::{stream, Params, Stream};
+use crate::params::{stream, PoolParams, Stream};
 use jaque_core::backlog::Backlog;
 use jaque_core::{CheckResult, CheckWork, State, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
-
-/// The worker pool of a world.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PoolParams {
-    pub workers: usize,
-    /// Check slots per worker (`-worker-concurrency`).
-    pub slots: usize,
-    /// A check of an object whose truth is critical runs to its timeout, as a connect to a port whose packets
-    /// are dropped does; otherwise it answers after a latency up to its timeout like any other.
-    pub critical_times_out: bool,
-}
-
-impl PoolParams {
-    /// A swarm seed's pool (a stream of its own): half the seeds have none. The pool has `room` times the
-    /// slots its workload keeps busy on average (`busy_slots`), so it keeps up on average, while single
-    /// workers, picked at random per check, and bursts (the first check of every object at once, a takeover's
-    /// catch-up) fill up and make work wait in their backlogs.
-    pub fn draw(p: &Params) -> Option<PoolParams> {
-        let mut r = stream(p.seed, Stream::Params, 7);
-        if r.random_bool(0.5) {
-            return None;
-        }
-        let room = [1.5, 2.0, 4.0][r.random_range(0..3)];
-        let critical_times_out = r.random_bool(0.5);
-        let total = ((busy_slots(p, critical_times_out) * room).ceil() as usize).max(1);
-        let workers = r.random_range(1..=4usize);
-        Some(PoolParams { workers, slots: total.div_ceil(workers), critical_times_out })
-    }
-}
-
-/// How many check slots the objects' first definitions keep busy on average: a check runs for up to its
-/// timeout (half of it on average, all of it when critical and `critical_times_out`; critical is about a
-/// sixth of the simulated truth) once per interval.
-fn busy_slots(p: &Params, critical_times_out: bool) -> f64 {
-    let share = if critical_times_out { 0.5 + 0.5 * 0.15 } else { 0.5 };
-    first_defs(p).1.iter().map(|d| d.timeout_ms as f64 * share / d.interval_ms.max(1) as f64).sum()
-}
 
 /// A check on its way through a worker: which engine incarnation sent it, and the work.
 #[derive(Clone, Debug)]

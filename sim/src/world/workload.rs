@@ -6,10 +6,9 @@
 
 use super::net::Waiter;
 use super::{exp, ms, Ev, Phase, Sim};
-use crate::params::{mix, stream, Params, Stream};
+use crate::params::{draw_def, first_defs, mix, stream, Params, Stream};
 use jaque_core::{
-    hrw, CheckResult, CheckWork, Command, CommandId, CommandKind, Input, ObjectDef, ObjectId, Outcome, Probe, State,
-    Time,
+    hrw, CheckResult, CheckWork, Command, CommandId, CommandKind, Input, ObjectDef, ObjectId, Outcome, State, Time,
 };
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -277,25 +276,4 @@ impl Sim {
 /// The number of an object of the workload's pool (`o<i>`).
 pub(super) fn object_index(id: &ObjectId) -> Option<usize> {
     id.as_str().strip_prefix('o')?.parse().ok()
-}
-
-/// The definitions of the object pool's first puts (`o0`, `o1`, ...), and the workload's stream past them.
-pub(crate) fn first_defs(params: &Params) -> (ChaCha8Rng, Vec<ObjectDef>) {
-    let mut rng = stream(params.seed, Stream::Workload, 0);
-    let defs = (0..params.objects).map(|i| draw_def(&mut rng, params, i)).collect();
-    (rng, defs)
-}
-
-fn draw_def(r: &mut ChaCha8Rng, p: &Params, i: usize) -> ObjectDef {
-    let interval_ms = r.random_range(p.interval_ms.0..=p.interval_ms.1.max(p.interval_ms.0)) / 100 * 100;
-    let interval_ms = interval_ms.max(100);
-    let marker = if super::sink::refused_def(p, i) { super::MARKER } else { "" };
-    // Every fourth object's probe carries a credential (an http url's userinfo), which the log keeps and no
-    // sink row may show (`sql::check_commit`), nor any output the engine writes (its worker echoes it).
-    let probe = if super::secret_def(i) {
-        Probe::Http { url: format!("http://u:{}@{marker}host{i}/", super::SECRET).into(), expect_status: None }
-    } else {
-        Probe::Tcp { addr: format!("{marker}host{i}:80") }
-    };
-    ObjectDef { probe, interval_ms, timeout_ms: r.random_range(1..=interval_ms.min(2_000)) }
 }
