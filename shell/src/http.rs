@@ -149,9 +149,31 @@ async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
     for role in &s.roles {
         text.push_str(&role.metrics().await);
     }
-    metrics::process(&mut process, s.worker);
+    process_metrics(&mut process, s.worker);
     text.push_str(&process.0);
     ([("content-type", "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
+}
+
+/// The process-wide part of `/metrics`: what every process counts, whatever its roles, and the worker's.
+fn process_metrics(out: &mut Exposition, worker: bool) {
+    metrics::expose_wire_errors(out);
+    crate::snapshots::expose(out);
+    crate::coord::expose_followers(out);
+    out.header(
+        "jaque_http_unauthorized_total",
+        "counter",
+        "HTTP requests refused with 401 for a wrong or missing token (-read-token, -write-token, -metrics-token).",
+    );
+    out.sample("jaque_http_unauthorized_total", &[], crate::guard::unauthorized_total());
+    out.header(
+        "jaque_http_connections_refused_total",
+        "counter",
+        "HTTP connections closed before a request: a TLS handshake that failed or took too long.",
+    );
+    out.sample("jaque_http_connections_refused_total", &[], crate::serve::refused_total());
+    if worker {
+        crate::worker::expose(out);
+    }
 }
 
 /// Ready when every part of the process is: the loop holding the log (engine or ui), and each role with a loop

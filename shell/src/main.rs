@@ -45,13 +45,6 @@ use tokio::sync::{mpsc, watch};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-/// Ends the process on a failure it cannot go on from (the data directory can no longer be written): logged,
-/// exit 1, so a supervisor restarts it.
-pub fn fatal(msg: &str) -> ! {
-    tracing::error!("{msg}");
-    std::process::exit(1)
-}
-
 fn main() -> ExitCode {
     let argv = cli::normalize_args(std::env::args());
     let args = match cli::Args::try_parse_from(argv) {

@@ -1,25 +1,13 @@
-//! Prometheus text exposition. The page's names are a contract: `jaque_engine_stale_epoch_total`,
-//! `jaque_engine_commands_forwarded_total{outcome}`, `jaque_engine_not_owned_total`. Process-wide counters
-//! (wire errors, worker checks) live here as atomics; the engine's come from its own counters.
+//! Prometheus text exposition, and the one counter every part of the process shares: messages that could not
+//! be decoded. The page's names are a contract: `jaque_engine_stale_epoch_total`,
+//! `jaque_engine_commands_forwarded_total{outcome}`, `jaque_engine_not_owned_total`. Each part of the process
+//! exposes its own metrics beside its code (a role's from its core's counters); the HTTP side puts them together.
 
-use jaque_core::{Lateness, LATENESS_BOUNDS_MS};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 static WIRE_ERRORS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
-pub static WORKER_CHECKS: [AtomicU64; 5] =
-    [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
-/// Bytes of plugin output past `plugins::OUTPUT_MAX`, read and dropped.
-pub static PLUGIN_OUTPUT_DISCARDED: AtomicU64 = AtomicU64::new(0);
-/// Check work a worker took and dropped unstarted: the engine had stopped waiting for its result.
-pub static WORKER_CHECKS_EXPIRED: AtomicU64 = AtomicU64::new(0);
-/// Check work a worker took and has not started yet: every slot was busy.
-pub static WORKER_CHECKS_WAITING: AtomicU64 = AtomicU64::new(0);
-/// How long the checks a worker started waited for a slot, from when it took them.
-pub static WORKER_CHECK_WAIT: Mutex<Lateness> =
-    Mutex::new(Lateness { buckets: [0; LATENESS_BOUNDS_MS.len() + 1], count: 0, sum_ms: 0, max_ms: 0 });
 
 /// Counts a message that could not be decoded and was skipped.
 pub fn wire_error(what: &'static str) {
@@ -71,8 +59,8 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// The process-wide part of /metrics.
-pub fn process(out: &mut Exposition, worker: bool) {
+/// `jaque_wire_decode_errors_total{what}`: the messages this process could not decode, by kind.
+pub fn expose_wire_errors(out: &mut Exposition) {
     out.header("jaque_wire_decode_errors_total", "counter", "Messages that could not be decoded and were skipped.");
     let errors = WIRE_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if errors.is_empty() {
@@ -80,53 +68,5 @@ pub fn process(out: &mut Exposition, worker: bool) {
     }
     for (what, n) in errors {
         out.sample("jaque_wire_decode_errors_total", &[("what", what)], n);
-    }
-    crate::snapshots::expose(out);
-    crate::coord::expose_followers(out);
-    out.header(
-        "jaque_http_unauthorized_total",
-        "counter",
-        "HTTP requests refused with 401 for a wrong or missing token (-read-token, -write-token, -metrics-token).",
-    );
-    out.sample("jaque_http_unauthorized_total", &[], crate::guard::unauthorized_total());
-    out.header(
-        "jaque_http_connections_refused_total",
-        "counter",
-        "HTTP connections closed before a request: a TLS handshake that failed or took too long.",
-    );
-    out.sample("jaque_http_connections_refused_total", &[], crate::serve::refused_total());
-    if worker {
-        out.header("jaque_worker_checks_total", "counter", "Checks this worker ran, by resulting state.");
-        for (i, state) in ["pending", "ok", "warning", "critical", "unknown"].iter().enumerate().skip(1) {
-            out.sample("jaque_worker_checks_total", &[("state", state)], WORKER_CHECKS[i].load(Ordering::Relaxed));
-        }
-        out.one(
-            "jaque_worker_checks_waiting",
-            "gauge",
-            "Checks this worker took and has not started: every one of its -worker-concurrency slots is busy.",
-            WORKER_CHECKS_WAITING.load(Ordering::Relaxed),
-        );
-        let wait = WORKER_CHECK_WAIT.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        out.histogram_ms(
-            "jaque_worker_check_wait_seconds",
-            "How long the checks this worker started waited for a free slot, from when it took them: the part of \
-             a check's delay the engine's start lateness does not see.",
-            &LATENESS_BOUNDS_MS,
-            &wait.buckets,
-            wait.sum_ms,
-        );
-        out.one(
-            "jaque_worker_checks_expired_total",
-            "counter",
-            "Checks this worker took but did not start: older than their timeout plus the engine's 2 s grace, \
-             the engine had stopped waiting for their result (more work than the worker runs, for that long).",
-            WORKER_CHECKS_EXPIRED.load(Ordering::Relaxed),
-        );
-        out.one(
-            "jaque_worker_plugin_output_discarded_bytes_total",
-            "counter",
-            "Bytes of exec plugin output past the 64 KiB a worker reads, discarded.",
-            PLUGIN_OUTPUT_DISCARDED.load(Ordering::Relaxed),
-        );
     }
 }

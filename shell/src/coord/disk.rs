@@ -30,7 +30,7 @@
 //! later frame after it (damage, not an interrupted append), is refused (exit 2) with the file and the offset:
 //! the process never drops silently what it may have acknowledged.
 
-use crate::snapshots::SnapshotBytes;
+use super::snapshot::{SnapshotBytes, SNAPSHOTS_KEPT};
 use jaque_core::wire;
 use jaque_core::LogEntry;
 use std::collections::BTreeMap;
@@ -41,14 +41,19 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use tokio::sync::{oneshot, watch};
 
+/// Ends the process on a failure it cannot go on from (the data directory can no longer be written): logged,
+/// exit 1, so a supervisor restarts it.
+fn fatal(msg: &str) -> ! {
+    tracing::error!("{msg}");
+    std::process::exit(1)
+}
+
 const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 const FRAME_HEADER: usize = 8;
 /// A segment is closed once it holds this much, whatever the snapshots do.
 const SEGMENT_BYTES: u64 = 64 << 20;
 /// `records` is rewritten once it is this large and four times the size of its live records.
 const RECORDS_REWRITE_BYTES: u64 = 1 << 20;
-/// How many snapshots stay on disk: the newest, and one before it for a reader that is loading it.
-const SNAPSHOTS_KEPT: usize = super::memory::SNAPSHOTS_KEPT;
 
 /// A data directory, locked and read, before its writer starts.
 pub struct DataDir {
@@ -259,7 +264,7 @@ impl DataDir {
             .name("jaque-data-dir".into())
             .spawn(move || {
                 if let Err(e) = writer.run(lock, rx, mark_tx, synced) {
-                    crate::fatal(&format!(
+                    fatal(&format!(
                         "-data-dir {shown}: writing failed: {e}; stopping (what was acknowledged is on disk; free \
                          space or fix the disk, then start again)"
                     ));

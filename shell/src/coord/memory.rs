@@ -5,8 +5,8 @@
 //! events from the map (and drops them), so the log holds what the retention keeps plus the epoch records.
 
 use super::disk::{DataDir, DiskLog, Durable, Freed};
-use super::{key, observe, LogEvent, MemberEvent};
-use crate::snapshots::SnapshotBytes;
+use super::events::{key, observe, LogEvent, MemberEvent};
+use super::snapshot::{SnapshotBytes, SNAPSHOTS_KEPT};
 use jaque_core::wire::{self, Heartbeat};
 use jaque_core::{Bucket, EpochRecord, LogEntry, MemberRef};
 use std::collections::{BTreeMap, VecDeque};
@@ -48,9 +48,6 @@ struct MemInner {
 /// Log entries a follower holds for its role before it waits, and how many it reads from the log at a time.
 const LOG_FOLLOWER_BUFFER: usize = 1024;
 const FOLLOW_BATCH: usize = 256;
-
-/// How many snapshots the store keeps: the newest, and one before it for a reader that is loading it.
-pub(crate) const SNAPSHOTS_KEPT: usize = 2;
 
 impl MemInner {
     /// Appends an entry at the next position: handed to every follower at once, or with a data directory once

@@ -4,61 +4,23 @@
 //! ui run the same code path over either.
 
 mod disk;
+mod events;
 mod memory;
 mod nats;
+mod snapshot;
 
 pub use disk::DataDir;
+pub use events::{key, Events, LogEvent, MemberEvent};
 pub use memory::MemStore;
 pub use nats::{expose_followers, NatsCoord, EVENT_SUBJECT};
+pub use snapshot::SnapshotBytes;
 
-use crate::metrics;
-use crate::snapshots::SnapshotBytes;
 use async_nats::jetstream::{self, message::PublishMessage};
 use jaque_core::wire;
-use jaque_core::{Bucket, EpochRecord, Event, LogEntry, MemberChange, MemberId, MemberObservation, MemberRef};
+use jaque_core::{Bucket, EpochRecord, Event, LogEntry, MemberRef};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc::{self, UnboundedReceiver};
-
-/// The receiving end of a log follower, bounded: a NATS consumer is not polled while the role is behind (the
-/// server's flow control holds the rest), and an in-process follower reads the log itself, so a role that is
-/// behind leaves its backlog in the log, not in its memory.
-pub type Events<T> = mpsc::Receiver<T>;
-
-/// What a membership watcher reports. A watch that is lost is made again (NATS), so the sequence is: a
-/// snapshot, changes, and after a `Lost` (perhaps several, while the store is away) a fresh snapshot again.
-#[derive(Debug)]
-pub enum MemberEvent {
-    /// The last change of every member key in the store when the watch was made (a put, or a delete or expiry
-    /// marker while it lives), in revision order, and `upto`, the store's revision just before it was read:
-    /// every later change has a higher one (`LiveSet::resync`).
-    Snapshot { observed: Vec<MemberObservation>, upto: u64 },
-    /// A change after the snapshot, in revision order.
-    Observed(MemberObservation),
-    /// The watch was lost, or could not be made again yet (`error`); a fresh snapshot follows once it is.
-    Lost { error: String },
-}
-
-/// What a log follower reports: every entry in log order, and the end of the backlog present when its
-/// consumer was made. A follower that is lost is made again from the position after the last one it
-/// delivered (NATS), so after a `Lost` (perhaps several) the entries go on and `CaughtUp` comes again.
-#[derive(Clone, Debug)]
-pub enum LogEvent {
-    Entry {
-        seq: u64,
-        entry: LogEntry,
-    },
-    /// The entry at `seq` does not decode (counted and logged): readers pass over it.
-    Unreadable {
-        seq: u64,
-    },
-    CaughtUp,
-    /// The follower was lost, or could not be made again yet (`error`); it follows again from `from`.
-    Lost {
-        from: u64,
-        error: String,
-    },
-}
+use tokio::sync::mpsc::UnboundedReceiver;
 
 #[derive(Clone)]
 pub enum Coordination {
@@ -225,35 +187,4 @@ impl AppendAck {
             AppendAck::Nats(f) => f.await.map(|_| ()).map_err(|e| e.to_string()),
         }
     }
-}
-
-/// The page's key name: `membership/<id>`, `sink/membership/<id>`, `notifier/membership/<id>`.
-pub fn key(bucket: Bucket, id: &MemberId) -> String {
-    format!("{}{}", bucket.prefix(), id)
-}
-
-/// A key's change as an observation, or `None` for a key that is not a member key (counted).
-pub(crate) fn observe(rev: u64, key: &str, up: Option<&[u8]>) -> Option<MemberObservation> {
-    let Some((bucket, id)) = Bucket::split_key(key) else {
-        metrics::wire_error("membership key");
-        return None;
-    };
-    let change = match up {
-        Some(bytes) => match wire::decode_heartbeat(id, bytes) {
-            Ok(m) => MemberChange::Up(m),
-            Err(e) => {
-                tracing::warn!(key, error = %e, "skipping a malformed heartbeat");
-                metrics::wire_error("heartbeat");
-                return None;
-            }
-        },
-        None => match MemberId::new(id) {
-            Ok(id) => MemberChange::Down(id),
-            Err(_) => {
-                metrics::wire_error("membership key");
-                return None;
-            }
-        },
-    };
-    Some(MemberObservation { bucket, rev, change })
 }

@@ -1,10 +1,10 @@
 //! The JetStream store of `-coordination nats://`: the membership KV bucket, the log stream and the snapshots'
 //! object store.
 
-use super::{key, observe, Events, LogEvent, MemberEvent};
+use super::events::{key, observe, Events, LogEvent, MemberEvent};
+use super::snapshot::{SnapshotBytes, SNAPSHOTS_KEPT};
 use crate::metrics::{self, Exposition};
 use crate::nats::{self, NatsLink};
-use crate::snapshots::SnapshotBytes;
 use async_nats::jetstream::{self, consumer, context::PublishErrorKind, message::PublishMessage, object_store, stream};
 use futures_util::StreamExt;
 use jaque_core::backoff::Backoff;
@@ -37,8 +37,6 @@ pub struct NatsCoord {
 
 /// The object store bucket of reader snapshots: one object per snapshot, named by its position.
 pub const SNAPSHOT_BUCKET: &str = "jaque_snapshots";
-/// How many snapshots the bucket keeps: the newest, and the one before it for a reader still loading it.
-const SNAPSHOTS_KEPT: usize = super::memory::SNAPSHOTS_KEPT;
 
 fn snapshot_name(position: u64) -> String {
     format!("reader-{position:020}")
