@@ -1,17 +1,24 @@
 //! The sink's store (`-sink-store`): SQLite (a file, the default) or PostgreSQL, through sqlx without macros.
 //! It owns the schema — a public contract, documented in the README — and the statements the core's `Batch`
-//! and `QueryProgress` become, and it sorts database failures into the core's two kinds: `Unavailable` (the
-//! same again after a backoff) and `Refused` (the data; the core narrows the batch down). It also answers the
-//! ui's history queries. Passwords never reach a log line or an error: every message goes through `scrub`.
+//! and `QueryProgress` become, each written once over a `Dialect` (what the two databases write differently),
+//! and it sorts database failures into the core's two kinds: `Unavailable` (the same again after a backoff) and
+//! `Refused` (the data; the core narrows the batch down). It also answers the ui's history queries. Passwords
+//! never reach a log line or an error: every message goes through `scrub`.
 
 use jaque_core::secret::redact_urls_in;
 use jaque_core::sink::{Batch, EventRow, ObjectRow, StoreError};
-use jaque_core::ObjectId;
+use jaque_core::time::rfc3339_millis;
+use jaque_core::{ObjectId, Time};
 use serde::Serialize;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
-use sqlx::{PgPool, QueryBuilder, Row, SqlitePool};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
+use sqlx::{
+    ColumnIndex, Database, Decode, Encode, FromRow, PgPool, Pool, Postgres, QueryBuilder, Row, Sqlite, SqlitePool,
+    Transaction, Type,
+};
 use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -195,11 +202,6 @@ fn u64_of(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-/// Unix milliseconds as the SQLite column holds them: RFC 3339, UTC, milliseconds (sorts as text).
-pub fn rfc3339_millis(ms: u64) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
-}
-
 /// An RFC 3339 timestamp as Unix milliseconds, rounded up (so `at >= since` in milliseconds is exact).
 pub fn parse_rfc3339_ms(s: &str) -> Result<u64, String> {
     let t = humantime::parse_rfc3339(s)
@@ -218,69 +220,301 @@ const DDL: [&str; 4] = [
     "CREATE TABLE IF NOT EXISTS sink_progress (sink TEXT PRIMARY KEY, position BIGINT NOT NULL, updated_at {TS})",
 ];
 
-const OBJECTS_UPSERT: &str = " ON CONFLICT (object) DO UPDATE SET state = excluded.state, \
-     definition = excluded.definition, paused = excluded.paused, acknowledged = excluded.acknowledged, \
-     deleted = excluded.deleted, last_seq = excluded.last_seq WHERE objects.last_seq <= excluded.last_seq";
-
 const HISTORY_COLUMNS: &str =
     "seq, type, epoch, writer, writer_incarnation, from_state, to_state, output, command_id, definition";
 
-/// The event rows of one statement, `at` written by `at` (SQLite: text; PostgreSQL: from milliseconds).
-macro_rules! push_events {
-    ($qb:expr, $rows:expr, $at:expr) => {
-        $qb.push(
-            "INSERT INTO events (seq, object, epoch, writer, writer_incarnation, at, type, from_state, to_state, \
-             output, command_id, definition) ",
-        );
-        $qb.push_values($rows, |mut b, r: &EventRow| {
-            b.push_bind(i64_of(r.seq))
-                .push_bind(r.object.to_string())
-                .push_bind(i64_of(r.epoch))
-                .push_bind(r.writer.to_string())
-                .push_bind(i64_of(r.writer_incarnation));
-            $at(&mut b, r.at.as_millis());
-            b.push_bind(r.kind.to_string())
-                .push_bind(r.from_state.map(|s| s.as_str().to_string()))
-                .push_bind(r.to_state.map(|s| s.as_str().to_string()))
-                .push_bind(r.output.clone())
-                .push_bind(r.command_id.as_ref().map(|c| c.to_string()))
-                .push_bind(r.definition.clone());
-        });
-        $qb.push(" ON CONFLICT (seq) DO NOTHING");
-    };
+/// What the two databases write differently, so that each statement below is written once: the type of a
+/// timestamp column and how a time goes into one and comes out, how a transaction that writes begins, how
+/// sinks starting together create the schema once, and which error codes are the data's fault. (An upsert is
+/// `ON CONFLICT ... DO UPDATE` in both: `upsert`.)
+trait Dialect: Database {
+    /// The type of the timestamp columns (`at`, `updated_at`).
+    const TIMESTAMP: &'static str;
+    /// A time in a statement: `TIME.0`, the bound `time(ms)`, `TIME.1`.
+    const TIME: (&'static str, &'static str);
+    type Time: for<'q> Encode<'q, Self> + Type<Self> + Send + 'static;
+    fn time(ms: u64) -> Self::Time;
+    /// The current time, as a timestamp column holds it.
+    const NOW: &'static str;
+    /// The `at` column as a history query selects it, and `at_of`: what it selected, as RFC 3339 (UTC, ms).
+    const AT: &'static str;
+    fn at_of(row: &Self::Row) -> Result<String, sqlx::Error>;
+    /// The statement that begins a transaction that writes (`None`: the driver's own `BEGIN`).
+    const BEGIN: Option<&'static str>;
+    /// What the transaction that creates the schema runs first, so that sinks starting together create it once.
+    fn schema_lock() -> Vec<String>;
+    /// Whether a database error's code says the data was refused (rather than the store being unavailable).
+    fn refused(code: &str) -> bool;
+    /// Runs the statement `qb` built on `conn` (`persistent`: kept prepared for the next time).
+    fn execute<'a>(
+        qb: QueryBuilder<'a, Self>,
+        persistent: bool,
+        conn: &'a mut Self::Connection,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+    /// The rows the query `qb` built selects, read on `conn`.
+    fn fetch_all<'a>(
+        qb: QueryBuilder<'a, Self>,
+        conn: &'a mut Self::Connection,
+    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send + 'a;
 }
 
-macro_rules! push_objects {
-    ($qb:expr, $rows:expr) => {
-        $qb.push("INSERT INTO objects (object, state, definition, paused, acknowledged, deleted, last_seq) ");
-        $qb.push_values($rows, |mut b, o: &ObjectRow| {
-            b.push_bind(o.object.to_string())
-                .push_bind(o.state.map(|s| s.as_str().to_string()))
-                .push_bind(o.definition.clone())
-                .push_bind(o.paused)
-                .push_bind(o.acknowledged)
-                .push_bind(o.deleted)
-                .push_bind(i64_of(o.last_seq));
-        });
-        $qb.push(OBJECTS_UPSERT);
-    };
-}
-
-macro_rules! push_in {
-    ($qb:expr, $objects:expr) => {
-        $qb.push("SELECT object, max(seq) FROM events WHERE object IN (");
-        let mut list = $qb.separated(", ");
-        for o in $objects {
-            list.push_bind(o.to_string());
+/// How a built statement runs: the same text for both drivers, compiled for each, because a builder may be
+/// dropped only once its arguments are no longer borrowed, which the compiler can see of each driver's
+/// arguments and not of any `Database`'s.
+macro_rules! run_statements {
+    () => {
+        async fn execute<'a>(
+            mut qb: QueryBuilder<'a, Self>,
+            persistent: bool,
+            conn: &'a mut Self::Connection,
+        ) -> Result<(), sqlx::Error> {
+            qb.build().persistent(persistent).execute(conn).await.map(drop)
         }
-        $qb.push(") GROUP BY object");
+
+        async fn fetch_all<'a>(
+            mut qb: QueryBuilder<'a, Self>,
+            conn: &'a mut Self::Connection,
+        ) -> Result<Vec<Self::Row>, sqlx::Error> {
+            qb.build().fetch_all(conn).await
+        }
     };
+}
+
+/// PostgreSQL: timestamps are `TIMESTAMPTZ`, written from milliseconds and read back as milliseconds.
+impl Dialect for Postgres {
+    const TIMESTAMP: &'static str = "TIMESTAMPTZ";
+    const TIME: (&'static str, &'static str) = ("to_timestamp(", "::float8 / 1000)");
+    type Time = i64;
+    fn time(ms: u64) -> i64 {
+        i64_of(ms)
+    }
+    const NOW: &'static str = "now()";
+    const AT: &'static str = "(extract(epoch FROM at) * 1000)::int8 AS at_ms";
+    fn at_of(row: &PgRow) -> Result<String, sqlx::Error> {
+        Ok(rfc3339_millis(Time(u64_of(row.try_get("at_ms")?))))
+    }
+    const BEGIN: Option<&'static str> = None;
+    fn schema_lock() -> Vec<String> {
+        // No "already exists, skipping" notice in the log at every start.
+        vec![format!("SELECT pg_advisory_xact_lock({SCHEMA_LOCK})"), "SET LOCAL client_min_messages = warning".into()]
+    }
+    /// SQLSTATE classes 22 (data exception) and 23 (integrity constraint), and 54 (too big).
+    fn refused(code: &str) -> bool {
+        ["22", "23", "54"].iter().any(|class| code.starts_with(class))
+    }
+    run_statements!();
+}
+
+/// SQLite: timestamps are RFC 3339 text in UTC with milliseconds, which sorts as the times do.
+impl Dialect for Sqlite {
+    const TIMESTAMP: &'static str = "TEXT";
+    const TIME: (&'static str, &'static str) = ("", "");
+    type Time = String;
+    fn time(ms: u64) -> String {
+        rfc3339_millis(Time(ms))
+    }
+    const NOW: &'static str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+    const AT: &'static str = "at";
+    fn at_of(row: &SqliteRow) -> Result<String, sqlx::Error> {
+        row.try_get("at")
+    }
+    /// IMMEDIATE takes the write lock at once: two processes on one file create the tables once, and a
+    /// transaction never fails halfway for a lock it could not upgrade.
+    const BEGIN: Option<&'static str> = Some("BEGIN IMMEDIATE");
+    fn schema_lock() -> Vec<String> {
+        vec![]
+    }
+    /// The extended result code's low byte, the primary code: too big, constraint, mismatch, range.
+    fn refused(code: &str) -> bool {
+        code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 18 | 19 | 20 | 25))
+    }
+    run_statements!();
+}
+
+/// ` ON CONFLICT (key) DO UPDATE SET` each of `columns` to the row being inserted, only `when` that holds of the
+/// row already there.
+fn upsert(key: &str, columns: &[&str], when: Option<&str>) -> String {
+    let set: Vec<String> = columns.iter().map(|c| format!("{c} = excluded.{c}")).collect();
+    let when = when.map(|w| format!(" WHERE {w}")).unwrap_or_default();
+    format!(" ON CONFLICT ({key}) DO UPDATE SET {}{when}", set.join(", "))
 }
 
 /// Same-sequence rows once (a resume may hand a row out twice): a multi-row statement then stays simple.
 fn unique_events(b: &Batch) -> Vec<&EventRow> {
     let mut seen = std::collections::BTreeSet::new();
     b.events.iter().filter(|r| seen.insert(r.seq)).collect()
+}
+
+/// The statements, each written once for either database.
+struct Statements<DB>(PhantomData<DB>);
+
+impl<DB: Dialect> Statements<DB>
+where
+    for<'q> DB::Arguments<'q>: Default,
+    for<'q> i32: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> bool: Encode<'q, DB> + Type<DB>,
+    for<'q> String: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<String>: Encode<'q, DB> + Type<DB>,
+    for<'r> (Option<i32>,): FromRow<'r, DB::Row>,
+    for<'r> (String, i64): FromRow<'r, DB::Row>,
+    for<'a> &'a str: ColumnIndex<DB::Row>,
+    for<'a> i64: Decode<'a, DB>,
+    for<'a> String: Decode<'a, DB>,
+    for<'a> Option<String>: Decode<'a, DB>,
+{
+    async fn begin(pool: &Pool<DB>) -> Result<Transaction<'static, DB>, sqlx::Error> {
+        match DB::BEGIN {
+            Some(statement) => pool.begin_with(statement).await,
+            None => pool.begin().await,
+        }
+    }
+
+    /// The version found (None: a new store, now created). Newer versions are left alone.
+    async fn schema(pool: &Pool<DB>) -> Result<Option<i32>, sqlx::Error> {
+        let mut tx = Self::begin(pool).await?;
+        for statement in DB::schema_lock() {
+            DB::execute(QueryBuilder::new(statement), true, &mut tx).await?;
+        }
+        let create = "CREATE TABLE IF NOT EXISTS jaque_schema (version INTEGER NOT NULL)";
+        DB::execute(QueryBuilder::new(create), true, &mut tx).await?;
+        let rows = DB::fetch_all(QueryBuilder::new("SELECT max(version) FROM jaque_schema"), &mut tx).await?;
+        let found = match rows.first() {
+            Some(row) => <(Option<i32>,)>::from_row(row)?.0,
+            None => None,
+        };
+        if found.is_none() {
+            for ddl in DDL {
+                DB::execute(QueryBuilder::new(ddl.replace("{TS}", DB::TIMESTAMP)), true, &mut tx).await?;
+            }
+            let mut insert = QueryBuilder::new("INSERT INTO jaque_schema (version) VALUES (");
+            insert.push_bind(SCHEMA_VERSION).push(")");
+            DB::execute(insert, true, &mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(found)
+    }
+
+    /// One transaction: the event rows, the object rows, the sink's progress.
+    async fn write(pool: &Pool<DB>, b: &Batch) -> Result<(), sqlx::Error> {
+        let mut tx = Self::begin(pool).await?;
+        let events = unique_events(b);
+        for chunk in events.chunks(EVENTS_PER_STATEMENT) {
+            let mut qb = QueryBuilder::<DB>::new(
+                "INSERT INTO events (seq, object, epoch, writer, writer_incarnation, at, type, from_state, to_state, \
+                 output, command_id, definition) ",
+            );
+            qb.push_values(chunk.iter().copied(), |mut b, r: &EventRow| {
+                b.push_bind(i64_of(r.seq))
+                    .push_bind(r.object.to_string())
+                    .push_bind(i64_of(r.epoch))
+                    .push_bind(r.writer.to_string())
+                    .push_bind(i64_of(r.writer_incarnation))
+                    .push(DB::TIME.0)
+                    .push_bind_unseparated(DB::time(r.at.as_millis()))
+                    .push_unseparated(DB::TIME.1)
+                    .push_bind(r.kind.to_string())
+                    .push_bind(r.from_state.map(|s| s.as_str().to_string()))
+                    .push_bind(r.to_state.map(|s| s.as_str().to_string()))
+                    .push_bind(r.output.clone())
+                    .push_bind(r.command_id.as_ref().map(|c| c.to_string()))
+                    .push_bind(r.definition.clone());
+            });
+            qb.push(" ON CONFLICT (seq) DO NOTHING");
+            DB::execute(qb, is_full(chunk, EVENTS_PER_STATEMENT), &mut tx).await?;
+        }
+        for chunk in b.objects.chunks(OBJECTS_PER_STATEMENT) {
+            let mut qb = QueryBuilder::<DB>::new(
+                "INSERT INTO objects (object, state, definition, paused, acknowledged, deleted, last_seq) ",
+            );
+            qb.push_values(chunk, |mut b, o: &ObjectRow| {
+                b.push_bind(o.object.to_string())
+                    .push_bind(o.state.map(|s| s.as_str().to_string()))
+                    .push_bind(o.definition.clone())
+                    .push_bind(o.paused)
+                    .push_bind(o.acknowledged)
+                    .push_bind(o.deleted)
+                    .push_bind(i64_of(o.last_seq));
+            });
+            let columns = ["state", "definition", "paused", "acknowledged", "deleted", "last_seq"];
+            qb.push(upsert("object", &columns, Some("objects.last_seq <= excluded.last_seq")));
+            DB::execute(qb, is_full(chunk, OBJECTS_PER_STATEMENT), &mut tx).await?;
+        }
+        let mut progress = QueryBuilder::<DB>::new("INSERT INTO sink_progress (sink, position, updated_at) VALUES (");
+        progress.push_bind(b.progress.sink.to_string()).push(", ").push_bind(i64_of(b.progress.position));
+        progress.push(format!(", {})", DB::NOW)).push(upsert("sink", &["position", "updated_at"], None));
+        DB::execute(progress, true, &mut tx).await?;
+        tx.commit().await
+    }
+
+    /// Each object's last stored log position, for objects in one `IN` list.
+    async fn last_seqs(pool: &Pool<DB>, objects: &[ObjectId]) -> Result<Vec<(String, i64)>, sqlx::Error> {
+        let mut qb = QueryBuilder::<DB>::new("SELECT object, max(seq) FROM events WHERE object IN (");
+        let mut list = qb.separated(", ");
+        for o in objects {
+            list.push_bind(o.to_string());
+        }
+        qb.push(") GROUP BY object");
+        let rows = DB::fetch_all(qb, &mut *pool.acquire().await?).await?;
+        rows.iter().map(<(String, i64)>::from_row).collect()
+    }
+
+    /// One page of an object's history, newest first: `q.limit` events and one more if there is more.
+    async fn history(pool: &Pool<DB>, q: &HistoryQuery) -> Result<Vec<HistoryEvent>, sqlx::Error> {
+        let mut qb =
+            QueryBuilder::<DB>::new(format!("SELECT {HISTORY_COLUMNS}, {} FROM events WHERE object = ", DB::AT));
+        qb.push_bind(q.object.to_string());
+        if let Some(b) = q.before {
+            qb.push(" AND seq < ").push_bind(i64_of(b));
+        }
+        if let Some(s) = q.since_ms {
+            qb.push(" AND at >= ").push(DB::TIME.0).push_bind(DB::time(s)).push(DB::TIME.1);
+        }
+        if let Some(u) = q.until_ms {
+            qb.push(" AND at < ").push(DB::TIME.0).push_bind(DB::time(u)).push(DB::TIME.1);
+        }
+        qb.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::try_from(q.limit + 1).unwrap_or(i64::MAX));
+        let rows = DB::fetch_all(qb, &mut *pool.acquire().await?).await?;
+        rows.iter().map(|row| history_event(row, DB::at_of(row)?)).collect()
+    }
+}
+
+/// A row of a history query as the API shows it; `at` already read as RFC 3339.
+fn history_event<R: Row>(row: &R, at: String) -> Result<HistoryEvent, sqlx::Error>
+where
+    for<'a> &'a str: sqlx::ColumnIndex<R>,
+    for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+{
+    // Rows are written redacted (`sink::definition_json`, the engine's scrub of outputs); rows written by an
+    // older jaque are redacted here, so the history API never shows a credential either way.
+    let definition: Option<String> = row.try_get("definition")?;
+    let definition = definition.map(|d| redact_urls_in(&d).into_owned());
+    let output: Option<String> = row.try_get("output")?;
+    Ok(HistoryEvent {
+        seq: u64_of(row.try_get("seq")?),
+        at,
+        kind: row.try_get("type")?,
+        epoch: u64_of(row.try_get("epoch")?),
+        writer: row.try_get("writer")?,
+        writer_incarnation: u64_of(row.try_get("writer_incarnation")?),
+        from_state: row.try_get("from_state")?,
+        to_state: row.try_get("to_state")?,
+        output: output.map(|o| redact_urls_in(&o).into_owned()),
+        command_id: row.try_get("command_id")?,
+        definition: definition.map(|d| serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d))),
+    })
+}
+
+/// Runs `$body` with `$pool` the store's pool, whichever database it is: the one place the two part.
+macro_rules! on_pool {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match $db {
+            Db::Postgres($pool) => $body,
+            Db::Sqlite($pool) => $body,
+        }
+    };
 }
 
 impl Store {
@@ -333,9 +567,8 @@ impl Store {
             sqlx::Error::Database(db) => {
                 let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
                 match self.db {
-                    Db::Postgres(_) => ["22", "23", "54"].iter().any(|class| code.starts_with(class)),
-                    // SQLite's extended result code; its low byte is the primary code.
-                    Db::Sqlite(_) => code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 18 | 19 | 20 | 25)),
+                    Db::Postgres(_) => Postgres::refused(&code),
+                    Db::Sqlite(_) => Sqlite::refused(&code),
                 }
             }
             sqlx::Error::Encode(_) => true,
@@ -359,11 +592,8 @@ impl Store {
         if self.schema_ready.load(Ordering::Acquire) {
             return Ok(());
         }
-        let version = match &self.db {
-            Db::Postgres(pool) => self.schema_pg(pool).await,
-            Db::Sqlite(pool) => self.schema_sqlite(pool).await,
-        }
-        .map_err(|e| SchemaError::Unavailable(self.classify(e)))?;
+        let version = on_pool!(&self.db, pool => Statements::schema(pool).await)
+            .map_err(|e| SchemaError::Unavailable(self.classify(e)))?;
         match version {
             Some(v) if v > SCHEMA_VERSION => Err(SchemaError::Fatal(format!(
                 "the store {} has schema version {v}, newer than this build of jaque knows ({SCHEMA_VERSION}): \
@@ -377,126 +607,18 @@ impl Store {
         }
     }
 
-    /// The version found (None: a new store, now created). Newer versions are left alone.
-    async fn schema_pg(&self, pool: &PgPool) -> Result<Option<i32>, sqlx::Error> {
-        let mut tx = pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(SCHEMA_LOCK).execute(&mut *tx).await?;
-        // No "already exists, skipping" notice in the log at every start.
-        sqlx::query("SET LOCAL client_min_messages = warning").execute(&mut *tx).await?;
-        sqlx::query("CREATE TABLE IF NOT EXISTS jaque_schema (version INTEGER NOT NULL)").execute(&mut *tx).await?;
-        let found: Option<i32> =
-            sqlx::query_scalar("SELECT max(version) FROM jaque_schema").fetch_one(&mut *tx).await?;
-        if found.is_none() {
-            for ddl in DDL {
-                sqlx::query(&ddl.replace("{TS}", "TIMESTAMPTZ")).execute(&mut *tx).await?;
-            }
-            sqlx::query("INSERT INTO jaque_schema (version) VALUES ($1)")
-                .bind(SCHEMA_VERSION)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(found)
-    }
-
-    async fn schema_sqlite(&self, pool: &SqlitePool) -> Result<Option<i32>, sqlx::Error> {
-        // IMMEDIATE takes the write lock at once: two processes on one file create the tables once.
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query("CREATE TABLE IF NOT EXISTS jaque_schema (version INTEGER NOT NULL)").execute(&mut *tx).await?;
-        let found: Option<i32> =
-            sqlx::query_scalar("SELECT max(version) FROM jaque_schema").fetch_one(&mut *tx).await?;
-        if found.is_none() {
-            for ddl in DDL {
-                sqlx::query(&ddl.replace("{TS}", "TEXT")).execute(&mut *tx).await?;
-            }
-            sqlx::query("INSERT INTO jaque_schema (version) VALUES (?)").bind(SCHEMA_VERSION).execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(found)
-    }
-
     /// One transaction: the event rows (a `seq` already there is left alone), the object rows (only over an
     /// older one), and the sink's progress.
     pub async fn write(&self, b: &Batch) -> Result<(), StoreError> {
-        let r = match &self.db {
-            Db::Postgres(pool) => self.write_pg(pool, b).await,
-            Db::Sqlite(pool) => self.write_sqlite(pool, b).await,
-        };
-        r.map_err(|e| self.classify(e))
-    }
-
-    async fn write_pg(&self, pool: &PgPool, b: &Batch) -> Result<(), sqlx::Error> {
-        let mut tx = pool.begin().await?;
-        let events = unique_events(b);
-        for chunk in events.chunks(EVENTS_PER_STATEMENT) {
-            let mut qb = QueryBuilder::<sqlx::Postgres>::new("");
-            let at = |b: &mut sqlx::query_builder::Separated<'_, '_, sqlx::Postgres, &str>, ms: u64| {
-                b.push("to_timestamp(").push_bind_unseparated(i64_of(ms)).push_unseparated("::float8 / 1000)");
-            };
-            push_events!(qb, chunk.iter().copied(), at);
-            qb.build().persistent(is_full(chunk, EVENTS_PER_STATEMENT)).execute(&mut *tx).await?;
-        }
-        for chunk in b.objects.chunks(OBJECTS_PER_STATEMENT) {
-            let mut qb = QueryBuilder::<sqlx::Postgres>::new("");
-            push_objects!(qb, chunk.iter());
-            qb.build().persistent(is_full(chunk, OBJECTS_PER_STATEMENT)).execute(&mut *tx).await?;
-        }
-        sqlx::query(
-            "INSERT INTO sink_progress (sink, position, updated_at) VALUES ($1, $2, now()) \
-             ON CONFLICT (sink) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at",
-        )
-        .bind(b.progress.sink.to_string())
-        .bind(i64_of(b.progress.position))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await
-    }
-
-    async fn write_sqlite(&self, pool: &SqlitePool, b: &Batch) -> Result<(), sqlx::Error> {
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-        let events = unique_events(b);
-        for chunk in events.chunks(EVENTS_PER_STATEMENT) {
-            let mut qb = QueryBuilder::<sqlx::Sqlite>::new("");
-            let at = |b: &mut sqlx::query_builder::Separated<'_, '_, sqlx::Sqlite, &str>, ms: u64| {
-                b.push_bind(rfc3339_millis(ms));
-            };
-            push_events!(qb, chunk.iter().copied(), at);
-            qb.build().persistent(is_full(chunk, EVENTS_PER_STATEMENT)).execute(&mut *tx).await?;
-        }
-        for chunk in b.objects.chunks(OBJECTS_PER_STATEMENT) {
-            let mut qb = QueryBuilder::<sqlx::Sqlite>::new("");
-            push_objects!(qb, chunk.iter());
-            qb.build().persistent(is_full(chunk, OBJECTS_PER_STATEMENT)).execute(&mut *tx).await?;
-        }
-        sqlx::query(
-            "INSERT INTO sink_progress (sink, position, updated_at) \
-             VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) \
-             ON CONFLICT (sink) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at",
-        )
-        .bind(b.progress.sink.to_string())
-        .bind(i64_of(b.progress.position))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await
+        on_pool!(&self.db, pool => Statements::write(pool, b).await).map_err(|e| self.classify(e))
     }
 
     /// Each object's last stored log position (objects with none are absent).
     pub async fn last_seqs(&self, objects: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>, StoreError> {
         let mut out = Vec::new();
         for chunk in objects.chunks(OBJECTS_PER_QUERY) {
-            let rows: Vec<(String, i64)> = match &self.db {
-                Db::Postgres(pool) => {
-                    let mut qb = QueryBuilder::<sqlx::Postgres>::new("");
-                    push_in!(qb, chunk);
-                    qb.build_query_as().fetch_all(pool).await
-                }
-                Db::Sqlite(pool) => {
-                    let mut qb = QueryBuilder::<sqlx::Sqlite>::new("");
-                    push_in!(qb, chunk);
-                    qb.build_query_as().fetch_all(pool).await
-                }
-            }
-            .map_err(|e| self.classify(e))?;
+            let rows =
+                on_pool!(&self.db, pool => Statements::last_seqs(pool, chunk).await).map_err(|e| self.classify(e))?;
             out.extend(rows.into_iter().filter_map(|(o, s)| Some((ObjectId::new(o).ok()?, u64_of(s)))));
         }
         Ok(out)
@@ -510,81 +632,11 @@ impl Store {
                 SchemaError::Fatal(m) => StoreError::Unavailable(m),
             });
         }
-        let limit = i64::try_from(q.limit + 1).unwrap_or(i64::MAX);
-        let mut events = Vec::new();
-        match &self.db {
-            Db::Postgres(pool) => {
-                let mut qb = QueryBuilder::<sqlx::Postgres>::new("SELECT ");
-                qb.push(HISTORY_COLUMNS)
-                    .push(", (extract(epoch FROM at) * 1000)::int8 AS at_ms FROM events WHERE object = ");
-                qb.push_bind(q.object.to_string());
-                if let Some(b) = q.before {
-                    qb.push(" AND seq < ").push_bind(i64_of(b));
-                }
-                if let Some(s) = q.since_ms {
-                    qb.push(" AND at >= to_timestamp(").push_bind(i64_of(s)).push("::float8 / 1000)");
-                }
-                if let Some(u) = q.until_ms {
-                    qb.push(" AND at < to_timestamp(").push_bind(i64_of(u)).push("::float8 / 1000)");
-                }
-                qb.push(" ORDER BY seq DESC LIMIT ").push_bind(limit);
-                let rows = qb.build().fetch_all(pool).await.map_err(|e| self.classify(e))?;
-                for row in rows {
-                    let at = rfc3339_millis(u64_of(row.try_get("at_ms").map_err(|e| self.classify(e))?));
-                    events.push(self.history_event(&row, at).map_err(|e| self.classify(e))?);
-                }
-            }
-            Db::Sqlite(pool) => {
-                let mut qb = QueryBuilder::<sqlx::Sqlite>::new("SELECT ");
-                qb.push(HISTORY_COLUMNS).push(", at FROM events WHERE object = ");
-                qb.push_bind(q.object.to_string());
-                if let Some(b) = q.before {
-                    qb.push(" AND seq < ").push_bind(i64_of(b));
-                }
-                if let Some(s) = q.since_ms {
-                    qb.push(" AND at >= ").push_bind(rfc3339_millis(s));
-                }
-                if let Some(u) = q.until_ms {
-                    qb.push(" AND at < ").push_bind(rfc3339_millis(u));
-                }
-                qb.push(" ORDER BY seq DESC LIMIT ").push_bind(limit);
-                let rows = qb.build().fetch_all(pool).await.map_err(|e| self.classify(e))?;
-                for row in rows {
-                    let at: String = row.try_get("at").map_err(|e| self.classify(e))?;
-                    events.push(self.history_event(&row, at).map_err(|e| self.classify(e))?);
-                }
-            }
-        }
+        let mut events =
+            on_pool!(&self.db, pool => Statements::history(pool, q).await).map_err(|e| self.classify(e))?;
         let more = events.len() > q.limit;
         events.truncate(q.limit);
         Ok((events, more))
-    }
-
-    fn history_event<R: Row>(&self, row: &R, at: String) -> Result<HistoryEvent, sqlx::Error>
-    where
-        for<'a> &'a str: sqlx::ColumnIndex<R>,
-        for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-        for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-        for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-    {
-        // Rows are written redacted (`sink::definition_json`, the engine's scrub of outputs); rows written by an
-        // older jaque are redacted here, so the history API never shows a credential either way.
-        let definition: Option<String> = row.try_get("definition")?;
-        let definition = definition.map(|d| redact_urls_in(&d).into_owned());
-        let output: Option<String> = row.try_get("output")?;
-        Ok(HistoryEvent {
-            seq: u64_of(row.try_get("seq")?),
-            at,
-            kind: row.try_get("type")?,
-            epoch: u64_of(row.try_get("epoch")?),
-            writer: row.try_get("writer")?,
-            writer_incarnation: u64_of(row.try_get("writer_incarnation")?),
-            from_state: row.try_get("from_state")?,
-            to_state: row.try_get("to_state")?,
-            output: output.map(|o| redact_urls_in(&o).into_owned()),
-            command_id: row.try_get("command_id")?,
-            definition: definition.map(|d| serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d))),
-        })
     }
 }
 
@@ -614,9 +666,71 @@ mod tests {
     }
 
     #[test]
+    fn an_upsert_updates_every_column_given_and_only_when_asked() {
+        let columns = ["state", "definition", "paused", "acknowledged", "deleted", "last_seq"];
+        assert_eq!(
+            upsert("object", &columns, Some("objects.last_seq <= excluded.last_seq")),
+            " ON CONFLICT (object) DO UPDATE SET state = excluded.state, definition = excluded.definition, \
+             paused = excluded.paused, acknowledged = excluded.acknowledged, deleted = excluded.deleted, \
+             last_seq = excluded.last_seq WHERE objects.last_seq <= excluded.last_seq"
+        );
+        assert_eq!(
+            upsert("sink", &["position", "updated_at"], None),
+            " ON CONFLICT (sink) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at"
+        );
+    }
+
+    /// A batch written to SQLite comes back from the progress query and the history, its time as written.
+    #[tokio::test]
+    async fn a_batch_written_to_sqlite_reads_back_in_history_and_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = StoreUrl::parse(&format!("sqlite://{}", dir.path().join("sink.db").display())).unwrap();
+        let store = Store::open(&url);
+        store.ensure_schema().await.unwrap();
+        let object = ObjectId::new("web").unwrap();
+        let row = |seq: u64, at: u64| EventRow {
+            seq,
+            object: object.clone(),
+            epoch: 1,
+            writer: jaque_core::MemberId::new("e1").unwrap(),
+            writer_incarnation: 7,
+            at: Time(at),
+            kind: "transition",
+            from_state: Some(jaque_core::State::Ok),
+            to_state: Some(jaque_core::State::Critical),
+            output: Some("down".into()),
+            command_id: None,
+            definition: None,
+        };
+        let objects = vec![ObjectRow {
+            object: object.clone(),
+            state: Some(jaque_core::State::Critical),
+            definition: None,
+            paused: false,
+            acknowledged: false,
+            deleted: false,
+            last_seq: 4,
+        }];
+        let progress = jaque_core::sink::Progress { sink: jaque_core::MemberId::new("s1").unwrap(), position: 4 };
+        let events = vec![row(3, 1_700_000_000_123), row(4, 1_700_000_001_000), row(4, 1_700_000_001_000)];
+        let batch = Batch { id: 1, events, objects, progress };
+        store.write(&batch).await.unwrap();
+        store.write(&batch).await.unwrap();
+        assert_eq!(store.last_seqs(std::slice::from_ref(&object)).await.unwrap(), vec![(object.clone(), 4)]);
+        let q = HistoryQuery { object, since_ms: Some(1_700_000_000_123), until_ms: None, before: None, limit: 1 };
+        let (events, more) = store.history(&q).await.unwrap();
+        assert!(more);
+        assert_eq!((events[0].seq, events[0].at.as_str()), (4, "2023-11-14T22:13:21.000Z"));
+        let q = HistoryQuery { until_ms: Some(1_700_000_001_000), limit: 10, ..q };
+        let (events, more) = store.history(&q).await.unwrap();
+        assert!(!more);
+        assert_eq!((events.len(), events[0].at.as_str()), (1, "2023-11-14T22:13:20.123Z"));
+    }
+
+    #[test]
     fn timestamps_round_trip_in_milliseconds() {
         let ms = 1_700_000_000_123;
-        let s = rfc3339_millis(ms);
+        let s = rfc3339_millis(Time(ms));
         assert_eq!(s, "2023-11-14T22:13:20.123Z");
         assert_eq!(parse_rfc3339_ms(&s), Ok(ms));
         assert_eq!(parse_rfc3339_ms("2023-11-14T22:13:20.1234Z"), Ok(ms + 1));
