@@ -8,9 +8,9 @@
 //! timed out may still land, but for progress writes while `NotifyParams::ambiguous_writes` is off.
 
 use super::notifier::NEv;
-use super::{Category, Ev, Sim};
+use super::{Ev, Sim};
 use jaque_core::notifier::{DeliveryRecord, EndpointId, Input, Stored};
-use jaque_core::{Bucket, ObjectId, Time};
+use jaque_core::{ObjectId, Time};
 use std::time::Duration;
 
 /// A store request of a notifier.
@@ -121,13 +121,7 @@ impl Sim {
     fn apply_store(&mut self, op: StoreOp) -> Input {
         match op {
             StoreOp::Starts { endpoints, propose } => {
-                let first = self.notify.first_start.unwrap_or(0);
-                if propose < first && endpoints.iter().any(|ep| self.store.get(&start_key(*ep)).is_none()) {
-                    let msg = format!(
-                        "a start record at {propose}, below where the log stood when the first notifier started ({first}): older transitions would be sent"
-                    );
-                    self.fail(Category::Safety, "9 notifications", msg);
-                }
+                self.check_start_proposal(&endpoints, propose);
                 let result = endpoints
                     .iter()
                     .map(|ep| {
@@ -158,13 +152,7 @@ impl Sim {
                 if let Some(rev) = rev {
                     self.h(rev << 20);
                     self.stats.notify.progress_writes += 1;
-                    if let Some(c) = &record.claim {
-                        if self.store.live_incarnation(Bucket::Notifier, &c.by.id) != Some(c.by.incarnation) {
-                            // Claimed by a member whose key is gone (a write that was on its way): the others
-                            // will send it again.
-                            self.notify.orphaned.insert((c.by.clone(), endpoint, object.clone(), c.seq));
-                        }
-                    }
+                    self.note_progress_written(endpoint, &object, &record);
                 }
                 self.tr(|| format!("store: {object} at {endpoint}: {record:?} expecting {expect:?}: {rev:?}"));
                 Input::Written { op, result: Ok(rev) }

@@ -15,11 +15,13 @@
 //! - [`workload`]: clients, commands and their one outcome, check workers and the simulated truth.
 //! - [`workers`]: check workers of limited capacity, each with the core's backlog (when `Params::workers`).
 //! - [`engine`]: engine processes: start, boot, step, carrying out outputs, the timer, leave and exit.
-//! - [`checks`]: the invariants checked as the run goes (agreement, one hop, accounting) and at its end
-//!   (convergence, failover, every caller answered); the log's own are the [`Oracle`]'s.
+//! - [`checks`]: the checkers, one module per invariant family: the engines' (agreement, one hop, accounting
+//!   as the run goes; convergence, failover, every caller answered at its end) and the notifications'
+//!   (invariant 9); the log's own are the [`Oracle`]'s.
 //! - [`sink`] and [`sql`]: sink processes and their SQL store, with invariant 10 (issue 9).
-//! - [`notifier`]: notifier processes (`jaque_core::notifier::Notifier`), their store traffic and faults, and
-//!   the checker of invariant 9; [`endpoint`]: the webhook endpoints they send to, and the HTTP between them.
+//! - [`notifier`]: notifier processes (`jaque_core::notifier::Notifier`) and their faults; [`kv`]: their
+//!   records in the membership KV and their requests to it; [`endpoint`]: the webhook endpoints they send to,
+//!   and the HTTP between them.
 //! - [`snapshots`]: the snapshot store, the engines' snapshot writes and purges, every reader's start from a
 //!   snapshot and jump past a hole, the objects whose history was lost, and the checker of invariant 11.
 //!
@@ -43,9 +45,10 @@ mod store;
 mod workers;
 mod workload;
 
+pub use checks::AcceptedTransition;
 pub use endpoint::{Mode as EndpointMode, Reception};
 pub use engine::{EngineRole, Node};
-pub use notifier::{AcceptedTransition, At as NotifyAt, NotifierRole, NotifierSlot, NotifyStats, Then as NotifyThen};
+pub use notifier::{At as NotifyAt, NotifierRole, NotifierSlot, NotifyStats, Then as NotifyThen};
 pub use process::Process;
 pub use sink::{SinkProc, SinkRole, SinkStats, SinkWorldCounters};
 pub use snapshots::{LostBy, SnapStats};
@@ -57,7 +60,8 @@ pub use workload::{Submission, Via};
 
 use crate::oracle::Oracle;
 use crate::params::{mix, Params};
-use checks::Checks;
+use checks::engines::Checks;
+use checks::notifications::Notifications;
 use faults::{Faults, Undo};
 use ingress::{Ingress, WriteEv};
 use jaque_core::{
@@ -344,6 +348,8 @@ pub struct Sim {
     ingress: Ingress,
     faults: Faults,
     checks: Checks,
+    /// The checker of invariant 9 (`checks/notifications.rs`).
+    notifications: Notifications,
     sinks: Sinks,
     notify: Notify,
     snaps: Snaps,
@@ -392,6 +398,7 @@ impl Sim {
             ingress: Ingress::new(seed),
             faults: Faults::new(seed),
             checks: Checks::new(params.objects),
+            notifications: Notifications::default(),
             sinks: Sinks::new(&params),
             notify: Notify::new(&params),
             snaps: Snaps::new(seed),

@@ -1,5 +1,4 @@
-//! Notifier processes (`n1`..`n4`), driven as the shell would drive `jaque_core::notifier::Notifier`, and the
-//! checker of invariant 9 (DESIGN §4) over what the simulated endpoints received.
+//! Notifier processes (`n1`..`n4`), driven as the shell would drive `jaque_core::notifier::Notifier`.
 //!
 //! **The process.** Each slot is a [`Process`] with the engines' life: start (a new incarnation), boot (the
 //! watcher's snapshot, the log's backlog, `CaughtUp`), crash (state lost), pause (nothing handled; on resume the
@@ -7,42 +6,26 @@
 //! both ways or one way, heartbeat loss, clogging, and a cut from the endpoints. Every output gets its one
 //! answer: a `PutHeartbeat` a `HeartbeatWritten` (handed in order: `ok` once the key landed and the ack came
 //! back within the store timeout), a store request (`ReadStarts` create-if-absent, `ReadProgress`,
-//! `WriteProgress` compare-and-set, `Replay` of the log) its answer or a timeout (a request that timed out may
-//! still land, but for progress writes while `NotifyParams::ambiguous_writes` is off), a `Send` the endpoint's
-//! answer, a refused connection or a timeout. `check_invariants()` runs after every step. A leaving notifier
-//! exits once its key's delete landed (or the shell's flush bound passed); a crashed one's heartbeat still on
-//! its way is lost once its slot restarted.
+//! `WriteProgress` compare-and-set, `Replay` of the log: `kv.rs`) its answer or a timeout, a `Send` the
+//! endpoint's answer, a refused connection or a timeout (`endpoint.rs`). `check_invariants()` runs after every
+//! step. A leaving notifier exits once its key's delete landed (or the shell's flush bound passed); a crashed
+//! one's heartbeat still on its way is lost once its slot restarted.
 //!
-//! **Where progress lives.** The progress and start records are keys of the simulated KV store that holds the
-//! membership keys (`notifier/progress/<endpoint>/<object>`, `notifier/start/<endpoint>`), so they share its one
-//! revision sequence, as the core's design assumes.
-//!
-//! **Invariant 9, as checked.** Every request reaching an endpoint carries `webhook-id` `jaque-<seq>-<endpoint>`
-//! and a body that matches the log, is for a transition the oracle accepted (never a fenced event) and after
-//! the fleet's start record for that endpoint; per object and endpoint, first deliveries (2xx) arrive in log
-//! order and leave no gap. At the end of the liveness phase every accepted transition after the start, up to
-//! where the log stood when the engines were done, is delivered to every endpoint that never answered 410,
-//! unless given up (none may be when `give_up` is a day). Repeats: a transition may reach an endpoint again only
-//! once per earlier send that was in flight at a fault — a send whose claim stood in the store while its
-//! notifier's key was gone (a crash, a pause past the ttl, a cut, lost heartbeats, clogging, a leave that timed
-//! out: the member that claimed it is then gone for the others, who send it again), or a send whose 2xx never
-//! reached its notifier (the notifier crashed or was cut from the endpoints first, or the endpoint answered
-//! after the send timeout). A notifier claims only while its key is live in the store (the lease); no start
-//! record lies below where the log stood when the first notifier started; a notifier that got a 410 from an
-//! endpoint never sends to it again; none retries a delivery before the `Retry-After` its last answer gave.
+//! What the notifiers send and the endpoints receive is checked against invariant 9 by
+//! `checks/notifications.rs`, which this driver tells of every send, answer and give-up.
 
+use super::checks::notifications::Sends;
 use super::endpoint::{Request, SimEndpoint};
-use super::kv::{decode, parse_progress_key, start_key, StoreOp, PROGRESS};
+use super::kv::StoreOp;
 use super::log::brief_entry;
 use super::process::{Follow, Process};
 use super::snapshots::{LostBy, Whose};
-use super::{exp, ms, Category, Ev, Phase, Sim, TICK};
+use super::{exp, Category, Ev, Phase, Sim, TICK};
 use crate::params::{stream, NotifierFault, Params, Stream};
-use jaque_core::notifier::{Endpoint, EndpointId, Input, Notification, Notifier, NotifierConfig, Output, SendResult};
-use jaque_core::{Bucket, EventBody, LogEntry, MemberId, MemberRef, MembershipOutput, ObjectId, State, Time};
+use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult};
+use jaque_core::{Bucket, MemberId, MemberRef, MembershipOutput, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// What the notifiers did in a run, for reports.
@@ -101,13 +84,8 @@ pub enum Then {
 /// What the simulator keeps for one running notifier incarnation.
 pub struct NotifierRole {
     n: Notifier,
-    /// Endpoints that answered this incarnation 410.
-    gone: Vec<bool>,
-    /// Its sends whose answer it has not handled yet.
-    inflight: BTreeSet<u64>,
-    /// Per (endpoint, seq): the delivery's next attempt not before this time (the last answer's `Retry-After`,
-    /// from when it was handled).
-    not_before: BTreeMap<(usize, u64), Time>,
+    /// Its sends as the checker of invariant 9 knows them.
+    pub(super) sends: Sends,
     /// Heartbeat answers are handed in order, none before the previous one.
     hb: Follow,
     /// Its key's delete went out at this time (a leave), and whether it landed: the shell exits after its
@@ -254,33 +232,7 @@ impl NEv {
     }
 }
 
-/// One send, as the checker knows it.
-struct Attempt {
-    endpoint: usize,
-    seq: u64,
-    /// Its 2xx reached its notifier.
-    answered: bool,
-}
-
-/// An accepted transition, as the oracle judged it.
-#[derive(Clone, Debug)]
-pub struct AcceptedTransition {
-    pub object: ObjectId,
-    pub from: State,
-    pub to: State,
-    /// When it landed in the log.
-    pub at: Time,
-}
-
-/// The wait for the last required deliveries at the end of the liveness phase.
-struct Drain {
-    cutoff: u64,
-    since: Time,
-    deadline: Time,
-    missing: usize,
-}
-
-/// The notifiers' part of the world: the slots, the endpoints, and what the checker of invariant 9 keeps.
+/// The notifiers' part of the world: the slots and the endpoints.
 pub(super) struct Notify {
     pub slots: Vec<NotifierSlot>,
     pub endpoints: Vec<SimEndpoint>,
@@ -289,27 +241,8 @@ pub(super) struct Notify {
     /// Latencies of the notifiers' store traffic and of HTTP.
     pub net: ChaCha8Rng,
     pub http_cut: Vec<u32>,
-    attempts: Vec<Attempt>,
-    transitions: BTreeMap<u64, AcceptedTransition>,
-    /// Positions of events the fence discarded.
-    fenced: BTreeSet<u64>,
-    /// (claimer, endpoint, object, seq): a claim that stood in the store while its member's key was gone.
-    pub orphaned: BTreeSet<(MemberRef, EndpointId, ObjectId, u64)>,
-    /// (endpoint, seq) given up by some notifier.
-    gave_up: BTreeSet<(usize, u64)>,
-    /// 2xx receptions per (endpoint, seq).
-    delivered: BTreeMap<(usize, u64), u32>,
-    /// Per (endpoint, object): the last seq whose first delivery arrived.
-    first: BTreeMap<(usize, ObjectId), u64>,
-    /// `counters.failed` of incarnations that are gone.
-    retired_failed: u64,
-    /// Each notifier key that went away: the member, when, and how many claims of it stood in the store.
-    pub key_losses: Vec<(MemberRef, Time, usize)>,
-    /// Where the log stood when the first notifier started: no start record may be below it.
-    pub first_start: Option<u64>,
     hook: Option<(usize, At, Then)>,
     pending_hook: Option<(usize, Then)>,
-    end: Option<Drain>,
 }
 
 impl Notify {
@@ -336,23 +269,12 @@ impl Notify {
             rng: stream(seed, Stream::Notify, 0),
             net: stream(seed, Stream::Notify, 1),
             http_cut: vec![0; np.notifiers],
-            attempts: Vec::new(),
-            transitions: BTreeMap::new(),
-            fenced: BTreeSet::new(),
-            orphaned: BTreeSet::new(),
-            gave_up: BTreeSet::new(),
-            delivered: BTreeMap::new(),
-            first: BTreeMap::new(),
-            retired_failed: 0,
-            key_losses: Vec::new(),
-            first_start: None,
             hook: None,
             pending_hook: None,
-            end: None,
         }
     }
 
-    fn endpoint_index(&self, id: EndpointId) -> Option<usize> {
+    pub(super) fn endpoint_index(&self, id: EndpointId) -> Option<usize> {
         self.endpoints.iter().position(|e| e.endpoint.id == id)
     }
 }
@@ -483,15 +405,13 @@ impl Sim {
 
     /// Starts (or restarts) notifier slot `s` as a new incarnation.
     pub fn start_notifier(&mut self, s: usize) {
-        self.notify.first_start.get_or_insert(self.log.len());
+        self.note_notifier_start();
         self.notify.slots[s].begin(self.now);
         let member = self.notify.slots[s].member();
         let endpoints: Vec<Endpoint> = self.notify.endpoints.iter().map(|e| e.endpoint.clone()).collect();
         let role = NotifierRole {
             n: Notifier::new(config(&self.params, member, endpoints)),
-            gone: vec![false; self.notify.endpoints.len()],
-            inflight: BTreeSet::new(),
-            not_before: BTreeMap::new(),
+            sends: Sends::new(self.notify.endpoints.len()),
             hb: Follow { cursor: 0, sched: self.now },
             deleting: None,
             deleted: false,
@@ -518,8 +438,8 @@ impl Sim {
     }
 
     fn nstop(&mut self, s: usize) {
-        if let Some(r) = &self.notify.slots[s].role {
-            self.notify.retired_failed += r.n.counters.failed;
+        if let Some(failed) = self.notify.slots[s].role.as_ref().map(|r| r.n.counters.failed) {
+            self.note_retired(failed);
         }
         self.notify.slots[s].end();
     }
@@ -629,7 +549,7 @@ impl Sim {
     fn nfault(&mut self, s: usize, what: &str) {
         let Some(r) = &self.notify.slots[s].role else { return };
         let member = self.notify.slots[s].member();
-        let inflight = r.inflight.len() as u64;
+        let inflight = r.sends.in_flight() as u64;
         let claims = self.claims_by(&member) as u64;
         let st = &mut self.stats.notify;
         st.faults += 1;
@@ -786,24 +706,13 @@ impl Sim {
         }
     }
 
-    /// The entry at `seq` landed: the checker learns the oracle's verdict, every notifier's follower gets it.
+    /// The entry at `seq` landed: the checker of invariant 9 learns the oracle's verdict, every notifier's
+    /// follower gets it.
     pub(super) fn notify_appended(&mut self, seq: u64) {
         if self.notify.slots.is_empty() {
             return;
         }
-        if let LogEntry::Event(ev) = self.log.entry(seq) {
-            let accepted = self.oracle.reader.verdict_at(seq, ev).is_some_and(|v| v.is_accepted());
-            match &ev.body {
-                EventBody::Transition { from, to, .. } if accepted => {
-                    let t = AcceptedTransition { object: ev.object.clone(), from: *from, to: *to, at: self.now };
-                    self.notify.transitions.insert(seq, t);
-                }
-                _ if !accepted => {
-                    self.notify.fenced.insert(seq);
-                }
-                _ => {}
-            }
-        }
+        self.note_notifiable(seq);
         for s in 0..self.notify.slots.len() {
             if self.notify.slots[s].follows() {
                 let lag = self.notify.slots[s].rng.random_range(0..=self.params.log_lag_max_ms) + self.ndelay(s);
@@ -889,8 +798,7 @@ impl Sim {
             self.note_lost_history(LostBy::Notifier, Whose::Notifier(s), lost, named.iter());
         }
         if let Some(a) = attempt.filter(|_| gave_up) {
-            let at = &self.notify.attempts[a as usize];
-            self.notify.gave_up.insert((at.endpoint, at.seq));
+            self.note_give_up(a);
         }
         self.h(0x4e00 ^ (s as u64) << 4 ^ (outputs.len() as u64) << 12);
         for out in outputs {
@@ -908,33 +816,6 @@ impl Sim {
                 Then::LoseAnswer => {}
             }
         }
-    }
-
-    /// What an answer to send `a` tells the checker, before the notifier handles it.
-    fn answer_seen(&mut self, s: usize, a: u64, result: &SendResult) {
-        let retry_max = self.params.notify.retry_max_ms;
-        let now = self.now;
-        let at = &mut self.notify.attempts[a as usize];
-        let (ep, seq) = (at.endpoint, at.seq);
-        let role = self.notify.slots[s].role.as_mut().expect("running");
-        role.inflight.remove(&a);
-        match result {
-            SendResult::Delivered => at.answered = true,
-            SendResult::Gone => {
-                if !role.gone[ep] {
-                    role.gone[ep] = true;
-                    self.stats.notify.disabled += 1;
-                }
-            }
-            SendResult::Retry { after: Some(after), .. } => {
-                let wait = (*after).min(Duration::from_millis(retry_max));
-                role.not_before.insert((ep, seq), now + wait);
-                return;
-            }
-            SendResult::Retry { .. } => {}
-        }
-        // The next attempt follows this answer, which asked for no wait.
-        role.not_before.remove(&(ep, seq));
     }
 
     fn nrearm(&mut self, s: usize) {
@@ -972,14 +853,8 @@ impl Sim {
             Output::ReadProgress { token, objects } => self.nstore(s, StoreOp::Progress { token, objects }),
             Output::Replay { token, from, to } => self.nstore(s, StoreOp::Replay { token, from, to }),
             Output::WriteProgress { op, object, endpoint, record, expect } => {
-                if let Some(c) = &record.claim {
-                    // The lease: a notifier claims only while its key is surely alive (so a claim that lands
-                    // after its key went away was on its way at the fault).
-                    if self.store.live_incarnation(Bucket::Notifier, &c.by.id) != Some(c.by.incarnation) {
-                        let msg = format!("{} claims seq {} of {object} while its key is gone", c.by, c.seq);
-                        self.fail(Category::Safety, "9 notifications", msg);
-                        return;
-                    }
+                if !self.check_lease(&object, &record) {
+                    return;
                 }
                 let claim = record.claim.is_some();
                 let op = StoreOp::Write { op, object, endpoint, record, expect };
@@ -1025,36 +900,7 @@ impl Sim {
     }
 
     fn nsend(&mut self, s: usize, d: jaque_core::notifier::Delivery) {
-        let Some(ep) = self.notify.endpoint_index(d.endpoint) else {
-            let msg = format!("n{} sends to an endpoint nobody configured: {}", s + 1, d.endpoint);
-            self.fail(Category::Safety, "9 notifications", msg);
-            return;
-        };
-        let role = self.notify.slots[s].role.as_mut().expect("running");
-        if role.gone[ep] {
-            let msg = format!("n{} sends seq {} to hook{} after hook{} answered it 410", s + 1, d.seq, ep + 1, ep + 1);
-            self.fail(Category::Safety, "9 notifications", msg);
-            return;
-        }
-        if d.attempt == 1 {
-            // A new claim of the transition: a delivery of its own (the core keeps a `Retry-After` with the
-            // delivery it answered, not across a release and a new claim).
-            role.not_before.remove(&(ep, d.seq));
-        }
-        if let Some(t) = role.not_before.get(&(ep, d.seq)).copied().filter(|t| self.now < *t) {
-            let msg = format!(
-                "n{} retries seq {} at hook{} at {}, before the Retry-After it was given (not before {t})",
-                s + 1,
-                d.seq,
-                ep + 1,
-                self.now
-            );
-            self.fail(Category::Safety, "9 notifications", msg);
-            return;
-        }
-        let a = self.notify.attempts.len() as u64;
-        role.inflight.insert(a);
-        self.notify.attempts.push(Attempt { endpoint: ep, seq: d.seq, answered: false });
+        let Some((ep, a)) = self.check_send(s, &d) else { return };
         self.stats.notify.sends += 1;
         let lose = self.hook_fires(s, At::Send) == Some(Then::LoseAnswer);
         self.http_send(s, a, ep, d, lose);
@@ -1076,278 +922,6 @@ impl Sim {
 
     // ---- the checker ----
 
-    /// Claims of `member` standing in the store.
-    fn claims_by(&self, member: &MemberRef) -> usize {
-        self.store.scan(PROGRESS).filter(|(_, v, _)| decode(v).claim.is_some_and(|c| c.by == *member)).count()
-    }
-
-    /// A notifier's key went away: every claim of it standing in the store may be sent again by another.
-    pub(super) fn notifier_key_gone(&mut self, member: &MemberRef) {
-        let mut claims = Vec::new();
-        for (key, v, _) in self.store.scan(PROGRESS) {
-            if let Some(c) = decode(v).claim.filter(|c| c.by == *member) {
-                let (ep, object) = parse_progress_key(key).expect("the simulator's own keys");
-                claims.push((member.clone(), ep, object, c.seq));
-            }
-        }
-        self.notify.key_losses.push((member.clone(), self.now, claims.len()));
-        self.notify.orphaned.extend(claims);
-    }
-
-    /// Every request reaching an endpoint: its id, its body, an accepted transition after the start, and first
-    /// deliveries in log order.
-    pub(super) fn check_reception(&mut self, ep: usize, rec: &super::endpoint::Reception, body: &str) {
-        self.stats.notify.received += 1;
-        let id = self.notify.endpoints[ep].endpoint.id;
-        let what = format!("hook{} got seq {} ({}) from {}", ep + 1, rec.seq, rec.object, rec.by);
-        let want = format!("jaque-{}-{id}", rec.seq);
-        let err = if rec.webhook_id != want {
-            Some(format!("{what} with webhook-id {}, not {want}", rec.webhook_id))
-        } else if let Some(t) = self.notify.transitions.get(&rec.seq) {
-            let start = self.store.get(&start_key(id)).map(|(v, _)| v.parse::<u64>().expect("a position"));
-            match serde_json::from_str::<Notification>(body) {
-                _ if t.object != rec.object => Some(format!("{what}: the log has {} there", t.object)),
-                _ if start.is_none() => Some(format!("{what} before any notifier recorded where notifications begin")),
-                _ if start.is_some_and(|s| rec.seq <= s) => {
-                    Some(format!("{what}: a transition from before the fleet started at {}", start.unwrap_or(0)))
-                }
-                // What a worker's output echoed of a probe's credential is scrubbed before the log (invariant
-                // 10 holds the sink to it; this, the notifications).
-                _ if body.contains(crate::params::SECRET) => {
-                    Some(format!("{what} with a body that shows a credential: {body}"))
-                }
-                Err(e) => Some(format!("{what} with a body that is no notification ({e}): {body}")),
-                Ok(n) if (&n.object, n.seq, n.from, n.to) != (&t.object, rec.seq, t.from, t.to) => {
-                    Some(format!("{what} with a body that does not match the log: {body}"))
-                }
-                Ok(_) => None,
-            }
-        } else if self.notify.fenced.contains(&rec.seq) {
-            Some(format!("{what}: a fenced event was notified"))
-        } else {
-            Some(format!("{what}: no accepted transition is at that position"))
-        };
-        if let Some(msg) = err {
-            self.fail(Category::Safety, "9 notifications", msg);
-            return;
-        }
-        if rec.delivered() {
-            self.stats.notify.delivered += 1;
-            let n = self.notify.delivered.entry((ep, rec.seq)).or_default();
-            *n += 1;
-            if *n == 1 {
-                // A transition said lost (purged) whose claim was orphaned at a fault may still come from the
-                // notifier that held it, after the next owner, which could not send it, went on to later ones.
-                let late = self.lost_to_purge(LostBy::Notifier, rec.seq, &rec.object)
-                    && self.notify.orphaned.contains(&(rec.by.clone(), id, rec.object.clone(), rec.seq));
-                let last = self.notify.first.entry((ep, rec.object.clone())).or_default();
-                if rec.seq <= *last && !late {
-                    let msg = format!("{what}: its first delivery came after that of seq {} of the same object", *last);
-                    self.fail(Category::Safety, "9 notifications", msg);
-                    return;
-                }
-                *last = (*last).max(rec.seq);
-            }
-        }
-    }
-
-    /// The start record of endpoint `i`: where its notifications begin.
-    pub fn start_record(&self, i: usize) -> Option<u64> {
-        let id = self.notify.endpoints[i].endpoint.id;
-        self.store.get(&start_key(id)).map(|(v, _)| v.parse().expect("a position"))
-    }
-
-    /// The deliveries invariant 9 requires up to log position `cutoff` that have not arrived: how many, and
-    /// the first few. A transition purged before it was delivered is not required if a notifier said its
-    /// object lost history over it (issue 11).
-    fn missing(&self, cutoff: u64) -> (usize, Vec<String>) {
-        let mut n = 0;
-        let mut first = Vec::new();
-        for (i, e) in self.notify.endpoints.iter().enumerate() {
-            if e.answered_gone {
-                continue;
-            }
-            let Some(start) = self.start_record(i) else {
-                n += 1;
-                first.push(format!("hook{} has no start record", i + 1));
-                continue;
-            };
-            for (seq, t) in self.notify.transitions.range(start + 1..).take_while(|(seq, _)| **seq <= cutoff) {
-                let key = (i, *seq);
-                if !self.notify.delivered.contains_key(&key)
-                    && !self.notify.gave_up.contains(&key)
-                    && !self.lost_to_purge(LostBy::Notifier, *seq, &t.object)
-                {
-                    n += 1;
-                    if first.len() < 5 {
-                        first.push(format!("hook{} never got seq {seq} ({}, landed at {})", i + 1, t.object, t.at));
-                    }
-                }
-            }
-        }
-        (n, first)
-    }
-
-    /// Invariant 9 over everything the endpoints received so far: repeats only as permitted by faults, no gap
-    /// per object, nothing given up when nothing may be; with `upto`, every required delivery up to there.
-    pub fn check_notifications(&self, upto: Option<u64>) -> Result<(), String> {
-        if let Some(cutoff) = upto {
-            let (n, first) = self.missing(cutoff);
-            if n > 0 {
-                return Err(format!("{n} deliveries missing: {}", first.join("; ")));
-            }
-        }
-        for (i, e) in self.notify.endpoints.iter().enumerate() {
-            let id = e.endpoint.id;
-            // Per seq: deliveries, and those whose send was in flight at a fault (each permits one repeat).
-            let mut by_seq: BTreeMap<u64, (u64, u64, Vec<String>)> = BTreeMap::new();
-            for r in e.received.iter().filter(|r| r.delivered()) {
-                let answered = self.notify.attempts[r.attempt as usize].answered;
-                let orphaned = self.notify.orphaned.contains(&(r.by.clone(), id, r.object.clone(), r.seq));
-                let v = by_seq.entry(r.seq).or_default();
-                v.0 += 1;
-                v.1 += u64::from(!answered || orphaned);
-                v.2.push(format!("{} at {} (answered={answered} orphaned={orphaned})", r.by, r.at));
-            }
-            for (seq, (count, faulty, who)) in &by_seq {
-                if *count > 1 + faulty {
-                    return Err(format!(
-                        "hook{} got seq {seq} {count} times, {faulty} of its sends in flight at a fault: {}",
-                        i + 1,
-                        who.join(", ")
-                    ));
-                }
-            }
-            // Per object, the deliveries are a prefix of its transitions after the start (give-ups skipped).
-            let Some(start) = self.start_record(i) else { continue };
-            let mut gap: BTreeMap<&ObjectId, u64> = BTreeMap::new();
-            for (seq, t) in self.notify.transitions.range(start + 1..) {
-                let key = (i, *seq);
-                if self.notify.delivered.contains_key(&key) {
-                    if let Some(g) = gap.get(&t.object) {
-                        return Err(format!("hook{} got seq {seq} of {} but never seq {g} before it", i + 1, t.object));
-                    }
-                } else if !self.notify.gave_up.contains(&key) && !self.lost_to_purge(LostBy::Notifier, *seq, &t.object)
-                {
-                    gap.entry(&t.object).or_insert(*seq);
-                }
-            }
-        }
-        if self.params.notify.gives_up_never() {
-            let running: u64 = self.notify.slots.iter().filter_map(|p| p.notifier()).map(|n| n.counters.failed).sum();
-            let failed = running + self.notify.retired_failed;
-            if failed > 0 || !self.notify.gave_up.is_empty() {
-                return Err(format!(
-                    "{failed} deliveries given up ({:?}) with give_up at a day",
-                    self.notify.gave_up.iter().take(5).collect::<Vec<_>>()
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// How long the notifiers may go without a new required delivery at the end of the liveness phase: their
-    /// takeover (twice: a notifier that comes back after the heal and one whose key must expire), a leave's
-    /// drain, the longest backoffs of a delivery, of a store write and of a resume (core's config by name), a
-    /// claim recheck, two send and store timeouts, a boot, four hops and the clock skew.
-    pub(super) fn notify_budget_ms(&self) -> u64 {
-        let p = &self.params;
-        let np = &p.notify;
-        let anyone = MemberRef { id: MemberId::new("n1").expect("valid member id"), incarnation: 0 };
-        let cfg = config(p, anyone, Vec::new());
-        2 * p.takeover_window_ms()
-            + ms(cfg.leave_timeout)
-            + ms(cfg.retry_max)
-            + ms(cfg.store_retry_max).max(ms(cfg.role.retry_max))
-            + ms(cfg.claim_recheck)
-            + 2 * np.send_timeout_ms
-            + 2 * np.store_timeout_ms
-            + p.boot_delay_max_ms
-            + 4 * p.max_hop_ms()
-            + 2 * p.clock_skew_max_ms
-            + 5_000
-    }
-
-    /// Called once the engines' liveness phase is done: whether the notifiers are done too. The simulated truth
-    /// freezes; they must deliver every transition up to where the log stands now, making progress within
-    /// their budget; then invariant 9 is checked over everything received.
-    pub(super) fn notifiers_done(&mut self) -> bool {
-        if self.notify.slots.is_empty() {
-            return true;
-        }
-        let budget = Duration::from_millis(self.notify_budget_ms());
-        let (now, cutoff) = (self.now, self.log.len());
-        if self.notify.end.is_none() {
-            // No new transitions from here on: however far behind a slow endpoint left them, the notifiers
-            // have a finite backlog to deliver.
-            self.freeze_truth();
-        }
-        let d =
-            self.notify.end.get_or_insert(Drain { cutoff, since: now, deadline: now + budget, missing: usize::MAX });
-        let (cutoff, since) = (d.cutoff, d.since);
-        let (missing, first) = self.missing(cutoff);
-        if missing == 0 {
-            self.stats.notify.drain_ms = now.0 - since.0;
-            self.stats.notify.drain_budget_ms = ms(budget);
-            self.stats.notify.required = self.required(cutoff);
-            self.notify_stats_final();
-            if let Err(e) = self.check_notifications(Some(cutoff)) {
-                self.fail(Category::Safety, "9 notifications", e);
-            }
-            return true;
-        }
-        let d = self.notify.end.as_mut().expect("set above");
-        if missing < d.missing {
-            d.missing = missing;
-            d.deadline = d.deadline.max(now + budget);
-        }
-        if now > d.deadline {
-            let msg = format!(
-                "{missing} deliveries missing {}ms after the engines were done (no progress for {}ms): {}",
-                now.0 - since.0,
-                ms(budget),
-                first.join("; ")
-            );
-            self.fail(Category::Liveness, "9 notifications", msg);
-            return true;
-        }
-        false
-    }
-
-    fn required(&self, cutoff: u64) -> u64 {
-        (0..self.notify.endpoints.len())
-            .filter(|i| !self.notify.endpoints[*i].answered_gone)
-            .filter_map(|i| self.start_record(i))
-            .map(|start| {
-                self.notify.transitions.range(start + 1..).take_while(|(seq, _)| **seq <= cutoff).count() as u64
-            })
-            .sum()
-    }
-
-    fn notify_stats_final(&mut self) {
-        let mut repeats = 0;
-        let mut faulty = 0;
-        for (i, e) in self.notify.endpoints.iter().enumerate() {
-            let id = e.endpoint.id;
-            let mut seen = BTreeSet::new();
-            for r in e.received.iter().filter(|r| r.delivered()) {
-                if !seen.insert(r.seq) {
-                    repeats += 1;
-                }
-                let answered = self.notify.attempts[r.attempt as usize].answered;
-                if !answered || self.notify.orphaned.contains(&(r.by.clone(), id, r.object.clone(), r.seq)) {
-                    faulty += 1;
-                }
-            }
-            let _ = i;
-        }
-        let st = &mut self.stats.notify;
-        st.repeats = repeats;
-        st.faulty_sends = faulty;
-        st.orphaned_claims = self.notify.orphaned.len() as u64;
-        st.give_ups = self.notify.gave_up.len() as u64;
-    }
-
     // ---- scenarios ----
 
     /// The running notifier of slot `s`.
@@ -1364,40 +938,9 @@ impl Sim {
         self.notify.hook = Some((s, at, then));
     }
 
-    /// Accepted transitions as the oracle judged them, by log position.
-    pub fn accepted_transitions(&self) -> &BTreeMap<u64, AcceptedTransition> {
-        &self.notify.transitions
-    }
-
-    /// Claims of notifier slot `s`'s running incarnation standing in the store.
-    pub fn claims_of(&self, s: usize) -> usize {
-        self.claims_by(&self.notify.slots[s].member())
-    }
-
-    /// Each notifier key that went away: member, time, and its claims standing in the store then.
-    pub fn notifier_key_losses(&self) -> &[(MemberRef, Time, usize)] {
-        &self.notify.key_losses
-    }
-
     /// Sends of notifier `s`'s running incarnation whose answer it has not handled.
     pub fn sends_in_flight(&self, s: usize) -> usize {
-        self.notify.slots[s].role.as_ref().map_or(0, |r| r.inflight.len())
-    }
-
-    /// Scenarios, to show the checker is not vacuous: endpoint `i` receives its last delivery again, as from a
-    /// send no fault touched.
-    pub fn forge_repeat(&mut self, i: usize) {
-        let e = &mut self.notify.endpoints[i];
-        let mut r = e.received.iter().rev().find(|r| r.delivered()).cloned().expect("a delivery to repeat");
-        r.attempt = self.notify.attempts.len() as u64;
-        self.notify.attempts.push(Attempt { endpoint: i, seq: r.seq, answered: true });
-        e.received.push(r);
-    }
-
-    /// The statistics of the notifiers so far (repeats and faulty sends are computed on the way).
-    pub fn notify_stats(&mut self) -> NotifyStats {
-        self.notify_stats_final();
-        self.stats.notify.clone()
+        self.notify.slots[s].role.as_ref().map_or(0, |r| r.sends.in_flight())
     }
 }
 

@@ -4,10 +4,10 @@
 //! within its own), and 4 again (every caller of a running engine answered). The log's own invariants are
 //! the oracle's; an engine's own self-check and its epoch running backwards are caught in its step.
 
-use super::net::PendingReply;
-use super::workload::object_index;
-use super::{ms, Category, Ev, Sim, TICK};
 use crate::oracle::{hrw_owner, view_hash};
+use crate::world::net::PendingReply;
+use crate::world::workload::object_index;
+use crate::world::{ms, Category, Ev, Node, Phase, Sim, TICK};
 use jaque_core::{Command, Event, LogEntry, LogReader, MemberRef, ObjectId, Outcome, Time};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use std::time::Duration;
 /// (slot, incarnation, time) of an engine's last dispatch or check result of an object.
 type Seen = Option<(usize, u64, Time)>;
 
-pub(super) struct Checks {
+pub(in crate::world) struct Checks {
     /// Per object number (`o<i>`): the last dispatch and the last result delivered.
     dispatched: Vec<Seen>,
     checked: Vec<Seen>,
@@ -88,7 +88,7 @@ impl Sim {
     }
 
     /// Invariant 2: a reader that has read up to `seq` holds what the oracle held there.
-    pub(super) fn check_agreement(&mut self, n: usize, seq: u64) {
+    pub(in crate::world) fn check_agreement(&mut self, n: usize, seq: u64) {
         if self.violation.is_some() {
             return;
         }
@@ -111,7 +111,7 @@ impl Sim {
     /// Whether reader `r`, having read up to `seq`, holds what the oracle held there: its position, stale count
     /// (so every verdict), epoch, object count, the view of the object the entry at `seq` is about, and the
     /// applied record of that entry's command id. `None` when it does.
-    pub(super) fn differs_from_oracle(&self, r: &LogReader, seq: u64) -> Option<String> {
+    pub(in crate::world) fn differs_from_oracle(&self, r: &LogReader, seq: u64) -> Option<String> {
         let s = self.oracle.summary(seq)?;
         let entry = self.log.entry(seq);
         let view = match entry {
@@ -138,7 +138,7 @@ impl Sim {
     }
 
     /// Invariant 3 as a command reaches engine `n`: never with hop > 1; one with hop 0 is one it may forward.
-    pub(super) fn one_hop_in(&mut self, n: usize, cmd: &Command) -> bool {
+    pub(in crate::world) fn one_hop_in(&mut self, n: usize, cmd: &Command) -> bool {
         if cmd.hop > 1 {
             self.fail(Category::Safety, "3 one hop", format!("command {} arrived with hop {}", cmd.id, cmd.hop));
             return false;
@@ -152,7 +152,7 @@ impl Sim {
     }
 
     /// Invariant 3 at a `Forward` of engine `n`: hop 1, of a command that reached it with hop 0.
-    pub(super) fn one_hop_out(&mut self, n: usize, cmd: &Command) -> bool {
+    pub(in crate::world) fn one_hop_out(&mut self, n: usize, cmd: &Command) -> bool {
         if cmd.hop != 1 {
             self.fail(Category::Safety, "3 one hop", format!("e{} forwards {} with hop {}", n + 1, cmd.id, cmd.hop));
             return false;
@@ -167,7 +167,7 @@ impl Sim {
 
     /// Invariant 4 at engine `n`'s reply to caller `to`: a caller it was handed and has not answered, and an
     /// `Applied` outcome exactly what the log says. Returns the caller, taken off the waiting list.
-    pub(super) fn answered(&mut self, n: usize, to: u64, outcome: &Outcome) -> Option<PendingReply> {
+    pub(in crate::world) fn answered(&mut self, n: usize, to: u64, outcome: &Outcome) -> Option<PendingReply> {
         let Some(p) = self.net.replies.remove(&to) else {
             let msg =
                 format!("e{} answered caller {to} which it was not asked by or answered before: {outcome:?}", n + 1);
@@ -251,12 +251,12 @@ impl Sim {
     }
 
     /// Whether engine process `n` waits at a hole for less than the jump budget: not ready, and not late.
-    fn jumping(&self, n: &super::Node) -> bool {
+    fn jumping(&self, n: &Node) -> bool {
         let since = n.role.as_ref().and_then(|r| r.hole_since);
         since.is_some_and(|t| self.now.saturating_since(t).as_millis() as u64 <= self.jump_budget_ms())
     }
 
-    pub(super) fn liveness_check(&mut self) {
+    pub(in crate::world) fn liveness_check(&mut self) {
         let healed = self.checks.healed.expect("liveness after heal");
         let budget = self.ownership_budget_ms();
         if self.checks.converged.is_some() && self.oracle.reader.epoch() != self.checks.converged_epoch {
@@ -308,7 +308,7 @@ impl Sim {
             if self.violation.is_some() || self.notifiers_done() {
                 // Invariant 11 over the longest tail: the older stored snapshot read to the end of the log.
                 self.final_snapshot_checks();
-                self.phase = super::Phase::Done;
+                self.phase = Phase::Done;
                 return;
             }
         }

@@ -1,0 +1,10 @@
+//! The checkers of the world, one module per invariant family (`sim/README.md`, "Invariants and where they are
+//! checked"); the log's own invariants (1, 5, 6, 8) are the [`Oracle`](crate::oracle::Oracle)'s.
+//!
+//! - [`engines`]: 2 agreement, 3 one hop, 4 accounting as the run goes; 7 failover and 4 again at its end.
+//! - [`notifications`]: 9, over what the notifiers sent and the endpoints received.
+
+pub(super) mod engines;
+pub(super) mod notifications;
+
+pub use notifications::AcceptedTransition;
