@@ -219,11 +219,10 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
             give_up: notify.give_up,
             expose_members: backend.is_none(),
         };
-        let nloop = notifier::NotifierLoop::new(ncfg, coord.clone())?;
         let (handle, queries) = RoleHandle::new("notifier");
         roles.push(handle);
-        let shutdown = shutdown.clone();
-        leavers.spawn(async move { nloop.run(queries, shutdown).await });
+        let nloop = notifier::NotifierLoop::new(ncfg, coord.clone(), queries, shutdown.clone())?;
+        leavers.spawn(nloop.run());
     }
 
     // The sink's store, shared with the ui's history API in this process.

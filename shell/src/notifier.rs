@@ -1,16 +1,16 @@
-//! The notifier role's loop, shaped like the engine's: one task waits on whichever comes first — a membership
-//! change or a log entry (the `Follower`), the answer of a store read or write, of a webhook send or of a
-//! heartbeat put (all through one channel), a request from the HTTP side, or the core's timer — feeds it to
-//! `jaque_core::notifier::Notifier`, then carries out every output as a task of its own, so sends run side by
-//! side (the core bounds them per endpoint). Every decision is the core's; its metrics are beside it.
+//! The notifier role's loop: the plumbing (membership, log, heartbeats and their acknowledgements, replays,
+//! snapshot loads, timer, leave) is `reading::Reading`, as for the sink; every wake-up goes to
+//! `jaque_core::notifier::Notifier`, then every output is carried out as a task of its own, so sends run side by
+//! side (the core bounds them per endpoint), each answer coming back through `Reading::done`. Every decision
+//! is the core's; its metrics are beside it.
 
-use crate::clock::{far_future, instant_at, now};
+use crate::clock::now;
 use crate::coord::Coordination;
-use crate::follow::{spawn_heartbeat_writer_acked, Buckets, Followed, Follower, HeartbeatWriter};
+use crate::follow::{Buckets, Followed};
 use crate::metrics::Exposition;
 use crate::progress::Progress;
-use crate::reading::RoleQuery;
-use crate::snapshots::{self, Restores};
+use crate::reading::{Reading, RoleQuery, Wake};
+use crate::snapshots;
 use crate::webhook::{self, Secret};
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult};
 use jaque_core::secret::redact_url;
@@ -34,105 +34,70 @@ pub struct NotifierConfigShell {
 
 pub struct NotifierLoop {
     n: Notifier,
-    coord: Coordination,
+    reading: Reading<Input>,
     progress: Progress,
     sender: webhook::Sender,
     endpoints: Vec<EndpointId>,
-    done_tx: mpsc::UnboundedSender<Input>,
-    done_rx: Option<mpsc::UnboundedReceiver<Input>>,
-    heartbeats: HeartbeatWriter,
     expose_members: bool,
-    restores: Restores,
-    restored_tx: mpsc::UnboundedSender<Option<LogReader>>,
-    restored_rx: Option<mpsc::UnboundedReceiver<Option<LogReader>>>,
 }
 
 impl NotifierLoop {
-    pub fn new(cfg: NotifierConfigShell, coord: Coordination) -> Result<NotifierLoop, String> {
+    pub fn new(
+        cfg: NotifierConfigShell,
+        coord: Coordination,
+        queries: mpsc::Receiver<RoleQuery>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<NotifierLoop, String> {
         let endpoints: Vec<Endpoint> = cfg.urls.iter().map(Endpoint::new).collect();
         let mut core = NotifierConfig::new(cfg.me, cfg.ttl, endpoints.clone());
         core.give_up = cfg.give_up;
         if cfg.secret.is_none() {
             tracing::warn!("no -notify-secret: webhook deliveries are sent unsigned (no webhook-signature header)");
         }
-        let (done_tx, done_rx) = mpsc::unbounded_channel();
-        let (restored_tx, restored_rx) = mpsc::unbounded_channel();
-        let acks = done_tx.clone();
+        let leave_bound = core.leave_timeout + LEAVE_GRACE;
         Ok(NotifierLoop {
             n: Notifier::new(core),
             progress: Progress::of(&coord),
-            heartbeats: spawn_heartbeat_writer_acked(coord.clone(), move |ok| {
-                let _ = acks.send(Input::HeartbeatWritten { ok });
-            }),
-            coord,
+            // The core's lease runs from the heartbeat puts the store acknowledged.
+            reading: Reading::acking_heartbeats(coord, queries, shutdown, |ok| Input::HeartbeatWritten { ok })
+                .bound_leave(leave_bound),
             sender: webhook::Sender::new(cfg.secret, webhook::REQUEST_TIMEOUT)?,
             endpoints: endpoints.iter().map(|e| e.id).collect(),
-            done_tx,
-            done_rx: Some(done_rx),
             expose_members: cfg.expose_members,
-            restores: Restores::default(),
-            restored_tx,
-            restored_rx: Some(restored_rx),
         })
     }
 
-    /// Runs until `shutdown` flips, then leaves: the core finishes or gives back every claim, deletes the key,
-    /// and says when it is done (bounded by its leave deadline, plus a grace here).
-    pub async fn run(
-        mut self,
-        mut requests: mpsc::Receiver<RoleQuery>,
-        mut shutdown: watch::Receiver<bool>,
-    ) -> Result<(), String> {
-        let mut done = self.done_rx.take().ok_or("the notifier loop runs once")?;
-        let mut restored = self.restored_rx.take().ok_or("the notifier loop runs once")?;
+    /// Runs until the shutdown, then leaves: the core finishes or gives back every claim, deletes the key, and
+    /// says when it is done (bounded by its leave deadline, plus a grace here).
+    pub async fn run(mut self) -> Result<(), String> {
         // Start from the latest snapshot, and read only the log after it.
-        if let Some(reader) = snapshots::latest_reader(&self.coord).await {
+        if let Some(reader) = snapshots::latest_reader(self.reading.coord()).await {
             self.n.handle(now(), Input::Restore(Box::new(reader)));
         }
-        let mut follow = Follower::start(&self.coord, self.n.role().reader().position() + 1).await?;
+        self.reading.follow(self.n.role().reader().position() + 1).await?;
         for (ep, url) in self.endpoints.iter().zip(self.n.config().endpoints.iter().map(|e| &e.url)) {
             tracing::info!(endpoint = %ep, url = %redact_url(url), "notifying");
         }
-        let mut leave_by: Option<tokio::time::Instant> = None;
         self.n.handle(now(), Input::Start);
         self.drain();
         loop {
-            let timer = self.n.poll_timeout().map(|(t, _)| instant_at(t));
             let failed = self.n.counters.failed;
             let lost = self.n.role().counters.objects_lost_history;
-            tokio::select! {
-                Some(f) = follow.next() => match f {
-                    Followed::Member(obs) => self.n.handle(now(), Input::Member(obs)),
-                    Followed::Log { seq, entry } => self.n.handle(now(), Input::Log { seq, entry }),
-                    Followed::Unreadable { seq } => self.n.handle(now(), Input::LogUnreadable { seq }),
-                    Followed::CaughtUp => {
-                        tracing::info!(position = self.n.role().reader().position(), "notifier caught up");
-                        self.n.handle(now(), Input::CaughtUp);
-                    }
-                },
-                Some(input) = done.recv() => self.n.handle(now(), input),
-                Some(reader) = restored.recv() => {
-                    self.restores.answered();
-                    if let Some(reader) = reader {
-                        let before = self.n.role().reader().position();
-                        self.n.handle(now(), Input::Restore(Box::new(reader)));
-                        let position = self.n.role().reader().position();
-                        if position > before {
-                            tracing::info!(from = before, to = position, "jumped past a hole in the log to a snapshot");
-                            follow.refollow_log(&self.coord, position + 1).await;
-                        }
-                    }
-                }
-                Some(req) = requests.recv() => self.answer(req, &follow),
-                _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => {
-                    self.n.handle_timeout(now());
-                }
-                _ = shutdown.changed(), if leave_by.is_none() => {
+            let Some(wake) = self.reading.next(self.n.poll_timeout().map(|(t, _)| t)).await else {
+                return Err("the notifier's log follower ended".into());
+            };
+            match wake {
+                Wake::Followed(f) => self.followed(f),
+                Wake::Replayed { token, result } => self.n.handle(now(), Input::Replayed { token, result }),
+                Wake::Restored(reader) => self.restored(reader).await?,
+                Wake::Done(input) => self.n.handle(now(), input),
+                Wake::Query(q) => self.answer(q),
+                Wake::Timeout => self.n.handle_timeout(now()),
+                Wake::Leave => {
                     tracing::info!(member = %self.n.me(), "leaving the notifier bucket: finishing the sends in flight");
                     self.n.handle(now(), Input::Leave);
-                    leave_by = Some(tokio::time::Instant::now() + self.n.config().leave_timeout + LEAVE_GRACE);
                 }
-                _ = tokio::time::sleep_until(leave_by.unwrap_or_else(far_future)), if leave_by.is_some() => {
+                Wake::LeaveOverdue => {
                     tracing::warn!("the notifier's leave did not finish in time; exiting anyway");
                     break;
                 }
@@ -151,22 +116,44 @@ impl NotifierLoop {
             }
         }
         // The key's delete was queued by the core once its claims were finished.
-        self.heartbeats.flush_leave().await;
+        self.reading.flush_leave().await;
         Ok(())
     }
 
-    fn answer(&self, req: RoleQuery, follow: &Follower) {
+    fn followed(&mut self, f: Followed) {
+        let input = match f {
+            Followed::Member(obs) => Input::Member(obs),
+            Followed::Log { seq, entry } => Input::Log { seq, entry },
+            Followed::Unreadable { seq } => Input::LogUnreadable { seq },
+            Followed::CaughtUp => {
+                tracing::info!(position = self.n.role().reader().position(), "notifier caught up");
+                Input::CaughtUp
+            }
+        };
+        self.n.handle(now(), input);
+    }
+
+    /// Hands a loaded snapshot to the core and, if it jumped to it, follows the log from after it.
+    async fn restored(&mut self, reader: Option<Box<LogReader>>) -> Result<(), String> {
+        let Some(reader) = reader else { return Ok(()) };
+        let before = self.n.role().reader().position();
+        self.n.handle(now(), Input::Restore(reader));
+        let position = self.n.role().reader().position();
+        if position > before {
+            tracing::info!(from = before, to = position, "jumped past a hole in the log to a snapshot");
+            self.reading.refollow(position + 1).await?;
+        }
+        Ok(())
+    }
+
+    fn answer(&self, req: RoleQuery) {
         match req {
             RoleQuery::Metrics(reply) => {
-                let _ = reply.send(self.metrics(follow.buckets()));
+                let _ = reply.send(self.metrics(self.reading.buckets()));
             }
             RoleQuery::Health(reply) => {
                 let h = self.n.health();
-                let status = match follow.resyncing() {
-                    Some(reason) if !self.n.role().is_leaving() => (false, reason),
-                    _ => (h.ready, h.reason),
-                };
-                let _ = reply.send(status);
+                let _ = reply.send(self.reading.health(self.n.role().is_leaving(), (h.ready, h.reason)));
             }
         }
     }
@@ -174,9 +161,9 @@ impl NotifierLoop {
     /// Carries out every output the core has, each as its own task; every answer comes back through `done`.
     fn drain(&mut self) {
         while let Some(out) = self.n.poll_output() {
-            let tx = self.done_tx.clone();
+            let tx = self.reading.done();
             match out {
-                Output::Membership(m) => self.heartbeats.write(m),
+                Output::Membership(m) => self.reading.heartbeat(m),
                 Output::ReadStarts { endpoints, propose } => {
                     let progress = self.progress.clone();
                     tokio::spawn(async move {
@@ -197,16 +184,7 @@ impl NotifierLoop {
                         let _ = tx.send(Input::Progress { token, result });
                     });
                 }
-                Output::Replay { token, from, to } => {
-                    let coord = self.coord.clone();
-                    tokio::spawn(async move {
-                        let result = coord.replay(from, to).await;
-                        if let Err(e) = &result {
-                            tracing::warn!(error = %e, "reading the log again");
-                        }
-                        let _ = tx.send(Input::Replayed { token, result });
-                    });
-                }
+                Output::Replay { token, from, to } => self.reading.replay(token, from, to),
                 Output::WriteProgress { op, object, endpoint, record, expect } => {
                     let progress = self.progress.clone();
                     tokio::spawn(async move {
@@ -217,12 +195,7 @@ impl NotifierLoop {
                         let _ = tx.send(Input::Written { op, result });
                     });
                 }
-                Output::NeedSnapshot { covering } => {
-                    let tx = self.restored_tx.clone();
-                    self.restores.ask(&self.coord, covering, move |reader| {
-                        let _ = tx.send(reader);
-                    });
-                }
+                Output::NeedSnapshot { covering } => self.reading.restore(covering),
                 Output::Send(d) => {
                     let sender = self.sender.clone();
                     tokio::spawn(async move {

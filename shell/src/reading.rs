@@ -1,15 +1,22 @@
 //! The plumbing every role that reads the log as a member of its own bucket shares (the sink, the notifier):
 //! the `Follower` (membership watch and log follower), the heartbeat writer and its leave flush, replays of a
-//! range of the log (a resume reading again what an object's previous owner may not have handled), the role's
-//! own I/O answers, the core's single timer, the signal to leave, and the HTTP side's questions (health,
-//! metrics) — all as one cancel-safe `next()` for the role's loop, which only says what each wake-up means to
-//! its core.
+//! range of the log (a resume reading again what an object's previous owner may not have handled), each
+//! bounded in time, loads of the latest snapshot after a hole in the log, the role's own I/O answers, the
+//! core's single timer, the signal to leave (and, if the role bounds it, the end of its leave), and the HTTP
+//! side's questions (health, metrics) — all as one cancel-safe `next()` for the role's loop, which only says
+//! what each wake-up means to its core.
+//!
+//! The engine's loop is still its own (`engine.rs`): it waits on more than this (commands, check results, the
+//! ui's requests) and its leave is not yet the core's `is_done`.
 
 use crate::clock::{far_future, instant_at};
 use crate::coord::Coordination;
-use crate::follow::{spawn_heartbeat_writer, Buckets, Followed, Follower, HeartbeatWriter};
+use crate::follow::{
+    spawn_heartbeat_writer, spawn_heartbeat_writer_acked, Buckets, Followed, Follower, HeartbeatWriter,
+};
+use crate::snapshots::Restores;
 use jaque_core::membership::MembershipOutput;
-use jaque_core::{LogEntry, Time};
+use jaque_core::{LogEntry, LogReader, Time};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -62,6 +69,8 @@ pub enum Wake<T> {
         token: u64,
         result: Replayed,
     },
+    /// The latest snapshot, loaded after `restore` (`None`: none reaches the hole yet).
+    Restored(Option<Box<LogReader>>),
     /// One of the role's own I/O answers (a store write, a webhook send), sent on `done()`.
     Done(T),
     Query(RoleQuery),
@@ -69,6 +78,8 @@ pub enum Wake<T> {
     Timeout,
     /// The process is shutting down: the role leaves its bucket (once).
     Leave,
+    /// The role's leave took longer than its bound (`bound_leave`): it exits anyway.
+    LeaveOverdue,
 }
 
 /// How long one replay read may take before the core is told it failed (and retries after its backoff).
@@ -80,11 +91,18 @@ pub struct Reading<T> {
     heartbeats: HeartbeatWriter,
     replays_tx: mpsc::UnboundedSender<(u64, Replayed)>,
     replays: mpsc::UnboundedReceiver<(u64, Replayed)>,
+    /// Loads of the latest snapshot, one at a time.
+    restores: Restores,
+    restored_tx: mpsc::UnboundedSender<Option<LogReader>>,
+    restored: mpsc::UnboundedReceiver<Option<LogReader>>,
     done_tx: mpsc::UnboundedSender<T>,
     done: mpsc::UnboundedReceiver<T>,
     queries: mpsc::Receiver<RoleQuery>,
     shutdown: watch::Receiver<bool>,
     left: bool,
+    /// How long the role's leave may take, and when that runs out once it left.
+    leave_bound: Option<Duration>,
+    leave_by: Option<tokio::time::Instant>,
     empty: Buckets,
 }
 
@@ -92,21 +110,61 @@ impl<T: Send + 'static> Reading<T> {
     /// The plumbing, not yet following anything: a role that must first reach its own store answers health
     /// questions and the shutdown meanwhile, and calls `follow` when it is ready to read.
     pub fn new(coord: Coordination, queries: mpsc::Receiver<RoleQuery>, shutdown: watch::Receiver<bool>) -> Self {
-        let (replays_tx, replays) = mpsc::unbounded_channel();
         let (done_tx, done) = mpsc::unbounded_channel();
+        let heartbeats = spawn_heartbeat_writer(coord.clone());
+        Self::over(coord, heartbeats, (done_tx, done), queries, shutdown)
+    }
+
+    /// Like `new`, and tells the role whether each heartbeat put reached the store, in the order they were
+    /// queued, as `Wake::Done(ack(ok))` (a lease runs from the store's acknowledgements).
+    pub fn acking_heartbeats(
+        coord: Coordination,
+        queries: mpsc::Receiver<RoleQuery>,
+        shutdown: watch::Receiver<bool>,
+        ack: impl Fn(bool) -> T + Send + 'static,
+    ) -> Self {
+        let (done_tx, done) = mpsc::unbounded_channel();
+        let acks = done_tx.clone();
+        let heartbeats = spawn_heartbeat_writer_acked(coord.clone(), move |ok| {
+            let _ = acks.send(ack(ok));
+        });
+        Self::over(coord, heartbeats, (done_tx, done), queries, shutdown)
+    }
+
+    fn over(
+        coord: Coordination,
+        heartbeats: HeartbeatWriter,
+        (done_tx, done): (mpsc::UnboundedSender<T>, mpsc::UnboundedReceiver<T>),
+        queries: mpsc::Receiver<RoleQuery>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        let (replays_tx, replays) = mpsc::unbounded_channel();
+        let (restored_tx, restored) = mpsc::unbounded_channel();
         Reading {
-            heartbeats: spawn_heartbeat_writer(coord.clone()),
             coord,
             follow: None,
+            heartbeats,
             replays_tx,
             replays,
+            restores: Restores::default(),
+            restored_tx,
+            restored,
             done_tx,
             done,
             queries,
             shutdown,
             left: false,
+            leave_bound: None,
+            leave_by: None,
             empty: Buckets::default(),
         }
+    }
+
+    /// Bounds the role's leave: `bound` after `Wake::Leave`, `next` says `Wake::LeaveOverdue` if the role is
+    /// still there.
+    pub fn bound_leave(mut self, bound: Duration) -> Self {
+        self.leave_bound = Some(bound);
+        self
     }
 
     /// Starts watching membership and following the log from position `from` (1, or the position after the
@@ -160,6 +218,24 @@ impl<T: Send + 'static> Reading<T> {
         self.heartbeats.write(m);
     }
 
+    /// Loads the latest snapshot for a hole in the log ending at `covering`, unless a load is running; the
+    /// answer comes back as `Wake::Restored`.
+    pub fn restore(&mut self, covering: u64) {
+        let tx = self.restored_tx.clone();
+        self.restores.ask(&self.coord, covering, move |reader| {
+            let _ = tx.send(reader);
+        });
+    }
+
+    /// A role's readiness as `/healthz` says it: what the role says of itself, unless the follower is being
+    /// made again while the role is not leaving (a leaving role says so itself).
+    pub fn health(&self, leaving: bool, (ready, reason): (bool, String)) -> (bool, String) {
+        match self.resyncing() {
+            Some(resyncing) if !leaving => (false, resyncing),
+            _ => (ready, reason),
+        }
+    }
+
     /// Reads `from..=to` of the log again in a task; the answer comes back as `Wake::Replayed`.
     pub fn replay(&self, token: u64, from: u64, to: u64) {
         let (coord, tx) = (self.coord.clone(), self.replays_tx.clone());
@@ -183,12 +259,21 @@ impl<T: Send + 'static> Reading<T> {
         tokio::select! {
             f = async { self.follow.as_mut().expect("following").next().await }, if following => f.map(Wake::Followed),
             Some((token, result)) = self.replays.recv() => Some(Wake::Replayed { token, result }),
+            Some(reader) = self.restored.recv() => {
+                self.restores.answered();
+                Some(Wake::Restored(reader.map(Box::new)))
+            }
             Some(d) = self.done.recv() => Some(Wake::Done(d)),
             Some(q) = self.queries.recv() => Some(Wake::Query(q)),
             _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => Some(Wake::Timeout),
             _ = self.shutdown.wait_for(|s| *s), if !self.left => {
                 self.left = true;
+                self.leave_by = self.leave_bound.map(|bound| tokio::time::Instant::now() + bound);
                 Some(Wake::Leave)
+            }
+            _ = tokio::time::sleep_until(self.leave_by.unwrap_or_else(far_future)), if self.leave_by.is_some() => {
+                self.leave_by = None;
+                Some(Wake::LeaveOverdue)
             }
         }
     }

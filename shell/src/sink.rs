@@ -1,5 +1,5 @@
 //! The sink role's loop: every accepted event of the log into the `-sink-store`, exactly once. The plumbing
-//! (membership, log, heartbeats, replays, timer, leave) is `reading::Reading`; every decision is the core's
+//! (membership, log, heartbeats, replays, snapshot loads, timer, leave) is `reading::Reading`; every decision is the core's
 //! `jaque_core::sink::Sink`; the statements are `store::Store`'s. This file only carries the core's outputs
 //! to the store and the answers back. Its metrics are beside it.
 
@@ -8,7 +8,7 @@ use crate::coord::Coordination;
 use crate::follow::Followed;
 use crate::metrics::Exposition;
 use crate::reading::{Reading, RoleQuery, Wake};
-use crate::snapshots::{self, Restores};
+use crate::snapshots;
 use crate::store::{SchemaError, Store};
 use jaque_core::sink::{Input, Output, Sink, SinkConfig, StoreError};
 use jaque_core::{LogReader, ObjectId, Time};
@@ -19,16 +19,8 @@ use tokio::sync::{mpsc, watch};
 /// The store's answers, back to the loop.
 enum Done {
     Schema(Result<(), SchemaError>),
-    Written {
-        batch: u64,
-        result: Result<(), StoreError>,
-    },
-    Progress {
-        token: u64,
-        result: Result<Vec<(ObjectId, u64)>, StoreError>,
-    },
-    /// The latest snapshot, loaded after the core's `NeedSnapshot` (`None`: none reaches the hole yet).
-    Restored(Option<Box<LogReader>>),
+    Written { batch: u64, result: Result<(), StoreError> },
+    Progress { token: u64, result: Result<Vec<(ObjectId, u64)>, StoreError> },
 }
 
 /// Schema attempts while the store is away at start: the first after this, doubling to `SCHEMA_RETRY_MAX`.
@@ -58,7 +50,6 @@ pub struct SinkLoop {
     schema_delay: Duration,
     schema_errors: u64,
     last_health: bool,
-    restores: Restores,
 }
 
 impl SinkLoop {
@@ -80,7 +71,6 @@ impl SinkLoop {
             schema_delay: SCHEMA_RETRY,
             schema_errors: 0,
             last_health: false,
-            restores: Restores::default(),
         }
     }
 
@@ -103,6 +93,7 @@ impl SinkLoop {
             match wake {
                 Wake::Followed(f) => self.sink.handle(now(), followed(f)),
                 Wake::Replayed { token, result } => self.sink.handle(now(), Input::Replayed { token, result }),
+                Wake::Restored(reader) => self.restored(reader).await?,
                 Wake::Done(Done::Schema(r)) => self.schema_done(r).await?,
                 Wake::Done(Done::Written { batch, result }) => {
                     if let Err(e) = &result {
@@ -116,7 +107,6 @@ impl SinkLoop {
                     }
                     self.sink.handle(now(), Input::Progress { token, result });
                 }
-                Wake::Done(Done::Restored(reader)) => self.restored(reader).await?,
                 Wake::Query(q) => self.answer(q),
                 Wake::Timeout if self.reading.is_following() => self.sink.handle_timeout(now()),
                 Wake::Timeout => {
@@ -130,6 +120,8 @@ impl SinkLoop {
                     tracing::info!(member = %self.sink.me(), "leaving the sink bucket");
                     self.sink.handle(now(), Input::Leave);
                 }
+                // The sink does not bound its leave (`Reading::bound_leave`): the core's own deadline does.
+                Wake::LeaveOverdue => break,
             }
             snapshots::warn_history_lost("sink", lost, self.sink.role().counters.objects_lost_history);
             self.drain();
@@ -185,7 +177,6 @@ impl SinkLoop {
 
     /// Hands a loaded snapshot to the core and, if it jumped to it, follows the log from after it.
     async fn restored(&mut self, reader: Option<Box<LogReader>>) -> Result<(), String> {
-        self.restores.answered();
         let Some(reader) = reader else { return Ok(()) };
         let before = self.sink.role().reader().position();
         self.sink.handle(now(), Input::Restore(reader));
@@ -210,12 +201,7 @@ impl SinkLoop {
                     });
                 }
                 Output::Replay { token, from, to } => self.reading.replay(token, from, to),
-                Output::NeedSnapshot { covering } => {
-                    let tx = self.reading.done();
-                    self.restores.ask(self.reading.coord(), covering, move |reader| {
-                        let _ = tx.send(Done::Restored(reader.map(Box::new)));
-                    });
-                }
+                Output::NeedSnapshot { covering } => self.reading.restore(covering),
                 Output::Write(batch) => {
                     let (store, tx) = (self.store.clone(), self.reading.done());
                     tokio::spawn(async move {
@@ -235,10 +221,7 @@ impl SinkLoop {
             };
         }
         let h = self.sink.health();
-        match self.reading.resyncing() {
-            Some(reason) if !self.sink.role().is_leaving() => (false, reason),
-            _ => (h.ready, h.reason),
-        }
+        self.reading.health(self.sink.role().is_leaving(), (h.ready, h.reason))
     }
 
     fn log_health(&mut self) {
