@@ -1,5 +1,4 @@
-//! Writes through ingress, as a `-target ui` makes them and as the NATS server delivers them, and the checker of
-//! invariant 12 (write liveness).
+//! Writes through ingress, as a `-target ui` makes them and as the NATS server delivers them.
 //!
 //! **The ui.** Each write (`Via::Ingress`, `Via::Ui`) is driven by core's `IngressWrite`, as the shell drives it:
 //! attempts go out with a claim asked (unless the seed turns claims off), the first straight to the owner the
@@ -14,17 +13,15 @@
 //! client reconnects and subscribes again). Until then it is handed its share and holds it (a paused process) or
 //! loses it (a cut one). A crashed process is out at once (its connection closed).
 //!
-//! **Invariant 12.** Every write through ingress ends within the bound of its timeouts (claim window + the
-//! answer timeout); a write that ends with no engine having claimed it had no engine that stayed fit (running,
-//! answering, not leaving, taking claims, in the group) from its first attempt to its end; every claim and
-//! decline is for a caller that asked for one and is waiting, a claim at most once and before the outcome, a
-//! decline as its one answer (invariant 4's accounting, with claims).
+//! **Invariant 12** is checked of every write as it ends by `checks/write_liveness.rs`; that every claim and decline
+//! is for a caller that asked for one and is waiting, a claim at most once and before the outcome, a decline as
+//! its one answer, is invariant 4's accounting with claims, checked here as an engine answers.
 
 use super::net::Waiter;
 use super::{Category, Ev, Sim, Via};
 use crate::params::{stream, Stream};
 use jaque_core::ui::{submit_to, Act, Heard, IngressWrite, Submit, SubmitTimeouts};
-use jaque_core::{Command, MemberId, Outcome, Time};
+use jaque_core::{Command, Outcome, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -220,20 +217,6 @@ impl Sim {
         self.note_fitness(n);
     }
 
-    /// Whether engine `n` would claim every attempt handed to it now, promptly: running, answering, not leaving,
-    /// taking claims and in the group. Kept as the time since when it has been so (`None`: it is not).
-    pub(super) fn note_fitness(&mut self, n: usize) {
-        let now = self.now;
-        let local = self.nodes[n].local(now);
-        let node = &self.nodes[n];
-        let fit = node.dark_since.is_none()
-            && node.clog == 0
-            && node.role.as_ref().is_some_and(|r| r.in_group && r.engine.takes_ingress(local));
-        if let Some(role) = self.nodes[n].role.as_mut() {
-            role.fit_since = if fit { role.fit_since.or(Some(now)) } else { None };
-        }
-    }
-
     /// Engine `n` stopped answering the server (paused, or cut off), or answers again: when it went quiet.
     pub(super) fn note_dark(&mut self, n: usize) {
         let node = &mut self.nodes[n];
@@ -282,7 +265,7 @@ impl Sim {
         }
     }
 
-    /// The write's one outcome goes to its client; invariant 12 is checked of it.
+    /// The write's one outcome goes to its client, once invariant 12 is checked of it.
     fn write_done(&mut self, sub: usize, write: &Write, outcome: Outcome) {
         let at = self.subs[sub].at;
         let took = self.now.saturating_since(at);
@@ -290,31 +273,8 @@ impl Sim {
         s.longest_ms = s.longest_ms.max(took.as_millis() as u64);
         s.resent_unclaimed += u64::from(write.w.resent_unclaimed);
         s.resent_declined += u64::from(write.w.resent_declined);
-        let bound = write.w.timeouts().bound();
-        if took > bound {
-            let msg = format!("write {} ({}) took {took:?}, over its bound of {bound:?}", sub, write.cmd.id);
-            self.fail(Category::Liveness, "12 write liveness", msg);
+        if !self.check_write_liveness(sub, &write.w, &write.cmd.id, &outcome) {
             return;
-        }
-        if write.w.claimed_by().is_none() && self.params.ingress.claim_timeout_ms > 0 && !write.w.answered() {
-            self.ingress.stats.unclaimed += 1;
-            // Nobody claimed it: no engine may have stayed fit from its first attempt to now.
-            let fit: Vec<MemberId> = self
-                .nodes
-                .iter()
-                .filter(|n| n.role.as_ref().and_then(|r| r.fit_since).is_some_and(|t| t < at))
-                .map(|n| n.id.clone())
-                .collect();
-            if !fit.is_empty() {
-                let msg = format!(
-                    "write {} ({}) ended unclaimed after {} attempts ({outcome:?}) while {fit:?} took claims throughout",
-                    sub,
-                    write.cmd.id,
-                    write.w.attempts()
-                );
-                self.fail(Category::Liveness, "12 write liveness", msg);
-                return;
-            }
         }
         self.client_outcome(sub, outcome);
     }

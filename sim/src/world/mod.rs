@@ -9,21 +9,22 @@
 //!   and its delivery to readers.
 //! - [`net`]: request/reply (no responders, timeouts), forwards, store and process-to-process links.
 //! - [`ingress`]: the ui's writes through ingress (core's `IngressWrite`: claims, attempts sent again), the
-//!   queue group as the NATS server keeps it (a member that stopped answering is dropped late), and invariant 12.
+//!   queue group as the NATS server keeps it (a member that stopped answering is dropped late).
 //! - [`faults`]: the fault tick (crash, pause, partitions, heartbeat loss, clogging, clean leave), swizzle,
 //!   what undoes each fault, and the heal.
 //! - [`workload`]: clients, commands and their one outcome, check workers and the simulated truth.
 //! - [`workers`]: check workers of limited capacity, each with the core's backlog (when `Params::workers`).
 //! - [`engine`]: engine processes: start, boot, step, carrying out outputs, the timer, leave and exit.
 //! - [`checks`]: the checkers, one module per invariant family: the engines' (agreement, one hop, accounting
-//!   as the run goes; convergence, failover, every caller answered at its end) and the notifications'
-//!   (invariant 9); the log's own are the [`Oracle`]'s.
-//! - [`sink`] and [`sql`]: sink processes and their SQL store, with invariant 10 (issue 9).
+//!   as the run goes; convergence, failover, every caller answered at its end), the notifications' (9), the
+//!   sink store's (10), the snapshots' (11) and the writes through ingress (12); the log's own are the
+//!   [`Oracle`]'s.
+//! - [`sink`] and [`sql`]: sink processes and their SQL store (issue 9).
 //! - [`notifier`]: notifier processes (`jaque_core::notifier::Notifier`) and their faults; [`kv`]: their
 //!   records in the membership KV and their requests to it; [`endpoint`]: the webhook endpoints they send to,
 //!   and the HTTP between them.
 //! - [`snapshots`]: the snapshot store, the engines' snapshot writes and purges, every reader's start from a
-//!   snapshot and jump past a hole, the objects whose history was lost, and the checker of invariant 11.
+//!   snapshot and jump past a hole, the objects whose history was lost.
 //!
 //! Randomness comes from sub-seeds: the network, the faults, the workload, the ui, the simulated truth and
 //! each process draw from their own streams.
@@ -62,6 +63,8 @@ use crate::oracle::Oracle;
 use crate::params::{mix, Params};
 use checks::engines::Checks;
 use checks::notifications::Notifications;
+use checks::sink_store::SinkStore;
+use checks::snapshots::SnapshotChecks;
 use faults::{Faults, Undo};
 use ingress::{Ingress, WriteEv};
 use jaque_core::{
@@ -350,6 +353,10 @@ pub struct Sim {
     checks: Checks,
     /// The checker of invariant 9 (`checks/notifications.rs`).
     notifications: Notifications,
+    /// The checker of invariant 10 (`checks/sink_store.rs`).
+    sink_store: SinkStore,
+    /// The checker of invariant 11 (`checks/snapshots.rs`).
+    snapshot_checks: SnapshotChecks,
     sinks: Sinks,
     notify: Notify,
     snaps: Snaps,
@@ -399,6 +406,8 @@ impl Sim {
             faults: Faults::new(seed),
             checks: Checks::new(params.objects),
             notifications: Notifications::default(),
+            sink_store: SinkStore::default(),
+            snapshot_checks: SnapshotChecks::new(seed),
             sinks: Sinks::new(&params),
             notify: Notify::new(&params),
             snaps: Snaps::new(seed),

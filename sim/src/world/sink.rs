@@ -13,15 +13,14 @@
 
 use super::process::Process;
 use super::snapshots::{LostBy, Whose};
-use super::sql::{degraded_event, Answer, Pending, Req, Sql};
+use super::sql::{Answer, Pending, Req, Sql};
 use super::{exp, log::brief_entry, Category, Ev, Phase, Sim};
 use crate::params::{mix, stream, FaultKind, Params, Stream};
-use jaque_core::role::{After, Owned};
-use jaque_core::sink::{event_row, Batch, Input, Output, Sink, SinkConfig, StoreError};
+use jaque_core::sink::{Batch, Input, Output, Sink, SinkConfig, StoreError};
 use jaque_core::{hrw, LogEntry, MemberId, MemberRef, MembershipOutput, ObjectId, State, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// What the simulator keeps for one running sink incarnation.
@@ -189,17 +188,7 @@ pub(super) struct Sinks {
     pub sql: Sql,
     pub reqs: BTreeMap<u64, Pending>,
     pub next_req: u64,
-    /// Rows the sinks counted as skipped: event rows by position, objects rows by (object, last_seq).
-    pub skipped_events: BTreeSet<u64>,
-    pub skipped_objects: BTreeSet<(ObjectId, u64)>,
-    /// Per object, its accepted events' positions, and how many of the first are stored or skipped.
-    pub accepted: BTreeMap<ObjectId, Vec<u64>>,
-    pub prefix: BTreeMap<ObjectId, usize>,
     down_gen: u64,
-    /// Added to the settling budget when a sink was leaving at the heal.
-    leave_allowance_ms: u64,
-    /// The liveness phase's end waits for the sinks: the log position they must have stored, and by when.
-    settle: Option<(u64, Time)>,
     pub counters: SinkWorldCounters,
 }
 
@@ -225,13 +214,7 @@ impl Sinks {
             sql: Sql::new(seed, params.sink.refuse_degraded),
             reqs: BTreeMap::new(),
             next_req: 0,
-            skipped_events: BTreeSet::new(),
-            skipped_objects: BTreeSet::new(),
-            accepted: BTreeMap::new(),
-            prefix: BTreeMap::new(),
             down_gen: 0,
-            leave_allowance_ms: 0,
-            settle: None,
             counters: SinkWorldCounters::default(),
         }
     }
@@ -242,7 +225,7 @@ impl Sinks {
 }
 
 /// The config every simulated sink runs with: core's defaults, the seed's ttl and batch sizes.
-pub(super) fn config(params: &Params, me: MemberRef) -> SinkConfig {
+pub(in crate::world) fn config(params: &Params, me: MemberRef) -> SinkConfig {
     let mut cfg = SinkConfig::new(me, Duration::from_millis(params.ttl_ms));
     let k = &params.sink;
     cfg.max_batch = k.max_batch;
@@ -275,19 +258,7 @@ impl Sim {
 
     pub fn sink_stats(&self) -> SinkStats {
         let (k, q) = (&self.sinks.counters, &self.sinks.sql.counters);
-        let max_output = self.params.sink.max_output;
-        let collateral = self
-            .sinks
-            .skipped_events
-            .iter()
-            .filter(|&&seq| match self.log.entry(seq) {
-                LogEntry::Event(event) => {
-                    let owned = Owned { seq, event: event.clone(), after: After::Replayed };
-                    !self.sinks.sql.refuses_event(&degraded_event(event_row(&owned, max_output)))
-                }
-                LogEntry::Epoch(_) => false,
-            })
-            .count() as u64;
+        let collateral = self.collateral_skips();
         SinkStats {
             steps: k.steps,
             transactions: q.transactions,
@@ -306,11 +277,6 @@ impl Sim {
     /// Transactions sink `s` has out (sent, not answered).
     pub fn sink_writes_out(&self, s: usize) -> usize {
         self.sinks.procs[s].role.as_ref().map_or(0, |r| r.writes.len())
-    }
-
-    /// The rows the sinks counted as skipped: event rows by position, objects rows by (object, last_seq).
-    pub fn sink_skipped(&self) -> (&BTreeSet<u64>, &BTreeSet<(ObjectId, u64)>) {
-        (&self.sinks.skipped_events, &self.sinks.skipped_objects)
     }
 
     /// The database down (every request answered `Unavailable`) or back.
@@ -517,11 +483,7 @@ impl Sim {
         if self.sinks.len() == 0 {
             return;
         }
-        if let LogEntry::Event(e) = self.log.entry(seq) {
-            if self.oracle.is_accepted(seq) {
-                self.sinks.accepted.entry(e.object.clone()).or_default().push(seq);
-            }
-        }
+        self.note_storable(seq);
         for s in 0..self.sinks.len() {
             if self.sinks.procs[s].follows() {
                 let lag = self.sinks.procs[s].rng.random_range(0..=self.params.log_lag_max_ms) + self.sink_delay(s);
@@ -599,8 +561,8 @@ impl Sim {
         self.sinks.down_gen += 1;
         self.set_sql_down(false);
         if self.sinks.procs.iter().any(|p| p.is_leaving()) {
-            self.sinks.leave_allowance_ms =
-                config(&self.params, self.sinks.procs[0].member()).leave_timeout.as_millis() as u64 + 1_000;
+            let leave_timeout = config(&self.params, self.sinks.procs[0].member()).leave_timeout;
+            self.note_sink_leaving_at_heal(leave_timeout.as_millis() as u64);
         }
         for s in 0..self.sinks.len() {
             self.sinks.procs[s].hb_loss = 0;
@@ -620,63 +582,6 @@ impl Sim {
         }
         if up == 0 {
             self.after(1_000, Ev::Sink(SinkEv::Restart { s: 0, healing: true }));
-        }
-    }
-
-    /// How long after the heal the store may take to hold every accepted event up to `upto`: a dead sink's key
-    /// expiring, a boot, the longest retry backoffs (the role's 30 s, the sink's 10 s), a request out at the
-    /// heal timing out, a leave's deadline, and one round trip per row and per replay read of every resume.
-    fn sink_budget_ms(&self, upto: u64) -> u64 {
-        let p = &self.params;
-        let k = &p.sink;
-        let cfg = config(p, self.sinks.procs[0].member());
-        let round = 2 * (p.net_delay_max_ms + 1) + k.commit_ms_max + 1;
-        let resumes = 2 * self.sinks.len() as u64 + 4;
-        let rounds = 2 * upto + 4 * p.objects as u64 + 20 + resumes * (upto / k.replay_chunk.max(1) + 2);
-        p.takeover_window_ms()
-            + p.boot_delay_max_ms
-            + super::ms(cfg.role.retry_max)
-            + super::ms(cfg.retry_max)
-            + 2 * k.timeout_ms
-            + self.sinks.leave_allowance_ms
-            + 4 * p.max_hop_ms()
-            + 2 * p.clock_skew_max_ms
-            + 2_000
-            + rounds * round
-    }
-
-    /// The liveness phase ends only once the store holds every accepted event up to where the log stood when
-    /// the engines were done (invariant 10); past the sinks' budget that is a liveness failure.
-    pub(super) fn sinks_settled(&mut self) -> bool {
-        if self.sinks.len() == 0 || self.violation.is_some() {
-            return true;
-        }
-        let healed = self.checks.healed.expect("settling after the heal");
-        let (upto, deadline) = match self.sinks.settle {
-            Some(s) => s,
-            None => {
-                let upto = self.log.len();
-                let at = (healed + Duration::from_millis(self.sink_budget_ms(upto))).max(self.now);
-                self.sinks.settle = Some((upto, at));
-                (upto, at)
-            }
-        };
-        match self.check_sink_store_upto(upto) {
-            Ok(()) => {
-                self.sinks.counters.settled_after_ms = self.now.0 - healed.0;
-                self.tr(|| format!("sinks settled: the store holds every accepted event up to {upto}"));
-                true
-            }
-            Err(why) => {
-                if self.now > deadline {
-                    let msg = format!(
-                        "{}ms after the heal (budget until {deadline}), up to log {upto}: {why}",
-                        self.now.saturating_since(healed).as_millis()
-                    );
-                    self.fail(Category::Liveness, "10 sink", msg);
-                }
-                false
-            }
         }
     }
 
@@ -894,23 +799,8 @@ impl Sim {
             let named: Vec<_> = role.sink.role().history_lost().iter().cloned().collect();
             self.note_lost_history(LostBy::Sink, Whose::Sink(s), lost, named.iter());
         }
-        if skipped > 0 {
-            // The sink skips a row only answering a refused transaction of that one row (and its object's).
-            match refused.filter(|b| skipped == 1 && b.events.len() <= 1 && b.rows() <= 2) {
-                Some(b) => {
-                    if let Some(r) = b.events.first() {
-                        self.sinks.skipped_events.insert(r.seq);
-                    } else if let Some(o) = b.objects.first() {
-                        self.sinks.skipped_objects.insert((o.object.clone(), o.last_seq));
-                    }
-                    self.sinks.counters.skips += 1;
-                }
-                None => {
-                    let msg =
-                        format!("s{} counted {skipped} skipped rows in a step that no refused row explains", s + 1);
-                    return self.fail(Category::Safety, "10 sink", msg);
-                }
-            }
+        if !self.note_skips(s, refused, skipped) {
+            return;
         }
         self.h(0x5100_0000 ^ s as u64 ^ (outputs.len() as u64) << 8);
         for out in outputs {

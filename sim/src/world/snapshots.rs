@@ -21,19 +21,12 @@
 //! (`LogRole::history_lost`) are recorded with their ranges; invariants 9 and 10 let an accepted event be
 //! missing only when it was purged and such a range of its object holds it.
 //!
-//! **Invariant 11**: at sampled moments — a snapshot landing in the store, a log entry landing (then the reader
-//! of a random running process is snapshotted: any position, lagging or at a hole), and the end of the run
-//! (the older stored snapshot) — a reader is started from the snapshot through the wire and fed the log after it as
-//! processes now read it. At its own position and at every position it reads it must hold what the oracle held
-//! there (as invariant 2 asks of engines); it must report a hole exactly where purged positions are skipped;
-//! and if it reads to the end of the log it must hold exactly the oracle's state (all of it: objects, epoch
-//! records, applied command ids, log clock and its marks, counters but the duplicate deliveries it saw).
-//! Engines that jumped are held to invariants 1–8 as any engine (agreement is checked at the position they
-//! jumped to).
+//! Readers started from snapshots are checked against invariant 11 by `checks/snapshots.rs`. Engines that jumped
+//! are held to invariants 1–8 as any engine (agreement is checked at the position they jumped to).
 
 use super::{Category, Ev, Phase, Sim};
 use crate::params::{stream, Stream};
-use jaque_core::log::{LogReader, Read, ReaderSnapshot};
+use jaque_core::log::{LogReader, ReaderSnapshot};
 use jaque_core::{wire, ObjectId, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -42,13 +35,6 @@ use std::time::Duration;
 
 /// How many snapshots the store keeps (the shell's `SNAPSHOTS_KEPT`).
 const KEPT: usize = 2;
-
-/// How many readers the checker of invariant 11 starts from snapshots in a run, of each kind (stored ones as
-/// they land, random processes' readers as entries land), spread over the safety phase: each costs the state
-/// plus the tail, so a fixed number keeps a long run's checks from growing with the square of its log; and fewer
-/// in a world of more than `SAMPLED_OBJECTS` objects, whose state costs more to copy and compare.
-const SAMPLES: u64 = 8;
-const SAMPLED_OBJECTS: u64 = 100;
 
 /// A process whose reader asks for a snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,13 +133,9 @@ pub struct SnapStats {
 
 pub(super) struct Snaps {
     /// The store: snapshots by position, the newest `KEPT`.
-    stored: BTreeMap<u64, ReaderSnapshot>,
+    pub stored: BTreeMap<u64, ReaderSnapshot>,
     /// The store's faults and latencies.
     rng: ChaCha8Rng,
-    /// The checker's samples (never moves the world), and when it takes the next of each kind.
-    sample: ChaCha8Rng,
-    next_stored_check: Time,
-    next_process_check: Time,
     /// Per object, the ranges `(stored, last]` a sink (a notifier) said its purged events were lost from.
     sink_lost: BTreeMap<ObjectId, Vec<(u64, u64)>>,
     notifier_lost: BTreeMap<ObjectId, Vec<(u64, u64)>>,
@@ -165,9 +147,6 @@ impl Snaps {
         Snaps {
             stored: BTreeMap::new(),
             rng: stream(seed, Stream::Snapshots, 0),
-            sample: stream(seed, Stream::Snapshots, 1),
-            next_stored_check: Time::ZERO,
-            next_process_check: Time::ZERO,
             sink_lost: BTreeMap::new(),
             notifier_lost: BTreeMap::new(),
             stats: SnapStats::default(),
@@ -200,34 +179,6 @@ macro_rules! with_process {
             }
         }
     };
-}
-
-/// A snapshot's state without what depends on how the log reached its reader (duplicate deliveries).
-fn comparable(r: &LogReader) -> ReaderSnapshot {
-    let mut s = r.snapshot();
-    s.counters.duplicate_positions_total = 0;
-    s
-}
-
-/// The first part in which two reader states differ.
-fn first_difference(a: &ReaderSnapshot, b: &ReaderSnapshot) -> String {
-    if a.position != b.position {
-        return format!("position {} vs {}", a.position, b.position);
-    }
-    if a.epochs != b.epochs {
-        return format!("epoch records ({} vs {})", a.epochs.len(), b.epochs.len());
-    }
-    if a.objects != b.objects {
-        let differs = a.objects.iter().zip(&b.objects).find(|(x, y)| x != y).map(|(x, _)| x.0.to_string());
-        return format!("objects ({} vs {}; first differing {differs:?})", a.objects.len(), b.objects.len());
-    }
-    if a.applied != b.applied {
-        return format!("applied command ids ({} vs {})", a.applied.len(), b.applied.len());
-    }
-    if a.log_time != b.log_time || a.marks != b.marks {
-        return format!("log clock {} vs {} ({} vs {} marks)", a.log_time, b.log_time, a.marks.len(), b.marks.len());
-    }
-    format!("counters {:?} vs {:?}", a.counters, b.counters)
 }
 
 impl Sim {
@@ -335,10 +286,7 @@ impl Sim {
             Err("the snapshot store refused the write".to_string())
         } else {
             self.snaps.stats.stored += 1;
-            if self.now >= self.snaps.next_stored_check {
-                self.snaps.next_stored_check = self.now + self.sample_period();
-                self.check_snapshot(&snapshot, &format!("the snapshot e{} stored at {position}", n + 1), true);
-            }
+            self.sample_stored(&snapshot, &format!("the snapshot e{} stored at {position}", n + 1));
             self.snaps.stored.insert(position, *snapshot);
             while self.snaps.stored.len() > KEPT {
                 self.snaps.stored.pop_first();
@@ -376,7 +324,7 @@ impl Sim {
 
     /// The snapshot's reader, through the wire's bytes (encoded and decoded as the shell stores and loads it);
     /// `None` (and a violation) if they do not decode. That they hold what went in is the checker's to see.
-    fn through_wire(&mut self, snapshot: &ReaderSnapshot, what: &str) -> Option<LogReader> {
+    pub(in crate::world) fn through_wire(&mut self, snapshot: &ReaderSnapshot, what: &str) -> Option<LogReader> {
         let bytes = wire::encode_snapshot(snapshot);
         match wire::decode_snapshot(&bytes) {
             Ok(reader) => Some(reader),
@@ -530,120 +478,6 @@ impl Sim {
             SnapEv::Read { whose, inc, covering, answer_by } => self.snapshot_read(whose, inc, covering, answer_by),
             SnapEv::Loaded { whose, inc, covering, snapshot } => self.snapshot_loaded(whose, inc, covering, snapshot),
         }
-    }
-
-    // ---- invariant 11 ----
-
-    /// The time to the checker's next sample of a kind: `SAMPLES` in a safety phase, give or take (fewer with
-    /// many objects).
-    fn sample_period(&mut self) -> Duration {
-        let size = (self.params.objects as u64).div_ceil(SAMPLED_OBJECTS).max(1);
-        let mean = (self.params.safety_ms / SAMPLES * size).max(1_000);
-        Duration::from_millis(self.snaps.sample.random_range(mean / 2..=mean * 3 / 2))
-    }
-
-    /// A log entry landed: now and then a random running process's reader is snapshotted and checked.
-    pub(super) fn sample_reader(&mut self) {
-        if self.violation.is_some() || self.now < self.snaps.next_process_check {
-            return;
-        }
-        self.snaps.next_process_check = self.now + self.sample_period();
-        let running = self.nodes.iter().enumerate().filter(|(_, p)| p.is_running()).map(|(n, _)| Whose::Engine(n));
-        let sinks = self.sinks.procs.iter().enumerate().filter(|(_, p)| p.is_running()).map(|(s, _)| Whose::Sink(s));
-        let notifiers =
-            self.notify.slots.iter().enumerate().filter(|(_, p)| p.is_running()).map(|(k, _)| Whose::Notifier(k));
-        let readers: Vec<Whose> = running.chain(sinks).chain(notifiers).collect();
-        if readers.is_empty() {
-            return;
-        }
-        let whose = readers[self.snaps.sample.random_range(0..readers.len())];
-        let snapshot = match whose {
-            Whose::Engine(n) => self.nodes[n].engine().map(|e| e.reader().snapshot()),
-            Whose::Sink(s) => self.sinks.procs[s].sink().map(|k| k.role().reader().snapshot()),
-            Whose::Notifier(k) => self.notify.slots[k].notifier().map(|n| n.role().reader().snapshot()),
-        }
-        .expect("a running process");
-        let what = format!("a snapshot of {whose}'s reader at {}", snapshot.position);
-        self.check_snapshot(&snapshot, &what, false);
-    }
-
-    /// The end of the run: a reader from the older stored snapshot (the longer tail) reads the log after it.
-    pub(super) fn final_snapshot_checks(&mut self) {
-        if let Some(s) = self.snaps.stored.values().next().cloned() {
-            self.check_snapshot(&s, &format!("the stored snapshot at {}", s.position), true);
-        }
-    }
-
-    /// Invariant 11 for one snapshot (see the module documentation); `wire`: through its bytes, as stored
-    /// snapshots are (a process's reader sampled in passing is restored directly: its bytes are those of any
-    /// snapshot, and every start and jump exercises them).
-    fn check_snapshot(&mut self, snapshot: &ReaderSnapshot, what: &str, wire: bool) {
-        if self.violation.is_some() {
-            return;
-        }
-        let restored = if wire {
-            self.through_wire(snapshot, what)
-        } else {
-            LogReader::from_snapshot(snapshot.clone())
-                .map_err(|e| self.fail(Category::Safety, "11 snapshots", format!("{what} does not restore: {e}")))
-                .ok()
-        };
-        let Some(mut reader) = restored else { return };
-        self.snaps.stats.checks += 1;
-        let fail = |sim: &mut Sim, msg: String| sim.fail(Category::Safety, "11 snapshots", format!("{what}: {msg}"));
-        let back = reader.snapshot();
-        if back != *snapshot {
-            return fail(self, format!("changed through the wire: {}", first_difference(&back, snapshot)));
-        }
-        let start = reader.position();
-        if start > 0 {
-            if let Some(why) = self.differs_from_oracle(&reader, start) {
-                return fail(self, format!("at its own position: {why}"));
-            }
-        }
-        let mut skipped = None;
-        for seq in start + 1..=self.log.len() {
-            if !self.log.present(seq) {
-                skipped.get_or_insert(seq);
-                continue;
-            }
-            let read = reader.read(seq, self.log.entry(seq));
-            match (read, skipped) {
-                (Read::Gap { expected, got }, Some(first)) if expected == first && got == seq => {
-                    self.snaps.stats.checks_at_hole += 1;
-                    return;
-                }
-                (Read::Gap { expected, got }, _) => {
-                    return fail(
-                        self,
-                        format!("reports a hole {expected}..{got}; the purged positions start at {skipped:?}"),
-                    );
-                }
-                (_, Some(first)) => {
-                    return fail(
-                        self,
-                        format!("read {seq} past the purged position {first} as if nothing were missing"),
-                    );
-                }
-                _ => {}
-            }
-            if let Some(why) = self.differs_from_oracle(&reader, seq) {
-                return fail(self, format!("after reading {seq}: {why}"));
-            }
-        }
-        if skipped.is_some() {
-            // Purged positions at the very end: nothing after them to show the hole.
-            self.snaps.stats.checks_at_hole += 1;
-            return;
-        }
-        let (mine, want) = (comparable(&reader), comparable(&self.oracle.reader));
-        if mine != want {
-            return fail(
-                self,
-                format!("at the end of the log it differs from the oracle: {}", first_difference(&mine, &want)),
-            );
-        }
-        self.snaps.stats.checks_to_end += 1;
     }
 }
 

@@ -1,4 +1,4 @@
-//! The sinks' SQL store (PostgreSQL or SQLite as the shell's statements leave them) and what it must hold.
+//! The sinks' SQL store (PostgreSQL or SQLite as the shell's statements leave them), and the sinks' requests to it.
 //!
 //! Tables: `events` (primary key `seq`; an insert that finds its `seq` there does nothing — `ON CONFLICT DO
 //! NOTHING`), `objects` (one row per object, upserted only over a row with a lower or equal `last_seq`) and
@@ -8,22 +8,16 @@
 //! Faults: the database down for a while (every request answered `Unavailable`), a lost commit answer
 //! (committed, answered `Unavailable`), slow commits (past the client's statement timeout some land after the
 //! client gave up), a sink cut from it (its requests time out), and data it refuses (`Refused`): a row whose
-//! output or definition carries [`MARKER`], and, for some log positions, the degraded row the sink offers next
+//! output or definition carries `MARKER`, and, for some log positions, the degraded row the sink offers next
 //! (text emptied), which the sink must then skip and count.
 //!
-//! Invariant 10 (DESIGN §4) is checked here against the log, read independently through the oracle's
-//! verdicts: at every commit, no fenced or altered row and, per object, a prefix of its accepted events
-//! (skipped rows and purged events aside); at the end of the liveness phase, every accepted event exactly once,
-//! each object's row at its last accepted event, except exactly the rows the sinks counted as skipped and the
-//! events purged before any sink stored them whose loss a sink counted for their object (issue 11).
+//! Every commit that lands is checked against invariant 10 by `checks/sink_store.rs`.
 
 use super::sink::SinkEv;
-use super::snapshots::LostBy;
-use super::{Category, Ev, Phase, Sim};
-use crate::params::{mix, MARKER, SECRET};
-use jaque_core::role::{After, Owned};
+use super::{Ev, Phase, Sim};
+use crate::params::{mix, MARKER};
 use jaque_core::sink::{self, Batch, EventRow, ObjectRow, StoreError};
-use jaque_core::{hrw, LogEntry, MemberId, ObjectId};
+use jaque_core::{hrw, MemberId, ObjectId};
 use rand::Rng;
 use std::collections::BTreeMap;
 
@@ -121,6 +115,16 @@ impl Sql {
     /// Rows of table `events` at `seq`.
     pub fn copies(&self, seq: u64) -> u32 {
         self.copies.get(&seq).copied().unwrap_or(0)
+    }
+
+    /// The positions table `events` holds, in order.
+    pub fn stored_positions(&self) -> impl Iterator<Item = u64> + '_ {
+        self.copies.keys().copied()
+    }
+
+    /// `SELECT max(seq) FROM events WHERE object = $1`.
+    pub fn last_stored(&self, object: &ObjectId) -> Option<u64> {
+        self.last_by_object.get(object).copied()
     }
 
     /// Some positions' rows are refused even degraded (another column the database cannot take).
@@ -272,150 +276,6 @@ impl Sim {
         if self.sinks.reqs.get(&id).is_some_and(|p| p.landed && p.answered) {
             self.sinks.reqs.remove(&id);
         }
-    }
-
-    /// Invariant 10 at a commit: every event row is an accepted event of the log, as the sink makes its row
-    /// (or that row degraded, if the store refuses it whole); every objects row names an accepted event of its
-    /// object; per object, the store holds a prefix of its accepted events (counted skips aside).
-    fn check_commit(&mut self, b: &Batch) {
-        let shown =
-            b.events.iter().flat_map(|r| [&r.output, &r.definition]).chain(b.objects.iter().map(|r| &r.definition));
-        if let Some(leak) = shown.flatten().find(|text| text.contains(SECRET)) {
-            let msg = format!("{} stored a probe's credential: {leak}", b.progress.sink);
-            return self.fail(Category::Safety, "10 sink", msg);
-        }
-        let max_output = self.params.sink.max_output;
-        let mut touched = Vec::new();
-        for r in &b.events {
-            let event = match (r.seq >= 1 && r.seq <= self.log.len()).then(|| self.log.entry(r.seq)) {
-                Some(LogEntry::Event(e)) => e.clone(),
-                _ => {
-                    let msg = format!("{} stored a row at {} which is no event of the log", b.progress.sink, r.seq);
-                    return self.fail(Category::Safety, "10 sink", msg);
-                }
-            };
-            if !self.oracle.is_accepted(r.seq) {
-                let msg = format!("{} stored the fenced event at {} ({})", b.progress.sink, r.seq, event.object);
-                return self.fail(Category::Safety, "10 sink", msg);
-            }
-            let want = sink::event_row(&Owned { seq: r.seq, event, after: After::Replayed }, max_output);
-            let degraded = degraded_event(want.clone());
-            if *r != want && !(*r == degraded && self.sinks.sql.refuses_event(&want)) {
-                let msg =
-                    format!("{} stored at {} the row {r:?}; the log's event makes {want:?}", b.progress.sink, r.seq);
-                return self.fail(Category::Safety, "10 sink", msg);
-            }
-            touched.push(r.object.clone());
-        }
-        for o in &b.objects {
-            let ok = self.oracle.is_accepted(o.last_seq)
-                && matches!(self.log.entry(o.last_seq), LogEntry::Event(e) if e.object == o.object);
-            if !ok {
-                let msg = format!(
-                    "{} wrote {}'s objects row at {}: no accepted event of it",
-                    b.progress.sink, o.object, o.last_seq
-                );
-                return self.fail(Category::Safety, "10 sink", msg);
-            }
-        }
-        touched.sort();
-        touched.dedup();
-        for o in touched {
-            if let Err(msg) = self.check_prefix(&o) {
-                return self.fail(Category::Safety, "10 sink (prefix)", msg);
-            }
-        }
-    }
-
-    /// Per object, the store holds its accepted events up to some position and none after a gap (a counted
-    /// skip is no gap, nor is an event purged before any sink stored it: whether its loss was counted is
-    /// checked at the end).
-    fn check_prefix(&mut self, o: &ObjectId) -> Result<(), String> {
-        let (sk, log) = (&mut self.sinks, &self.log);
-        let Some(seqs) = sk.accepted.get(o) else { return Ok(()) };
-        let ptr = sk.prefix.entry(o.clone()).or_insert(0);
-        while *ptr < seqs.len() {
-            let seq = seqs[*ptr];
-            if sk.sql.copies(seq) == 0 && !sk.skipped_events.contains(&seq) && !log.purged(seq) {
-                break;
-            }
-            *ptr += 1;
-        }
-        let covered = if *ptr == 0 { 0 } else { seqs[*ptr - 1] };
-        match sk.sql.last_by_object.get(o) {
-            Some(&max) if max > covered => {
-                Err(format!("the store holds {o}'s event at {max} but not its accepted event at {}", seqs[*ptr]))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Invariant 10 over the log up to `upto`: every accepted event there is in the store exactly once unless a
-    /// sink counted it skipped or it was purged before any sink stored it and a sink said its object lost
-    /// history over a range that holds it (`Sim::lost_to_purge`), no other row is, and each object's row is at least at its last accepted event
-    /// up to `upto` (unless a row at least that new was counted skipped); a row at the object's very last event holds what
-    /// the log says of the object.
-    pub fn check_sink_store_upto(&self, upto: u64) -> Result<(), String> {
-        let sk = &self.sinks;
-        let mut last: BTreeMap<&ObjectId, u64> = BTreeMap::new();
-        let mut last_ever: BTreeMap<&ObjectId, u64> = BTreeMap::new();
-        for (i, entry) in self.log.entries().iter().enumerate() {
-            let seq = i as u64 + 1;
-            let LogEntry::Event(e) = entry else { continue };
-            if !self.oracle.is_accepted(seq) {
-                continue;
-            }
-            last_ever.insert(&e.object, seq);
-            if seq > upto {
-                continue;
-            }
-            last.insert(&e.object, seq);
-            match sk.sql.copies(seq) {
-                1 => {}
-                0 if sk.skipped_events.contains(&seq) => {}
-                0 if self.lost_to_purge(LostBy::Sink, seq, &e.object) => {}
-                0 if self.log.purged(seq) => {
-                    return Err(format!(
-                        "the accepted event at {seq} ({}) was purged before any sink stored it, and no sink said {} lost history over it ({:?})",
-                        e.object,
-                        e.object,
-                        self.lost_history(LostBy::Sink, &e.object)
-                    ))
-                }
-                0 => return Err(format!("the accepted event at {seq} ({}) is not in the store", e.object)),
-                n => return Err(format!("the accepted event at {seq} ({}) is in the store {n} times", e.object)),
-            }
-        }
-        if let Some((seq, _)) = sk.sql.copies.iter().find(|(seq, _)| !self.oracle.is_accepted(**seq)) {
-            return Err(format!("the store holds a row at {seq}, which is no accepted event"));
-        }
-        for (o, l) in last {
-            // A counted skip of a row at least this new accounts for it (a resume writes its objects' rows at
-            // the resume's end, so the row tried may be newer than `upto`).
-            let skipped = sk.skipped_objects.range((o.clone(), l)..=(o.clone(), u64::MAX)).next().is_some();
-            let row = match sk.sql.objects.get(o) {
-                Some(r) if r.last_seq >= l => r,
-                _ if skipped => continue,
-                Some(r) => {
-                    return Err(format!("{o}'s objects row is at {}, its last accepted event at {l}", r.last_seq));
-                }
-                None => return Err(format!("{o} has accepted events up to {l} and no objects row")),
-            };
-            if Some(&row.last_seq) == last_ever.get(o) {
-                let want = sink::object_row(o, self.oracle.reader.object(o), row.last_seq);
-                let mut degraded = want.clone();
-                degraded.definition = None;
-                if *row != want && !(*row == degraded && sk.sql.refuses_object(&want)) {
-                    return Err(format!("{o}'s objects row is {row:?}; the log says {want:?}"));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Invariant 10 over the whole log (scenarios).
-    pub fn check_sink_store(&self) -> Result<(), String> {
-        self.check_sink_store_upto(self.log.len())
     }
 }
 

@@ -3,8 +3,14 @@
 //!
 //! - [`engines`]: 2 agreement, 3 one hop, 4 accounting as the run goes; 7 failover and 4 again at its end.
 //! - [`notifications`]: 9, over what the notifiers sent and the endpoints received.
+//! - [`sink_store`]: 10, over what the sinks' SQL store holds at every commit and at the end.
+//! - [`snapshots`]: 11, over readers started from stored snapshots and from processes' readers.
+//! - [`write_liveness`]: 12, over every write through ingress as it ends.
 
 pub(super) mod engines;
 pub(super) mod notifications;
+pub(super) mod sink_store;
+pub(super) mod snapshots;
+pub(super) mod write_liveness;
 
 pub use notifications::AcceptedTransition;
