@@ -5,10 +5,9 @@
 
 use crate::clock::{far_future, instant_at, now};
 use crate::coord::{AppendAck, Coordination};
-use crate::follow::{spawn_heartbeat_writer_acked, Buckets, Followed, Follower, HeartbeatWriter};
+use crate::follow::{snapshots, spawn_heartbeat_writer_acked, Buckets, Followed, Follower, HeartbeatWriter};
 use crate::metrics::{self, Exposition};
 use crate::nats::NatsLink;
-use crate::snapshots;
 use crate::stream::Feed;
 use crate::subjects::{cmd_subject, results_subject, INGRESS_GROUP, INGRESS_SUBJECT, WORK_SUBJECT};
 use crate::views::{self, UiRequest};

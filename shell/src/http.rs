@@ -5,10 +5,10 @@
 //! `jaque_core::ui::http_status` of the outcome.
 
 use crate::clock::{instant_at, now};
+use crate::follow::RoleHandle;
 use crate::inbox::Inbox;
 use crate::metrics::{self, Exposition};
 use crate::nats::{self, NatsLink};
-use crate::reading::RoleHandle;
 use crate::store::{parse_rfc3339_ms, HistoryQuery, Store};
 use crate::stream::Changes;
 use crate::subjects::{cmd_subject, INGRESS_SUBJECT};
@@ -157,7 +157,7 @@ async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
 /// The process-wide part of `/metrics`: what every process counts, whatever its roles, and the worker's.
 fn process_metrics(out: &mut Exposition, worker: bool) {
     metrics::expose_wire_errors(out);
-    crate::snapshots::expose(out);
+    crate::follow::snapshots::expose(out);
     crate::coord::expose_followers(out);
     out.header(
         "jaque_http_unauthorized_total",

@@ -6,11 +6,9 @@
 
 use crate::clock::now;
 use crate::coord::Coordination;
-use crate::follow::{Buckets, Followed};
+use crate::follow::{snapshots, Buckets, Followed, Reading, RoleQuery, Wake};
 use crate::metrics::Exposition;
 use crate::progress::Progress;
-use crate::reading::{Reading, RoleQuery, Wake};
-use crate::snapshots;
 use crate::webhook::{self, Secret};
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult};
 use jaque_core::secret::redact_url;

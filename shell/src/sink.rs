@@ -5,10 +5,8 @@
 
 use crate::clock::now;
 use crate::coord::Coordination;
-use crate::follow::Followed;
+use crate::follow::{snapshots, Followed, Reading, RoleQuery, Wake};
 use crate::metrics::Exposition;
-use crate::reading::{Reading, RoleQuery, Wake};
-use crate::snapshots;
 use crate::store::{SchemaError, Store};
 use jaque_core::sink::{Input, Output, Sink, SinkConfig, StoreError};
 use jaque_core::{LogReader, ObjectId, Time};

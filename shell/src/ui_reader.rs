@@ -3,9 +3,9 @@
 //! their owner. Its metrics are beside it.
 
 use crate::coord::Coordination;
+use crate::follow::snapshots::{self, Restores};
 use crate::follow::{Followed, Follower};
 use crate::metrics::Exposition;
-use crate::snapshots::{self, Restores};
 use crate::stream::Feed;
 use crate::views::{self, UiRequest};
 use jaque_core::follow::Tail;

@@ -6,15 +6,14 @@
 //! side's questions (health, metrics) — all as one cancel-safe `next()` for the role's loop, which only says
 //! what each wake-up means to its core.
 //!
-//! The engine's loop is still its own (`engine.rs`): it waits on more than this (commands, check results, the
+//! The engine's loop is still its own (`engine/`): it waits on more than this (commands, check results, the
 //! ui's requests) and its leave is not yet the core's `is_done`.
 
+use super::follower::{Buckets, Followed, Follower};
+use super::heartbeat::{spawn_heartbeat_writer, spawn_heartbeat_writer_acked, HeartbeatWriter};
+use super::snapshots::Restores;
 use crate::clock::{far_future, instant_at};
 use crate::coord::Coordination;
-use crate::follow::{
-    spawn_heartbeat_writer, spawn_heartbeat_writer_acked, Buckets, Followed, Follower, HeartbeatWriter,
-};
-use crate::snapshots::Restores;
 use jaque_core::membership::MembershipOutput;
 use jaque_core::{LogEntry, LogReader, Time};
 use std::time::Duration;
