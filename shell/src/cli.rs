@@ -2,6 +2,7 @@
 //! `--target engine` and `--target=engine` accepted too, an environment variable for each, and the checks that
 //! refuse a configuration before anything starts.
 
+use crate::nats::NatsAuth;
 use crate::store::{StoreUrl, DEFAULT_STORE};
 
 /// The sink's SQLite file inside `-data-dir` when no `-sink-store` is given.
@@ -244,16 +245,6 @@ pub struct Notify {
     pub urls: Vec<String>,
     pub secret: Option<crate::webhook::Secret>,
     pub give_up: Duration,
-}
-
-/// NATS connection options shared by the queue and coordination clients.
-#[derive(Clone, Debug, Default)]
-pub struct NatsAuth {
-    pub creds: Option<PathBuf>,
-    pub user: Option<(String, String)>,
-    pub token: Option<String>,
-    pub tls_ca: Option<PathBuf>,
-    pub tls_client: Option<(PathBuf, PathBuf)>,
 }
 
 /// A configuration that passed every check.

@@ -19,7 +19,6 @@ mod serve;
 mod sink;
 mod store;
 mod stream;
-mod subjects;
 mod ui_reader;
 mod views;
 mod webhook;

@@ -4,9 +4,9 @@
 //! critical. A check's output passes through the probe's `scrub`: no credential of its url is ever in it.
 
 use crate::metrics::{self, Exposition};
+use crate::nats::subjects::{WORKER_GROUP, WORK_SUBJECT};
 use crate::nats::NatsLink;
 use crate::plugins;
-use crate::subjects::{WORKER_GROUP, WORK_SUBJECT};
 use futures_util::future::Either;
 use futures_util::StreamExt;
 use jaque_core::backlog::Backlog;

@@ -1,5 +1,5 @@
 //! The NATS subjects and queue groups jaque talks on (the JetStream bucket and stream names are the store's,
-//! in `coord.rs`). The names are a public contract: `docs/wire.md` documents them for clients.
+//! in `coord/`). The names are a public contract: `docs/wire.md` documents them for clients.
 
 use jaque_core::{MemberId, MemberRef};
 

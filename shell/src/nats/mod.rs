@@ -1,10 +1,23 @@
-//! Connecting to NATS (credentials, TLS) and the small facts about its messages the shell needs.
+//! Connecting to NATS (credentials, TLS) and the small facts about its messages the shell needs; the subjects
+//! jaque talks on (`subjects`).
 
-use crate::cli::NatsAuth;
+pub mod subjects;
+
 use async_nats::{Client, ConnectOptions, Event, HeaderMap, ServerAddr};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
+
+/// NATS connection options shared by the queue and coordination clients.
+#[derive(Clone, Debug, Default)]
+pub struct NatsAuth {
+    pub creds: Option<PathBuf>,
+    pub user: Option<(String, String)>,
+    pub token: Option<String>,
+    pub tls_ca: Option<PathBuf>,
+    pub tls_client: Option<(PathBuf, PathBuf)>,
+}
 
 /// A connected client and the URL it was made for (for messages an operator reads).
 #[derive(Clone)]
