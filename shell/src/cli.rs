@@ -466,7 +466,7 @@ impl Config {
             }
             // Only a worker runs plugins: another role given the flag (a shared environment file) ignores it.
             if roles.worker {
-                crate::plugins::check_dir(dir).map_err(ConfigError)?;
+                crate::worker::check_dir(dir).map_err(ConfigError)?;
             }
         }
         let idempotency_window = duration("-idempotency-window", &a.idempotency_window, "24h")?;

@@ -13,7 +13,6 @@ mod metrics;
 mod nats;
 mod notifier;
 mod openapi;
-mod plugins;
 mod progress;
 mod serve;
 mod sink;

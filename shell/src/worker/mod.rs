@@ -3,10 +3,13 @@
 //! `-plugin-dir`, Nagios exit codes, killed at its timeout; `plugins` says what a plugin gets). A timeout is
 //! critical. A check's output passes through the probe's `scrub`: no credential of its url is ever in it.
 
+mod plugins;
+
+pub use plugins::check_dir;
+
 use crate::metrics::{self, Exposition};
 use crate::nats::subjects::{WORKER_GROUP, WORK_SUBJECT};
 use crate::nats::NatsLink;
-use crate::plugins;
 use futures_util::future::Either;
 use futures_util::StreamExt;
 use jaque_core::backlog::Backlog;
