@@ -3,7 +3,7 @@
 //! refuse a configuration before anything starts.
 
 use crate::nats::NatsAuth;
-use crate::store::{StoreUrl, DEFAULT_STORE};
+use crate::sink::store::{StoreUrl, DEFAULT_STORE};
 
 /// The sink's SQLite file inside `-data-dir` when no `-sink-store` is given.
 const DATA_DIR_STORE: &str = "jaque-sink.db";

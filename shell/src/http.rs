@@ -10,7 +10,7 @@ use crate::inbox::Inbox;
 use crate::metrics::{self, Exposition};
 use crate::nats::subjects::{cmd_subject, INGRESS_SUBJECT};
 use crate::nats::{self, NatsLink};
-use crate::store::{parse_rfc3339_ms, HistoryQuery, Store};
+use crate::sink::store::{parse_rfc3339_ms, HistoryQuery, Store};
 use crate::stream::Changes;
 use crate::ui_reader::Owners;
 use crate::views::{self, Cursor, PageQuery, Read, Rendered, Sort, StateSet, UiRequest};

@@ -55,7 +55,7 @@ pub fn document(tokens: &Tokens) -> Value {
 mod tests {
     use super::*;
     use crate::http::{router, Http};
-    use crate::store::{Store, StoreUrl};
+    use crate::sink::store::{Store, StoreUrl};
     use crate::views::{self, UiRequest};
     use axum::body::Body;
     use axum::http::{Method, Request};

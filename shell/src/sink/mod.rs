@@ -1,17 +1,19 @@
 //! The sink role's loop: every accepted event of the log into the `-sink-store`, exactly once. The plumbing
-//! (membership, log, heartbeats, replays, snapshot loads, timer, leave) is `reading::Reading`; every decision is the core's
-//! `jaque_core::sink::Sink`; the statements are `store::Store`'s. This file only carries the core's outputs
-//! to the store and the answers back. Its metrics are beside it.
+//! (membership, log, heartbeats, replays, snapshot loads, timer, leave) is `follow::Reading`; every decision
+//! is the core's `jaque_core::sink::Sink`; the statements are `store`'s. This module only carries the core's
+//! outputs to the store and the answers back. Its metrics are beside it.
+
+pub mod store;
 
 use crate::clock::now;
 use crate::coord::Coordination;
 use crate::follow::{snapshots, Followed, Reading, RoleQuery, Wake};
 use crate::metrics::Exposition;
-use crate::store::{SchemaError, Store};
 use jaque_core::sink::{Input, Output, Sink, SinkConfig, StoreError};
 use jaque_core::{LogReader, ObjectId, Time};
 use std::sync::Arc;
 use std::time::Duration;
+use store::{SchemaError, Store};
 use tokio::sync::{mpsc, watch};
 
 /// The store's answers, back to the loop.
