@@ -243,7 +243,7 @@ pub struct Roles {
 #[derive(Clone, Debug)]
 pub struct Notify {
     pub urls: Vec<String>,
-    pub secret: Option<crate::webhook::Secret>,
+    pub secret: Option<crate::notifier::Secret>,
     pub give_up: Duration,
 }
 
@@ -365,8 +365,11 @@ fn parse_notify(
         }
         urls.push(w);
     }
-    let secret =
-        secret.filter(|s| !s.is_empty()).map(|s| crate::webhook::Secret::parse(&s)).transpose().map_err(ConfigError)?;
+    let secret = secret
+        .filter(|s| !s.is_empty())
+        .map(|s| crate::notifier::Secret::parse(&s))
+        .transpose()
+        .map_err(ConfigError)?;
     let give_up = duration("-notify-give-up", give_up, "24h")?;
     if give_up.is_zero() {
         return err("-notify-give-up must be longer than 0s");

@@ -13,13 +13,11 @@ mod metrics;
 mod nats;
 mod notifier;
 mod openapi;
-mod progress;
 mod serve;
 mod sink;
 mod stream;
 mod ui_reader;
 mod views;
-mod webhook;
 mod worker;
 
 use clap::Parser;

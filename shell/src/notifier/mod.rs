@@ -4,15 +4,19 @@
 //! side (the core bounds them per endpoint), each answer coming back through `Reading::done`. Every decision
 //! is the core's; its metrics are beside it.
 
+mod progress;
+mod webhook;
+
+pub use webhook::Secret;
+
 use crate::clock::now;
 use crate::coord::Coordination;
 use crate::follow::{snapshots, Buckets, Followed, Reading, RoleQuery, Wake};
 use crate::metrics::Exposition;
-use crate::progress::Progress;
-use crate::webhook::{self, Secret};
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult};
 use jaque_core::secret::redact_url;
 use jaque_core::{LogReader, MemberRef};
+use progress::Progress;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
