@@ -3,6 +3,8 @@
 //! the core's single timer — feeds it to the core, then carries out every output the core has. Every decision
 //! is the core's. Its metrics are beside it.
 
+mod commands;
+
 use crate::clock::{far_future, instant_at, now};
 use crate::coord::{AppendAck, Coordination};
 use crate::follow::{snapshots, spawn_heartbeat_writer_acked, Buckets, Followed, Follower, HeartbeatWriter};
@@ -12,6 +14,7 @@ use crate::nats::NatsLink;
 use crate::stream::Feed;
 use crate::views::{self, UiRequest};
 use crate::worker::MemWork;
+use commands::Received;
 use futures_util::StreamExt;
 use jaque_core::wire::{self, Answer, Batch};
 use jaque_core::{
@@ -32,11 +35,16 @@ pub enum WorkQueue {
 enum Done {
     /// Anything that goes to the core as it is.
     Core(Input),
-    /// A command from NATS (ingress, hop 0, or a forward, hop 1) with the subject its outcome goes to: the loop
-    /// turns the subject into a `ReplyTo` first. `claim`: its submitter asked for a claim.
-    Command { cmd: Command, reply: async_nats::Subject, claim: bool },
+    /// A command from NATS: the loop turns its reply subject into a `ReplyTo` first.
+    Command(Received),
     /// The latest snapshot, loaded after the core's `NeedSnapshot` (`None`: none reaches the hole yet).
     Restored(Option<Box<LogReader>>),
+}
+
+impl From<Received> for Done {
+    fn from(r: Received) -> Done {
+        Done::Command(r)
+    }
 }
 
 /// Where a `Reply` output goes.
@@ -248,7 +256,7 @@ impl EngineLoop {
                 .await
                 .map_err(|e| format!("subscribing to forwards on {}: {e}", link.url))?;
             // Forwards are taken until the process ends: the core answers them even while leaving.
-            drop(spawn_command_reader(forwards, link.client.clone(), self.done_tx.clone()));
+            drop(commands::spawn_reader(forwards, link.client.clone(), self.done_tx.clone()));
         }
         if let WorkQueue::Nats(link) = &self.queue {
             let mut results = link
@@ -314,14 +322,14 @@ impl EngineLoop {
             .await
             .map_err(|e| format!("joining {INGRESS_SUBJECT} on {}: {e}", link.url))?;
         tracing::info!(epoch = self.engine.epoch(), "ready: joined the ingress queue group");
-        self.ingress = Some(spawn_command_reader(sub, link.client.clone(), self.done_tx.clone()));
+        self.ingress = Some(commands::spawn_reader(sub, link.client.clone(), self.done_tx.clone()));
         Ok(())
     }
 
     fn handle_done(&mut self, d: Done) {
         let input = match d {
             Done::Core(input) => input,
-            Done::Command { cmd, reply, claim } => {
+            Done::Command(Received { cmd, reply, claim }) => {
                 let reply = self.waiter(Waiter::Nats(reply));
                 match claim {
                     true => Input::Claim { reply, cmd },
@@ -606,55 +614,6 @@ impl EngineLoop {
 /// At most this many check results are handed to the core per turn of the loop, so a flood of them cannot
 /// hold back the timer, the log or the ui for long.
 const RESULTS_PER_TURN: usize = 1024;
-
-/// Feeds commands from a subscription to the loop until told to leave; then unsubscribes and still hands
-/// over what was already delivered, so no claimed command goes unanswered. Bytes that are not a command are
-/// answered at once with the core's rejection (the engine never sees them).
-fn spawn_command_reader(
-    mut sub: async_nats::Subscriber,
-    client: async_nats::Client,
-    tx: mpsc::UnboundedSender<Done>,
-) -> oneshot::Sender<()> {
-    let (leave_tx, mut leave) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let mut left = false;
-        loop {
-            let msg = tokio::select! {
-                m = sub.next() => m,
-                r = &mut leave, if !left => {
-                    left = true;
-                    // A dropped sender means "stay until the end".
-                    if r.is_ok() {
-                        let _ = sub.unsubscribe().await;
-                    }
-                    continue;
-                }
-            };
-            let Some(msg) = msg else { return };
-            let Some(reply) = msg.reply else {
-                // Nobody to tell: counted, and dropped before it could have any effect.
-                metrics::wire_error("command without reply subject");
-                continue;
-            };
-            match wire::decode_request(&msg.payload) {
-                Ok(wire::Request { cmd, claim }) => {
-                    if tx.send(Done::Command { cmd, reply, claim }).is_err() {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(subject = %msg.subject, error = %e, "rejecting a malformed command");
-                    metrics::wire_error("command");
-                    let answer = wire::encode(&wire::rejection(&e));
-                    if let Err(e) = client.publish(reply, answer.into()).await {
-                        tracing::warn!(error = %e, "replying to a command");
-                    }
-                }
-            }
-        }
-    });
-    leave_tx
-}
 
 /// Sends appends in the order the core produced them and waits for their acks concurrently.
 fn spawn_appender(coord: Coordination, done: mpsc::UnboundedSender<Done>) -> mpsc::UnboundedSender<Event> {
