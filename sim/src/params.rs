@@ -14,7 +14,7 @@ use std::time::Duration;
 mod notify;
 mod objects;
 
-pub use notify::{EndpointKind, EndpointParams, NotifierFault, NotifyParams, GIVE_UP_NEVER_MS};
+pub use notify::{EndpointKind, EndpointParams, NotifyParams, GIVE_UP_NEVER_MS};
 pub(crate) use objects::{draw_def, first_defs, secret_def};
 pub use objects::{MARKER, SECRET};
 
@@ -67,40 +67,56 @@ pub fn stream(seed: u64, s: Stream, index: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mix(seed ^ mix((s as u64).wrapping_add(index).wrapping_mul(0x2545_f491_4f6c_dd1d))))
 }
 
-/// The fault kinds of the swarm. Each seed switches some of them off entirely.
+/// The fault kinds of the swarm, one vocabulary for every process whatever its role (`world/faults.rs` does
+/// them). Each seed switches some of them off entirely, for the engines and sinks and for the notifiers apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FaultKind {
     /// State lost; the process comes back later as a new incarnation (or not).
     Crash,
     /// No inputs or timers processed for a while (sometimes longer than the ttl), then a backlog.
     Pause,
-    /// An engine and the store cannot talk, both ways.
+    /// A process and the store (NATS) cannot talk, both ways.
     StorePartition,
-    /// Only one direction between an engine and the store is cut (its writes vanish, or its reads stop).
+    /// Only one direction between a process and the store is cut (its writes vanish, or its reads stop).
     StoreOneWay,
-    /// Two engines cannot reach each other (request/reply), one way or both.
-    EnginePartition,
-    /// One engine is cut from everything.
+    /// A process cannot reach its peers: two engines each other (request/reply, one way or both), a sink its
+    /// database, a notifier the endpoints.
+    PeerPartition,
+    /// One process is cut from everything (the store and its peers).
     IsolateOne,
-    /// An engine's heartbeats are lost while everything else works.
+    /// A process's heartbeats are lost while everything else works.
     HeartbeatLoss,
-    /// Messages to and from an engine are held (delayed a lot) and released later: clogging.
+    /// Messages to and from a process are held (delayed a lot) and released later: clogging.
     Clog,
     /// A clean leave (SIGTERM); the process may come back later as a new incarnation.
     Leave,
 }
 
 impl FaultKind {
+    /// The kinds of the engines' and sinks' fault tick, in the order a seed draws them (and hashes them by).
     pub const ALL: [FaultKind; 9] = [
         FaultKind::Crash,
         FaultKind::Pause,
         FaultKind::StorePartition,
         FaultKind::StoreOneWay,
-        FaultKind::EnginePartition,
+        FaultKind::PeerPartition,
         FaultKind::IsolateOne,
         FaultKind::HeartbeatLoss,
         FaultKind::Clog,
         FaultKind::Leave,
+    ];
+
+    /// The kinds of the notifiers' fault tick, in the order a seed draws them (and hashes them by): no
+    /// isolate-one.
+    pub const NOTIFIER: [FaultKind; 8] = [
+        FaultKind::Crash,
+        FaultKind::Pause,
+        FaultKind::StorePartition,
+        FaultKind::StoreOneWay,
+        FaultKind::HeartbeatLoss,
+        FaultKind::Clog,
+        FaultKind::Leave,
+        FaultKind::PeerPartition,
     ];
 }
 

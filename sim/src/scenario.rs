@@ -15,7 +15,7 @@
 
 use crate::oracle::hrw_owner;
 use crate::params::Params;
-use crate::world::{Sim, Via};
+use crate::world::{Sim, Via, Who};
 use jaque_core::{Command, CommandId, CommandKind, Engine, ObjectId, Outcome};
 
 pub struct Scenario {
@@ -35,7 +35,7 @@ impl Scenario {
         let objects = params.objects;
         let mut s = Scenario { sim: Sim::new(params).with_trace(400), next_cmd: 0 };
         for n in 0..started {
-            s.sim.restart(n);
+            s.sim.start(Who::Engine(n));
         }
         let steady = s.sim.run_until_cond(30_000, |sim| {
             let members = sim.oracle.reader.fence().current().map_or(0, |r| r.members.len());
@@ -98,19 +98,19 @@ impl Scenario {
     }
 
     pub fn start(&mut self, n: usize) {
-        self.sim.restart(n);
+        self.sim.start(Who::Engine(n));
     }
 
     pub fn pause(&mut self, n: usize, ms: u64) {
-        self.sim.pause(n, ms);
+        self.sim.pause(Who::Engine(n), ms);
     }
 
     pub fn leave(&mut self, n: usize) {
-        self.sim.leave(n);
+        self.sim.leave(Who::Engine(n));
     }
 
     pub fn crash(&mut self, n: usize) {
-        self.sim.crash(n);
+        self.sim.crash(Who::Engine(n));
     }
 
     /// A client submits a command; returns the submission to ask for its outcome.

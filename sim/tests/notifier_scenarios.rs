@@ -5,7 +5,7 @@
 use jaque_core::{ObjectId, State};
 use jaque_sim::oracle::hrw_owner;
 use jaque_sim::scenario::Scenario;
-use jaque_sim::world::{EndpointMode, NotifyAt, NotifyThen, Reception};
+use jaque_sim::world::{EndpointMode, NotifyAt, NotifyThen, Reception, Who};
 use jaque_sim::{NotifyParams, Params};
 use std::collections::BTreeMap;
 
@@ -39,7 +39,7 @@ fn ttl(s: &Scenario) -> u64 {
 
 /// Starts notifier `k` and waits until it is ready (caught up, its start records read).
 fn start(s: &mut Scenario, k: usize) {
-    s.sim.start_notifier(k);
+    s.sim.start(Who::Notifier(k));
     s.run_until(5_000, "the notifier is ready", |sim| sim.notifier(k).is_some_and(|n| n.health().ready));
 }
 
@@ -325,9 +325,9 @@ fn two_notifiers_during_a_membership_change_repeat_nothing() {
             s.sim.set_truth(id, states[(i + round) % 3]);
         }
         match round {
-            1 => s.sim.start_notifier(N2),
-            3 => s.sim.leave_notifier(N1),
-            4 => s.sim.start_notifier(2),
+            1 => s.sim.start(Who::Notifier(N2)),
+            3 => s.sim.leave(Who::Notifier(N1)),
+            4 => s.sim.start(Who::Notifier(2)),
             _ => {}
         }
         // The next checks (interval 2 s) land while the membership change is seen.

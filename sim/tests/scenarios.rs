@@ -2,6 +2,7 @@
 
 use jaque_core::{CommandKind, EventBody, LogEntry, MemberId, MemberRef, Outcome, State, Verdict};
 use jaque_sim::scenario::Scenario;
+use jaque_sim::world::Who;
 use jaque_sim::{Params, PoolParams, Sim, Via};
 
 const E1: usize = 0;
@@ -95,7 +96,7 @@ fn a_command_forwarded_to_a_former_owner_ends_not_owned_after_one_hop() {
         })
         .expect("an object moving from e2 to e4");
     // e1's log consumer lags: it will not see the new epoch.
-    s.sim.hold_log(E1, true);
+    s.sim.hold_log(Who::Engine(E1), true);
     s.start(E4);
     s.run_until(10_000, "e2 reads the epoch with e4", |sim| {
         sim.engine(E2).epoch() == sim.oracle.reader.epoch()
@@ -111,7 +112,7 @@ fn a_command_forwarded_to_a_former_owner_ends_not_owned_after_one_hop() {
     assert_eq!(s.engine(E1).counters.forwarded_sent, sent + 1, "one hop");
     assert_eq!(s.engine(E2).counters.not_owned, not_owned + 1, "the former owner counts it");
     assert_eq!(s.sim.stats.forwards, forwards + 1, "never a second hop");
-    s.sim.hold_log(E1, false);
+    s.sim.hold_log(Who::Engine(E1), false);
     s.run_for(2_000);
     s.assert_readers_agree();
 }

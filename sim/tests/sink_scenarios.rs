@@ -6,6 +6,7 @@
 use jaque_core::{LogEntry, MemberId, MemberRef, ObjectId, State};
 use jaque_sim::oracle::hrw_owner;
 use jaque_sim::scenario::Scenario;
+use jaque_sim::world::{Peer, Who};
 use jaque_sim::{Params, SinkParams};
 
 const S1: usize = 0;
@@ -29,7 +30,7 @@ fn world_of(
     tune(&mut p.sink);
     let mut s = Scenario::with(p, engines);
     for k in 0..sinks {
-        s.sim.start_sink(k);
+        s.sim.start(Who::Sink(k));
     }
     settle(&mut s);
     s
@@ -99,7 +100,7 @@ fn a_sink_crashed_mid_batch_its_objects_continue_on_another_sink_with_nothing_sk
     assert!(!theirs.is_empty());
     churn(&mut s, 0);
     s.run_until(10_000, "s1 has a transaction out", |sim| sim.sink_writes_out(S1) > 0);
-    s.sim.crash_sink(S1);
+    s.sim.crash(Who::Sink(S1));
     // Its key expires; s2 gains s1's objects and resumes them from the store.
     s.run_until(3 * ttl, "s2 owns every object", |sim| sim.sink(S2).unwrap().role().owned_count() == 30);
     churn(&mut s, 1);
@@ -121,7 +122,7 @@ fn a_sink_crashed_mid_batch_its_objects_continue_on_another_sink_with_nothing_sk
 fn a_sink_paused_past_its_ttl_is_replaced_and_writes_no_duplicate_when_it_resumes() {
     let mut s = world(32, 2, 2, 30, |_| {});
     let ttl = s.sim.params.ttl_ms;
-    s.sim.pause_sink(S1, 3 * ttl);
+    s.sim.pause(Who::Sink(S1), 3 * ttl);
     s.run_until(3 * ttl, "s2 owns every object", |sim| sim.sink(S2).unwrap().role().owned_count() == 30);
     churn(&mut s, 0);
     s.run_for(CHURN_MS);
@@ -144,7 +145,7 @@ fn a_sink_paused_past_its_ttl_is_replaced_and_writes_no_duplicate_when_it_resume
 #[test]
 fn a_sink_cut_from_its_database_retries_and_loses_nothing() {
     let mut s = world(33, 2, 2, 30, |_| {});
-    s.sim.cut_sink_sql(S1, None);
+    s.sim.cut_peer(Who::Sink(S1), Peer::Database, None);
     churn(&mut s, 0);
     s.run_for(2 * CHURN_MS);
     let mine = owned_by_sink(&s, S1, &[S1, S2]);
@@ -152,7 +153,7 @@ fn a_sink_cut_from_its_database_retries_and_loses_nothing() {
     let sink = s.sim.sink(S1).unwrap();
     assert!(sink.counters.store_errors > 0 && !sink.health().ready, "{:?}", sink.health());
     assert!(sink.lag() > 0);
-    s.sim.heal_sink(S1);
+    s.sim.heal_cuts(Who::Sink(S1));
     settle(&mut s);
     for o in &mine {
         assert_eq!(stored(&s, o), accepted_of(&s, o));
@@ -167,13 +168,13 @@ fn a_sink_cut_from_nats_is_replaced_and_catches_up_after() {
     let mut s = world(34, 2, 2, 30, |_| {});
     let ttl = s.sim.params.ttl_ms;
     let position = s.sim.sink(S1).unwrap().role().reader().position();
-    s.sim.cut_sink_nats(S1, true, true, None);
+    s.sim.cut_store(Who::Sink(S1), true, true, None);
     s.run_until(3 * ttl, "s2 owns every object", |sim| sim.sink(S2).unwrap().role().owned_count() == 30);
     churn(&mut s, 0);
     s.run_for(CHURN_MS);
     assert_eq!(s.sim.check_sink_store(), Ok(()), "s2 stored s1's objects too");
     assert_eq!(s.sim.sink(S1).unwrap().role().reader().position(), position, "s1 read nothing while cut");
-    s.sim.heal_sink(S1);
+    s.sim.heal_cuts(Who::Sink(S1));
     s.run_until(3 * ttl, "s1 is back in the bucket", |sim| sim.sink(S1).unwrap().role().owned_count() > 0);
     churn(&mut s, 1);
     s.run_for(CHURN_MS);
@@ -259,15 +260,15 @@ fn refused_rows_are_written_degraded_or_skipped_and_counted() {
 fn two_sinks_owning_one_object_during_a_membership_change_make_no_duplicate() {
     let mut s = world_of(38, 2, 2, 1, 40, |_| {});
     let conflicts = s.sim.sql().counters.conflicts;
-    s.sim.hold_sink_watch(S1, true);
-    s.sim.start_sink(S2);
+    s.sim.hold_watch(Who::Sink(S1), true);
+    s.sim.start(Who::Sink(S2));
     s.run_until(10_000, "s2 owns its objects", |sim| sim.sink(S2).is_some_and(|k| k.role().owned_count() > 0));
     let both = owned_by_sink(&s, S2, &[S1, S2]);
     assert!(both.iter().all(|o| s.sim.sink(S1).unwrap().role().owns(o)), "s1 still thinks it owns them");
     churn(&mut s, 0);
     s.run_for(CHURN_MS);
     assert!(s.sim.sql().counters.conflicts > conflicts, "both wrote the same rows");
-    s.sim.hold_sink_watch(S1, false);
+    s.sim.hold_watch(Who::Sink(S1), false);
     s.run_until(5_000, "then s1 lets them go", |sim| both.iter().all(|o| !sim.sink(S1).unwrap().role().owns(o)));
     settle(&mut s);
     for o in &both {
@@ -283,7 +284,7 @@ fn a_leaving_sink_hands_its_objects_over_at_once_and_exits() {
     let ttl = s.sim.params.ttl_ms;
     let theirs = owned_by_sink(&s, S2, &[S1, S2]);
     assert!(!theirs.is_empty());
-    s.sim.leave_sink(S2);
+    s.sim.leave(Who::Sink(S2));
     // Well within the ttl: the delete reaches s1's watcher, not an expiry.
     s.run_until(ttl / 2, "s1 owns every object", |sim| sim.sink(S1).unwrap().role().owned_count() == 30);
     s.run_until(6_000, "s2 exits", |sim| !sim.sink_procs()[S2].is_running());

@@ -5,7 +5,7 @@
 
 use jaque_core::{Command, CommandId, CommandKind, LogEntry, ObjectId, Outcome, State};
 use jaque_sim::scenario::Scenario;
-use jaque_sim::world::LostBy;
+use jaque_sim::world::{LostBy, Who};
 use jaque_sim::{NotifyParams, Params, SinkParams, SnapshotParams, Via};
 
 const E1: usize = 0;
@@ -152,10 +152,10 @@ fn put_kind(s: &Scenario, i: usize) -> CommandKind {
 #[test]
 fn a_sink_that_lags_past_the_retention_counts_lost_history_and_stores_everything_after() {
     let mut s = cluster(63, 20, compacting(), |p| p.sinks = 1);
-    s.sim.start_sink(S1);
+    s.sim.start(Who::Sink(S1));
     settle_sinks(&mut s);
     // Shorter than the ttl: s1 stays the owner of every object, it only stops reading.
-    s.sim.pause_sink(S1, 2_500);
+    s.sim.pause(Who::Sink(S1), 2_500);
     churn(&mut s, 0);
     s.run_for(CHURN_MS);
     settle_sinks(&mut s);
@@ -184,13 +184,13 @@ fn a_sink_that_lags_past_the_retention_counts_lost_history_and_stores_everything
 #[test]
 fn a_notifier_that_lags_past_the_retention_counts_lost_history_and_sends_everything_after() {
     let mut s = cluster(64, 20, compacting(), |p| p.notify = NotifyParams::scripted(1, 1));
-    s.sim.start_notifier(N1);
+    s.sim.start(Who::Notifier(N1));
     s.run_until(5_000, "n1 is ready", |sim| sim.notifier(N1).is_some_and(|n| n.health().ready));
     let start = s.sim.start_record(HOOK1).expect("a start record");
     churn(&mut s, 0);
     s.run_for(CHURN_MS);
     // Shorter than the ttl: n1 stays the owner of every object, it only stops reading.
-    s.sim.pause_notifier(N1, 2_500);
+    s.sim.pause(Who::Notifier(N1), 2_500);
     churn(&mut s, 1);
     s.run_for(CHURN_MS);
     let cutoff = s.sim.log().len() as u64;
@@ -235,7 +235,7 @@ fn a_purge_during_a_sinks_replay_is_said_and_everything_after_it_is_stored() {
         s.run_for(CHURN_MS);
     }
     assert!((1..=s.sim.log().len() as u64).all(|seq| !s.sim.is_purged(seq)), "nothing purged yet");
-    s.sim.start_sink(S1);
+    s.sim.start(Who::Sink(S1));
     s.run_until(10_000, "s1 replays its objects' history", |sim| {
         sim.sink(S1).and_then(|k| k.role().replaying_from()).is_some_and(|next| next > 5)
     });
@@ -292,7 +292,7 @@ fn a_snapshot_write_whose_answer_is_lost_is_stored_but_purges_nothing() {
 #[test]
 fn with_snapshots_off_nothing_is_written_or_purged_and_every_reader_starts_from_the_first_position() {
     let mut s = cluster(67, 20, SnapshotParams::off(), |p| p.sinks = 1);
-    s.sim.start_sink(S1);
+    s.sim.start(Who::Sink(S1));
     for round in 0..2 {
         churn(&mut s, round);
         s.run_for(CHURN_MS);

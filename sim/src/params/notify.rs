@@ -3,40 +3,13 @@
 //! did before notifiers joined the simulator. The simulated notifiers and endpoints are `world/notifier.rs` and
 //! `world/endpoint.rs`.
 
-use super::{pick_u64, stream, Params, Stream};
+use super::{pick_u64, stream, FaultKind, Params, Stream};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::fmt;
 
 /// `-notify-give-up` as shipped: a day, so nothing in a simulated run is given up.
 pub const GIVE_UP_NEVER_MS: u64 = 24 * 3600 * 1000;
-
-/// The fault kinds a notifier suffers. Each seed switches some of them off.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum NotifierFault {
-    Crash,
-    Pause,
-    StorePartition,
-    StoreOneWay,
-    HeartbeatLoss,
-    Clog,
-    Leave,
-    /// The notifier cannot reach any endpoint: new sends are refused, answers on their way are lost.
-    EndpointCut,
-}
-
-impl NotifierFault {
-    pub const ALL: [NotifierFault; 8] = [
-        NotifierFault::Crash,
-        NotifierFault::Pause,
-        NotifierFault::StorePartition,
-        NotifierFault::StoreOneWay,
-        NotifierFault::HeartbeatLoss,
-        NotifierFault::Clog,
-        NotifierFault::Leave,
-        NotifierFault::EndpointCut,
-    ];
-}
 
 /// What a seed draws for its notifiers and endpoints (from its own parameter stream).
 #[derive(Clone, Debug)]
@@ -63,7 +36,7 @@ pub struct NotifyParams {
     /// a write is lost instead. On in most seeds (`sim/tests/notifier_scenarios.rs`,
     /// `a_claim_whose_write_timed_out_but_landed_is_released_when_its_object_moves`, is the bug it found).
     pub ambiguous_writes: bool,
-    pub faults: Vec<NotifierFault>,
+    pub faults: Vec<FaultKind>,
     pub fault_every_ms: u64,
     pub fault_min_ms: u64,
     pub fault_max_ms: u64,
@@ -112,7 +85,7 @@ impl NotifyParams {
         let endpoints = (0..r.random_range(1..=3))
             .map(|_| EndpointParams::draw(&mut r, send_timeout_ms, retry_max_ms, p.safety_ms))
             .collect();
-        let faults: Vec<NotifierFault> = NotifierFault::ALL.iter().copied().filter(|_| r.random_bool(0.6)).collect();
+        let faults: Vec<FaultKind> = FaultKind::NOTIFIER.iter().copied().filter(|_| r.random_bool(0.6)).collect();
         let fault_min_ms = r.random_range(200..=2_000u64);
         // Small queues too, with a small or a large replay chunk (the core raises a queue too small for a
         // resume: `sim/tests/notifier_scenarios.rs`, `a_replay_larger_than_the_queue_does_not_overflow_forever`).
@@ -288,7 +261,7 @@ mod tests {
             let kind = EndpointKind::Failing { connect };
             assert!(drawn.iter().any(|n| n.notifiers > 0 && n.endpoints.iter().any(|e| e.kind == kind)));
         }
-        for f in NotifierFault::ALL {
+        for f in FaultKind::NOTIFIER {
             assert!(drawn.iter().any(|n| n.notifiers > 0 && n.faults.contains(&f)), "{f:?}");
         }
         assert!(drawn.iter().any(|n| n.notifiers == 4) && drawn.iter().any(|n| n.notifiers == 1));

@@ -8,6 +8,7 @@
 //! delivery all the same: that is a send whose answer was lost, which may be repeated).
 
 use super::notifier::NEv;
+use super::process::Peer;
 use super::{exp, Ev, Phase, Sim};
 use crate::params::{stream, EndpointKind, EndpointParams, Stream};
 use jaque_core::notifier::{Delivery, Endpoint, SendResult};
@@ -194,9 +195,9 @@ impl Sim {
     pub(super) fn http_send(&mut self, s: usize, attempt: u64, endpoint: usize, delivery: Delivery, lose: bool) {
         let inc = self.notify.slots[s].inc;
         let timeout_at = self.now + Duration::from_millis(self.params.notify.send_timeout_ms);
-        if self.notify.http_cut[s] > 0 {
+        if !self.notify.slots[s].reaches(Peer::Endpoints) {
             let result = SendResult::Retry { after: None, reason: "connection refused".into() };
-            self.after(1, Ev::Notify(NEv::sent(s, inc, attempt, delivery.op, result)));
+            self.after(1, Ev::Notify(NEv::sent(s, inc, delivery.op, result)));
             return;
         }
         let d = self.http_delay();
@@ -215,7 +216,7 @@ impl Sim {
         match reply {
             Reply::Refused => {
                 self.notify.endpoints[endpoint].refused += 1;
-                self.after(1, Ev::Notify(NEv::sent(slot, inc, attempt, op, result_of(reply))));
+                self.after(1, Ev::Notify(NEv::sent(slot, inc, op, result_of(reply))));
                 return;
             }
             Reply::Status { code, .. } => {
@@ -241,30 +242,19 @@ impl Sim {
         let back = self.http_delay();
         let answer_at = self.now + Duration::from_millis(processing + back);
         if answer_at <= timeout_at && !lose {
-            self.push(
-                answer_at,
-                Ev::Notify(NEv::HttpAnswer { slot, inc, attempt, op, result: result_of(reply), timeout_at }),
-            );
+            self.push(answer_at, Ev::Notify(NEv::HttpAnswer { slot, inc, op, result: result_of(reply), timeout_at }));
         } else {
-            self.push(timeout_at, Ev::Notify(NEv::sent(slot, inc, attempt, op, timed_out())));
+            self.push(timeout_at, Ev::Notify(NEv::sent(slot, inc, op, timed_out())));
         }
     }
 
     /// An endpoint's answer reaches the notifier's host; lost if the notifier is cut from the endpoints now (its
     /// client then times out).
-    pub(super) fn http_answer(
-        &mut self,
-        slot: usize,
-        inc: u64,
-        attempt: u64,
-        op: u64,
-        result: SendResult,
-        timeout_at: Time,
-    ) {
-        if self.notify.http_cut[slot] > 0 {
-            self.push(timeout_at, Ev::Notify(NEv::sent(slot, inc, attempt, op, timed_out())));
+    pub(super) fn http_answer(&mut self, slot: usize, inc: u64, op: u64, result: SendResult, timeout_at: Time) {
+        if !self.notify.slots[slot].reaches(Peer::Endpoints) {
+            self.push(timeout_at, Ev::Notify(NEv::sent(slot, inc, op, timed_out())));
         } else {
-            self.push(self.now, Ev::Notify(NEv::sent(slot, inc, attempt, op, result)));
+            self.push(self.now, Ev::Notify(NEv::sent(slot, inc, op, result)));
         }
     }
 

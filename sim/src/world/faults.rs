@@ -1,21 +1,47 @@
-//! Faults: the fault tick of the safety phase (one kind of those the seed switched on, at a random process,
-//! for at least `fault_min`), FoundationDB's swizzle-clog, what ends each fault, and the heal that starts the
-//! liveness phase. A fault that ends by itself is undone by a `FaultEnd` of the current fault generation;
-//! the heal starts a new generation, so what was scheduled before it is void.
+//! Faults: one vocabulary for every process, whatever its role — a [`Fault`] done to a process ([`Who`]), undone
+//! by an [`Undo`] — the two fault ticks of the safety phase that draw them (the engines' and sinks' tick picks its
+//! process among both; the notifiers' tick has its own stream and parameters), FoundationDB's swizzle-clog, and
+//! the heal that starts the liveness phase. A fault that ends by itself is undone by a `FaultEnd` of the current
+//! fault generation; the heal starts a new generation, so what was scheduled before it is void.
+//!
+//! The kinds a seed switches on are `params.rs`'s [`FaultKind`]; what a kind does depends on the process only
+//! where its peers differ: a peer partition cuts two engines apart (one way or both), a sink from its database, a
+//! notifier from the endpoints, and isolate-one cuts a process from the store and from all its peers.
 
+use super::lifecycle::{by_role, Act, Life, Role};
+use super::process::{Peer, Who};
 use super::{exp, Ev, Phase, Sim, TICK};
 use crate::params::{stream, FaultKind, Stream};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-/// What ends one fault.
+/// A fault done to one process, whatever its role: what it is and how long it lasts.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Fault {
+    /// State lost; back as a new incarnation after `back_after` ms, or not.
+    Crash { back_after: Option<u64> },
+    /// No inputs or timers handled for this long, then a backlog.
+    Pause(u64),
+    /// Cut from NATS: it reads nothing (`inbound`), its writes vanish (`outbound`).
+    CutStore { inbound: bool, outbound: bool, ms: u64 },
+    /// Cut from a peer.
+    CutPeer { peer: Peer, ms: u64 },
+    /// Its heartbeats are lost while everything else works.
+    HeartbeatLoss(u64),
+    /// Messages to and from it are held (delayed a lot) and released later.
+    Clog(u64),
+    /// A clean leave (SIGTERM); back as a new incarnation after `back_after` ms, or not.
+    Leave { back_after: Option<u64> },
+}
+
+/// What ends one fault of a process.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Undo {
-    StoreIn(usize),
-    StoreOut(usize),
-    Pair(usize, usize),
-    HeartbeatLoss(usize),
-    Clog(usize),
+    StoreIn,
+    StoreOut,
+    Peer(Peer),
+    HeartbeatLoss,
+    Clog,
 }
 
 pub(super) struct Faults {
@@ -31,66 +57,136 @@ impl Faults {
 }
 
 impl Sim {
-    /// Cuts process `n` from the store inbound (it reads nothing), outbound (its writes vanish) or both, for
-    /// `ms` or until healed.
-    pub fn cut_store(&mut self, n: usize, inbound: bool, outbound: bool, ms: Option<u64>) {
-        if inbound {
-            self.nodes[n].store_in_cut += 1;
-        }
-        if outbound {
-            self.nodes[n].store_out_cut += 1;
-        }
-        self.note_dark(n);
-        self.tr(|| format!("e{} cut from the store (in={inbound} out={outbound}) for {ms:?}ms", n + 1));
+    // ---- the public API of scenarios and tests ----
+
+    /// Cuts process `who` from NATS inbound (it reads nothing: log, watcher, answers), outbound (its writes
+    /// vanish) or both, for `ms` or until healed.
+    pub fn cut_store(&mut self, who: Who, inbound: bool, outbound: bool, ms: Option<u64>) {
+        by_role!(who, |R, slot| {
+            R::note(self, slot, Act::CutStore);
+            let p = &mut R::slots_mut(self)[slot];
+            if inbound {
+                p.store_in_cut += 1;
+            }
+            if outbound {
+                p.store_out_cut += 1;
+            }
+            R::links_changed(self, slot);
+        });
+        self.tr(|| format!("{who} cut from the store (in={inbound} out={outbound}) for {ms:?}ms"));
         if let Some(ms) = ms {
             let gen = self.faults.gen;
             if inbound {
-                self.after(ms, Ev::FaultEnd { gen, undo: Undo::StoreIn(n) });
+                self.after(ms, Ev::FaultEnd { gen, who, undo: Undo::StoreIn });
             }
             if outbound {
-                self.after(ms, Ev::FaultEnd { gen, undo: Undo::StoreOut(n) });
+                self.after(ms, Ev::FaultEnd { gen, who, undo: Undo::StoreOut });
             }
         }
     }
 
-    pub fn heal_store(&mut self, n: usize) {
-        self.nodes[n].store_out_cut = 0;
-        if self.nodes[n].store_in_cut > 0 {
-            self.nodes[n].store_in_cut = 0;
-            self.catch_up(n);
+    /// Cuts process `who` from `peer` (one way: an engine's requests to another engine; a sink's to its
+    /// database, whose answers on their way are lost too; a notifier's to the endpoints, likewise), for `ms` or
+    /// until healed.
+    pub fn cut_peer(&mut self, who: Who, peer: Peer, ms: Option<u64>) {
+        by_role!(who, |R, slot| {
+            R::note(self, slot, Act::CutPeer);
+            R::slots_mut(self)[slot].cut_peer(peer);
+        });
+        self.tr(|| format!("{who} cut from {peer:?} for {ms:?}ms"));
+        if let Some(ms) = ms {
+            let gen = self.faults.gen;
+            self.after(ms, Ev::FaultEnd { gen, who, undo: Undo::Peer(peer) });
         }
-        self.note_dark(n);
     }
 
-    fn cut_pair(&mut self, a: usize, b: usize, ms: u64) {
-        self.net.cut(a, b);
-        let gen = self.faults.gen;
-        self.after(ms, Ev::FaultEnd { gen, undo: Undo::Pair(a, b) });
+    /// Every cut of process `who` heals: from NATS both ways (its followers catch up) and from its peers.
+    pub fn heal_cuts(&mut self, who: Who) {
+        by_role!(who, |R, slot| {
+            let p = &mut R::slots_mut(self)[slot];
+            p.store_out_cut = 0;
+            p.heal_peers();
+            if p.store_in_cut > 0 {
+                p.store_in_cut = 0;
+                self.catch_up::<R>(slot);
+            }
+            R::links_changed(self, slot);
+        })
     }
 
-    pub(super) fn undo(&mut self, undo: Undo) {
-        match undo {
-            Undo::StoreIn(n) => {
-                self.nodes[n].store_in_cut = self.nodes[n].store_in_cut.saturating_sub(1);
-                if self.nodes[n].store_in_cut == 0 {
-                    self.catch_up(n);
+    // ---- faults, and what ends them ----
+
+    /// Does `fault` to process `who`.
+    pub(super) fn fault(&mut self, who: Who, fault: Fault) {
+        match fault {
+            Fault::Crash { back_after } => {
+                self.crash(who);
+                self.back_after(who, back_after);
+            }
+            Fault::Pause(ms) => self.pause(who, ms),
+            Fault::CutStore { inbound, outbound, ms } => self.cut_store(who, inbound, outbound, Some(ms)),
+            Fault::CutPeer { peer, ms } => self.cut_peer(who, peer, Some(ms)),
+            Fault::HeartbeatLoss(ms) => {
+                by_role!(who, |R, slot| {
+                    R::note(self, slot, Act::HeartbeatLoss);
+                    R::slots_mut(self)[slot].hb_loss += 1;
+                });
+                self.tr(|| format!("{who} loses heartbeats for {ms}ms"));
+                let gen = self.faults.gen;
+                self.after(ms, Ev::FaultEnd { gen, who, undo: Undo::HeartbeatLoss });
+            }
+            Fault::Clog(ms) => {
+                by_role!(who, |R, slot| {
+                    R::note(self, slot, Act::Clog);
+                    R::slots_mut(self)[slot].clog += 1;
+                    R::clog_changed(self, slot);
+                });
+                self.tr(|| format!("{who} clogged for {ms}ms"));
+                let gen = self.faults.gen;
+                self.after(ms, Ev::FaultEnd { gen, who, undo: Undo::Clog });
+            }
+            Fault::Leave { back_after } => {
+                self.leave(who);
+                self.back_after(who, back_after);
+            }
+        }
+    }
+
+    /// A restart of `who` after a crash or a leave, if it comes back (dropped once healed: the heal decides).
+    fn back_after(&mut self, who: Who, ms: Option<u64>) {
+        if let Some(ms) = ms {
+            self.after(ms, Ev::Life(who, Life::Restart { healing: false }));
+        }
+    }
+
+    /// A fault of process `who` is over.
+    pub(super) fn undo(&mut self, who: Who, undo: Undo) {
+        by_role!(who, |R, slot| {
+            let p = &mut R::slots_mut(self)[slot];
+            match undo {
+                Undo::StoreIn => {
+                    p.store_in_cut = p.store_in_cut.saturating_sub(1);
+                    if p.store_in_cut == 0 {
+                        self.catch_up::<R>(slot);
+                    }
+                    R::links_changed(self, slot);
                 }
-                self.note_dark(n);
+                Undo::StoreOut => {
+                    p.store_out_cut = p.store_out_cut.saturating_sub(1);
+                    R::links_changed(self, slot);
+                }
+                Undo::Peer(peer) => p.uncut_peer(peer),
+                Undo::HeartbeatLoss => p.hb_loss = p.hb_loss.saturating_sub(1),
+                Undo::Clog => {
+                    p.clog = p.clog.saturating_sub(1);
+                    R::clog_changed(self, slot);
+                }
             }
-            Undo::StoreOut(n) => {
-                self.nodes[n].store_out_cut = self.nodes[n].store_out_cut.saturating_sub(1);
-                self.note_dark(n);
-            }
-            Undo::Pair(a, b) => self.net.uncut(a, b),
-            Undo::HeartbeatLoss(n) => self.nodes[n].hb_loss = self.nodes[n].hb_loss.saturating_sub(1),
-            Undo::Clog(n) => {
-                self.nodes[n].clog = self.nodes[n].clog.saturating_sub(1);
-                self.note_fitness(n);
-            }
-        }
-        self.tr(|| format!("fault over: {undo:?}"));
+        });
+        self.tr(|| format!("{who} fault over: {undo:?}"));
     }
 
+    /// Swizzle: engine `n`'s turn to be clogged.
     pub(super) fn clog_start(&mut self, gen: u64, n: usize) {
         if gen == self.faults.gen {
             self.nodes[n].clog += 1;
@@ -98,6 +194,10 @@ impl Sim {
         }
     }
 
+    // ---- the ticks ----
+
+    /// The engines' and sinks' fault tick: one kind of those the seed switched on, at any engine or sink, for at
+    /// least `fault_min` (with no sinks, the draws of before sinks).
     pub(super) fn fault_tick(&mut self) {
         if self.phase != Phase::Safety {
             return;
@@ -110,69 +210,94 @@ impl Sim {
         }
         let p = &self.params;
         let kind = p.faults[self.faults.rng.random_range(0..p.faults.len())];
-        // Any process: an engine or a sink (with no sinks, the draw of before).
         let n = self.faults.rng.random_range(0..self.nodes.len() + self.sinks.len());
         let d = self.faults.rng.random_range(p.fault_min_ms..=p.fault_max_ms.max(p.fault_min_ms));
-        let gen = self.faults.gen;
         self.stats.faults += 1;
         self.h(kind as u64);
-        if n >= self.nodes.len() {
-            return self.sink_fault(kind, n - self.nodes.len(), d);
+        let who = if n < self.nodes.len() { Who::Engine(n) } else { Who::Sink(n - self.nodes.len()) };
+        if let Who::Sink(_) = who {
+            self.sinks.counters.faults += 1;
         }
+        let rng = &mut self.faults.rng;
+        let (min, pause_max) = (self.params.fault_min_ms, self.params.pause_max_ms);
         match kind {
             FaultKind::Crash => {
-                self.crash(n);
-                if self.faults.rng.random_bool(0.7) {
-                    self.after(d, Ev::Restart { node: n, healing: false });
-                }
+                let back_after = rng.random_bool(0.7).then_some(d);
+                self.fault(who, Fault::Crash { back_after });
             }
             FaultKind::Pause => {
-                let (min, max) = (self.params.fault_min_ms, self.params.pause_max_ms);
-                let ms = self.faults.rng.random_range(min..=max.max(min));
-                self.pause(n, ms);
+                let ms = rng.random_range(min..=pause_max.max(min));
+                self.fault(who, Fault::Pause(ms));
             }
-            FaultKind::StorePartition => self.cut_store(n, true, true, Some(d)),
+            FaultKind::StorePartition => self.fault(who, Fault::CutStore { inbound: true, outbound: true, ms: d }),
             FaultKind::StoreOneWay => {
-                let inbound = self.faults.rng.random_bool(0.5);
-                self.cut_store(n, inbound, !inbound, Some(d));
+                let inbound = rng.random_bool(0.5);
+                self.fault(who, Fault::CutStore { inbound, outbound: !inbound, ms: d });
             }
-            FaultKind::EnginePartition => {
-                if self.nodes.len() > 1 {
-                    let m = (n + self.faults.rng.random_range(1..self.nodes.len())) % self.nodes.len();
+            FaultKind::PeerPartition => match who {
+                Who::Engine(n) if self.nodes.len() > 1 => {
+                    let m = (n + rng.random_range(1..self.nodes.len())) % self.nodes.len();
                     self.tr(|| format!("e{} and e{} partitioned for {d}ms", n + 1, m + 1));
-                    self.cut_pair(n, m, d);
+                    self.fault(who, Fault::CutPeer { peer: Peer::Engine(m), ms: d });
                     if self.faults.rng.random_bool(0.5) {
-                        self.cut_pair(m, n, d);
+                        self.fault(Who::Engine(m), Fault::CutPeer { peer: Peer::Engine(n), ms: d });
                     }
                 }
-            }
+                Who::Sink(_) => self.fault(who, Fault::CutPeer { peer: Peer::Database, ms: d }),
+                _ => {}
+            },
             FaultKind::IsolateOne => {
-                self.cut_store(n, true, true, Some(d));
-                for m in 0..self.nodes.len() {
-                    if m != n {
-                        self.cut_pair(n, m, d);
-                        self.cut_pair(m, n, d);
+                self.fault(who, Fault::CutStore { inbound: true, outbound: true, ms: d });
+                match who {
+                    Who::Engine(n) => {
+                        for m in (0..self.nodes.len()).filter(|m| *m != n) {
+                            self.fault(who, Fault::CutPeer { peer: Peer::Engine(m), ms: d });
+                            self.fault(Who::Engine(m), Fault::CutPeer { peer: Peer::Engine(n), ms: d });
+                        }
                     }
+                    _ => self.fault(who, Fault::CutPeer { peer: Peer::Database, ms: d }),
                 }
             }
-            FaultKind::HeartbeatLoss => {
-                self.nodes[n].hb_loss += 1;
-                self.tr(|| format!("e{} loses heartbeats for {d}ms", n + 1));
-                self.after(d, Ev::FaultEnd { gen, undo: Undo::HeartbeatLoss(n) });
-            }
-            FaultKind::Clog => {
-                self.nodes[n].clog += 1;
-                self.note_fitness(n);
-                self.tr(|| format!("e{} clogged for {d}ms", n + 1));
-                self.after(d, Ev::FaultEnd { gen, undo: Undo::Clog(n) });
-            }
+            FaultKind::HeartbeatLoss => self.fault(who, Fault::HeartbeatLoss(d)),
+            FaultKind::Clog => self.fault(who, Fault::Clog(d)),
             FaultKind::Leave => {
-                self.leave(n);
-                if self.faults.rng.random_bool(0.7) {
-                    self.after(d, Ev::Restart { node: n, healing: false });
-                }
+                let back_after = rng.random_bool(0.7).then_some(d);
+                self.fault(who, Fault::Leave { back_after });
             }
         }
+    }
+
+    /// The notifiers' fault tick (their own stream, kinds and timings; every draw made before the fault).
+    pub(super) fn notifier_fault_tick(&mut self) {
+        if self.phase != Phase::Safety {
+            return;
+        }
+        let np = &self.params.notify;
+        let (every, min, max, pause_max) = (np.fault_every_ms, np.fault_min_ms, np.fault_max_ms, np.pause_max_ms);
+        let r = &mut self.notify.rng;
+        let next = exp(r, every);
+        let kind = np.faults[r.random_range(0..np.faults.len())];
+        let who = Who::Notifier(r.random_range(0..self.notify.slots.len()));
+        let d = r.random_range(min..=max.max(min));
+        let again = r.random_bool(0.7).then_some(d);
+        let one_way_in = r.random_bool(0.5);
+        let pause = r.random_range(min..=pause_max.max(min));
+        self.after(next, Ev::Notify(super::notifier::NEv::FaultTick));
+        // Hashed by its place in the notifiers' kinds (the codes of when they had a fault type of their own).
+        let code = FaultKind::NOTIFIER.iter().position(|k| *k == kind).expect("a notifier's kind") as u64;
+        self.h(200 + code);
+        let fault = match kind {
+            FaultKind::Crash => Fault::Crash { back_after: again },
+            FaultKind::Pause => Fault::Pause(pause),
+            FaultKind::StorePartition => Fault::CutStore { inbound: true, outbound: true, ms: d },
+            FaultKind::StoreOneWay => Fault::CutStore { inbound: one_way_in, outbound: !one_way_in, ms: d },
+            FaultKind::HeartbeatLoss => Fault::HeartbeatLoss(d),
+            FaultKind::Clog => Fault::Clog(d),
+            FaultKind::Leave => Fault::Leave { back_after: again },
+            FaultKind::PeerPartition => Fault::CutPeer { peer: Peer::Endpoints, ms: d },
+            FaultKind::IsolateOne => unreachable!("not a notifier's fault kind"),
+        };
+        self.fault(who, fault);
     }
 
     /// FoundationDB's swizzle-clog: clog a random subset of engines one by one, then unclog them in another
@@ -197,13 +322,15 @@ impl Sim {
         }
         for n in order {
             t += self.faults.rng.random_range(200..=2_000);
-            self.after(t, Ev::FaultEnd { gen, undo: Undo::Clog(n) });
+            self.after(t, Ev::FaultEnd { gen, who: Who::Engine(n), undo: Undo::Clog });
         }
         self.tr(|| "swizzle-clog".into());
     }
 
-    /// The end of the safety phase: every fault heals, the workload stops, some dead engines (and notifiers)
-    /// come back.
+    // ---- the heal ----
+
+    /// The end of the safety phase: every fault heals, the workload stops, some processes that are down come
+    /// back (at least one engine, one sink and one notifier run).
     pub(super) fn heal(&mut self) {
         if self.nodes.iter().any(|n| n.is_leaving()) {
             self.checks.drain_allowance_ms = self.drain_limit_ms() + 1_000;
@@ -211,29 +338,9 @@ impl Sim {
         self.phase = Phase::Liveness;
         self.checks.healed = Some(self.now);
         self.faults.gen += 1;
-        self.net.heal();
         self.heal_pool();
         self.tr(|| "heal: faults off, workload off".into());
-        for n in 0..self.nodes.len() {
-            self.nodes[n].hb_loss = 0;
-            self.nodes[n].clog = 0;
-            self.heal_store(n);
-            self.note_fitness(n);
-            if self.nodes[n].is_paused() {
-                self.resume(n);
-            }
-        }
-        let mut up = self.nodes.iter().filter(|n| n.is_running() && !n.is_leaving()).count();
-        for n in 0..self.nodes.len() {
-            if !self.nodes[n].is_running() && (up == 0 || self.faults.rng.random_bool(self.params.restart_at_heal)) {
-                self.restart(n);
-                up += 1;
-            }
-        }
-        if up == 0 {
-            // Every engine is leaving: bring the first back once it has exited.
-            self.after(1_000, Ev::Restart { node: 0, healing: true });
-        }
+        self.heal_role::<super::engine::EngineRole>();
         self.heal_sinks();
         self.heal_notifiers();
         self.after(TICK, Ev::LivenessCheck);

@@ -7,7 +7,7 @@
 //! is answered if the answer gets back before the client's timeout, else the timeout answers. A request that
 //! timed out may still land, but for progress writes while `NotifyParams::ambiguous_writes` is off.
 
-use super::notifier::NEv;
+use super::notifier::{NEv, NotifierRole};
 use super::{Ev, Sim};
 use jaque_core::notifier::{DeliveryRecord, EndpointId, Input, Stored};
 use jaque_core::{ObjectId, Time};
@@ -63,16 +63,16 @@ impl Sim {
         let inc = self.notify.slots[s].inc;
         if !self.notify.slots[s].can_send() {
             let input = Box::new(op.failed());
-            self.after(timeout, Ev::Notify(NEv::Answer { slot: s, inc, input, attempt: None }));
+            self.after(timeout, Ev::Notify(NEv::Answer { slot: s, inc, input }));
             return;
         }
-        let d = self.ndelay(s);
+        let d = self.hop::<NotifierRole>(s);
         let by = self.now + Duration::from_millis(timeout);
         let answer_by = if d < timeout {
             Some(by)
         } else {
             let input = Box::new(op.failed());
-            self.push(by, Ev::Notify(NEv::Answer { slot: s, inc, input, attempt: None }));
+            self.push(by, Ev::Notify(NEv::Answer { slot: s, inc, input }));
             if self.unambiguous(&op) {
                 return;
             }
@@ -93,7 +93,7 @@ impl Sim {
         // When its answer gets back (`None`: it does not, in time).
         let back = match answer_by {
             Some(by) if alive && self.notify.slots[s].can_recv() => {
-                Some(self.now + Duration::from_millis(self.ndelay(s))).filter(|t| *t <= by)
+                Some(self.now + Duration::from_millis(self.hop::<NotifierRole>(s))).filter(|t| *t <= by)
             }
             _ => None,
         };
@@ -101,7 +101,7 @@ impl Sim {
         // Without an answer due, this is a scenario's lost answer: it lands.)
         if alive && answer_by.is_some() && back.is_none() && self.unambiguous(&op) {
             if let Some(by) = answer_by {
-                self.push(by, Ev::Notify(NEv::Answer { slot: s, inc, input: Box::new(failed), attempt: None }));
+                self.push(by, Ev::Notify(NEv::Answer { slot: s, inc, input: Box::new(failed) }));
             }
             return;
         }
@@ -114,7 +114,7 @@ impl Sim {
             Some(t) => (input, t),
             None => (failed, by),
         };
-        self.push(at, Ev::Notify(NEv::Answer { slot: s, inc, input: Box::new(answer), attempt: None }));
+        self.push(at, Ev::Notify(NEv::Answer { slot: s, inc, input: Box::new(answer) }));
     }
 
     /// What the store does with a request: reads, create-if-absent, compare-and-set, a log read.

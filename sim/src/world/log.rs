@@ -8,11 +8,11 @@
 //! skips them as a JetStream consumer does, replays do not return them — while the simulator keeps the whole
 //! log for the oracle and the checkers. Epoch records are never purged.
 
+use super::engine::EngineRole;
 use super::{Category, Ev, Phase, Sim};
 use jaque_core::{Bucket, EpochRecord, Event, Input, LogEntry};
 use rand::Rng;
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 pub(super) struct Log {
     entries: Vec<LogEntry>,
@@ -95,54 +95,10 @@ impl Sim {
             }
         }
         self.log.entries.push(entry);
-        for n in 0..self.nodes.len() {
-            if self.nodes[n].follows() {
-                let lag = self.nodes[n].rng.random_range(0..=self.params.log_lag_max_ms) + self.delay(n);
-                let at = self.nodes[n].log.schedule(self.now + Duration::from_millis(lag));
-                let inc = self.nodes[n].inc;
-                self.push(at, Ev::LogDeliver { node: n, inc, upto: seq });
-            }
-        }
+        self.follow_log::<EngineRole>(seq);
         self.sinks_log_landed(seq);
         self.notify_appended(seq);
         self.sample_reader();
-    }
-
-    pub(super) fn log_deliver(&mut self, n: usize, inc: u64, upto: u64) {
-        let node = &self.nodes[n];
-        if self.alive(n, inc) && node.booted && node.can_recv() && !node.log_held {
-            self.deliver_log(n, upto);
-        }
-    }
-
-    /// Engine `n`'s log follower hands it every entry up to `upto` it has not read, passing over purged ones
-    /// (sometimes the last twice); agreement is checked after each the engine read (one past a hole it does
-    /// not read: it waits for a snapshot).
-    pub(super) fn deliver_log(&mut self, n: usize, upto: u64) {
-        let upto = upto.min(self.log.len());
-        while self.nodes[n].log.cursor < upto && self.violation.is_none() && self.nodes[n].is_running() {
-            let seq = self.nodes[n].log.cursor + 1;
-            self.nodes[n].log.cursor = seq;
-            if !self.log.present(seq) {
-                continue;
-            }
-            let entry = self.log.entry(seq).clone();
-            self.step(n, Some(Input::Log { seq, entry }));
-            self.check_agreement_read(n, seq);
-        }
-        let cur = self.nodes[n].log.cursor;
-        if cur > 0 && self.nodes[n].is_running() && self.chance(self.params.duplicate) && self.log.present(cur) {
-            let entry = self.log.entry(cur).clone();
-            self.step(n, Some(Input::Log { seq: cur, entry }));
-            self.check_agreement_read(n, cur);
-        }
-    }
-
-    /// Agreement after engine `n` was handed the entry at `seq`, if it read it.
-    fn check_agreement_read(&mut self, n: usize, seq: u64) {
-        if self.nodes[n].engine().is_some_and(|e| e.reader().position() == seq) {
-            self.check_agreement(n, seq);
-        }
     }
 
     pub(super) fn send_proposal(&mut self, n: usize, record: EpochRecord, after_seq: Option<u64>) {
@@ -197,14 +153,6 @@ impl Sim {
         if self.alive(n, inc) {
             let reason = "publish timed out".to_string();
             self.step(n, Some(Input::AppendFailed { event, reason }));
-        }
-    }
-
-    /// Scenarios: hold node `n`'s log follower (it reads nothing new), or release it.
-    pub fn hold_log(&mut self, n: usize, held: bool) {
-        self.nodes[n].log_held = held;
-        if !held {
-            self.catch_up(n);
         }
     }
 

@@ -1,30 +1,33 @@
-//! The simulated world the shell sees, driving unchanged `jaque-core` engines. This module owns the [`Sim`]:
-//! the event queue ordered by (time, sequence), the step loop that routes each event to the concern it is
-//! about, the trace and its hash, and the public API of scenarios and tests. Each concern has its own file:
+//! The simulated world the shell sees, driving unchanged `jaque-core` engines, sinks and notifiers. This module
+//! owns the [`Sim`]: the event queue ordered by (time, sequence), the step loop that routes each event to the
+//! concern it is about, the trace and its hash, and the public API of scenarios and tests. Each concern has its
+//! own file:
 //!
-//! - [`process`]: one member process whatever its role: incarnation, running/paused/leaving, buffered inputs,
-//!   its timer, its readers' cursors, its clock, the faults that hold it.
+//! - [`process`]: one member process whatever its role ([`Process`]), and the name of one ([`Who`]):
+//!   incarnation, running/paused/leaving, buffered inputs, its timer, its readers' cursors, its clock, the
+//!   faults that hold it.
+//! - [`lifecycle`]: the one life every process lives (start, boot, step, follow the log and the watcher, pause,
+//!   resume, crash, leave, exit, heal), over the contract each role fulfils (`Machine` for its core, `Role` for
+//!   the rest).
+//! - [`engine`], [`sink`], [`notifier`]: the three roles, each what only it does (its config, its checks around
+//!   a step, what it does with its outputs); [`sql`]: the sinks' SQL store; [`kv`]: the notifiers' records in
+//!   the membership KV and their requests to it; [`endpoint`]: the webhook endpoints the notifiers send to.
+//! - [`faults`]: one fault vocabulary for every process, the fault ticks (crash, pause, partitions from the store
+//!   and from peers, heartbeat loss, clogging, clean leave), swizzle, what undoes each fault, and the heal.
 //! - [`store`]: the membership KV, every bucket in one revision sequence, per-key TTL, late expiry, watchers.
 //! - [`log`]: the log (one total order, compare-and-set epoch appends, event appends that fail or land late)
 //!   and its delivery to readers.
-//! - [`net`]: request/reply (no responders, timeouts), forwards, store and process-to-process links.
+//! - [`net`]: request/reply (no responders, timeouts), forwards, links between engines.
 //! - [`ingress`]: the ui's writes through ingress (core's `IngressWrite`: claims, attempts sent again), the
 //!   queue group as the NATS server keeps it (a member that stopped answering is dropped late).
-//! - [`faults`]: the fault tick (crash, pause, partitions, heartbeat loss, clogging, clean leave), swizzle,
-//!   what undoes each fault, and the heal.
 //! - [`workload`]: clients, commands and their one outcome, check workers and the simulated truth.
 //! - [`workers`]: check workers of limited capacity, each with the core's backlog (when `Params::workers`).
-//! - [`engine`]: engine processes: start, boot, step, carrying out outputs, the timer, leave and exit.
+//! - [`snapshots`]: the snapshot store, the engines' snapshot writes and purges, every reader's start from a
+//!   snapshot and jump past a hole, the objects whose history was lost.
 //! - [`checks`]: the checkers, one module per invariant family: the engines' (agreement, one hop, accounting
 //!   as the run goes; convergence, failover, every caller answered at its end), the notifications' (9), the
 //!   sink store's (10), the snapshots' (11) and the writes through ingress (12); the log's own are the
 //!   [`Oracle`]'s.
-//! - [`sink`] and [`sql`]: sink processes and their SQL store (issue 9).
-//! - [`notifier`]: notifier processes (`jaque_core::notifier::Notifier`) and their faults; [`kv`]: their
-//!   records in the membership KV and their requests to it; [`endpoint`]: the webhook endpoints they send to,
-//!   and the HTTP between them.
-//! - [`snapshots`]: the snapshot store, the engines' snapshot writes and purges, every reader's start from a
-//!   snapshot and jump past a hole, the objects whose history was lost.
 //!
 //! Randomness comes from sub-seeds: the network, the faults, the workload, the ui, the simulated truth and
 //! each process draw from their own streams.
@@ -35,6 +38,7 @@ mod engine;
 mod faults;
 mod ingress;
 mod kv;
+mod lifecycle;
 mod log;
 mod net;
 mod notifier;
@@ -50,7 +54,7 @@ pub use checks::AcceptedTransition;
 pub use endpoint::{Mode as EndpointMode, Reception};
 pub use engine::{EngineRole, Node};
 pub use notifier::{At as NotifyAt, NotifierRole, NotifierSlot, NotifyStats, Then as NotifyThen};
-pub use process::Process;
+pub use process::{Peer, Process, Who};
 pub use sink::{SinkProc, SinkRole, SinkStats, SinkWorldCounters};
 pub use snapshots::{LostBy, SnapStats};
 pub use sql::{Sql, SqlCounters};
@@ -71,6 +75,7 @@ use jaque_core::{
     Bucket, CheckResult, Command, Engine, EngineConfig, EpochRecord, Event, LogEntry, MemberId, MemberRef, ObjectDef,
     ObjectId, Outcome, State, Time,
 };
+use lifecycle::Life;
 use log::Log;
 use net::{Net, Waiter};
 use notifier::{NEv, Notify};
@@ -114,25 +119,8 @@ pub enum Phase {
 /// incarnation that is gone is dropped, one for a paused process waits in its buffers.
 #[derive(Clone, Debug)]
 enum Ev {
-    Timer {
-        node: usize,
-        inc: u64,
-        deadline: Time,
-    },
-    Boot {
-        node: usize,
-        inc: u64,
-    },
-    LogDeliver {
-        node: usize,
-        inc: u64,
-        upto: u64,
-    },
-    MemberDeliver {
-        node: usize,
-        inc: u64,
-        upto: u64,
-    },
+    /// The life of process `Who` (`lifecycle.rs`): its (re)start, boot, timer, deliveries, resume and exit.
+    Life(Who, Life),
     HeartbeatLand {
         bucket: Bucket,
         member: MemberRef,
@@ -203,33 +191,24 @@ enum Ev {
     Retry {
         sub: usize,
     },
+    /// The engines' and sinks' fault tick (`faults.rs`).
     FaultTick,
+    /// A fault of process `who` is over (unless the heal came first: another generation).
     FaultEnd {
         gen: u64,
+        who: Who,
         undo: Undo,
     },
+    /// Swizzle: engine `node`'s turn to be clogged.
     ClogStart {
         gen: u64,
         node: usize,
     },
-    Resume {
-        node: usize,
-        inc: u64,
-    },
-    /// `healing`: issued by the heal; other restarts scheduled by faults are dropped once healed.
-    Restart {
-        node: usize,
-        healing: bool,
-    },
-    ExitIfIdle {
-        node: usize,
-        inc: u64,
-    },
     Heal,
     LivenessCheck,
-    /// Sinks and their SQL store (`sink.rs`, `sql.rs`).
+    /// Sinks and their SQL store besides their life (`sink.rs`, `sql.rs`).
     Sink(SinkEv),
-    /// The notifiers' events (their processes, store traffic, HTTP and faults): `notifier.rs`.
+    /// The notifiers' events besides their life (their answers, store traffic, HTTP, fault tick): `notifier.rs`.
     Notify(NEv),
     /// The snapshot store's and the readers' snapshot events: `snapshots.rs`.
     Snap(SnapEv),
@@ -241,28 +220,31 @@ enum Ev {
 
 impl Ev {
     /// The process incarnation an event is for, if any: it waits while that process is paused.
-    fn target(&self) -> Option<(usize, u64)> {
+    fn held_for(&self) -> Option<(Who, u64)> {
         match self {
-            Ev::Timer { node, inc, .. }
-            | Ev::Boot { node, inc }
-            | Ev::LogDeliver { node, inc, .. }
-            | Ev::MemberDeliver { node, inc, .. }
-            | Ev::ProposeAnswer { node, inc, .. }
+            Ev::Life(who, life) => life.held_for().map(|inc| (*who, inc)),
+            Ev::ProposeAnswer { node, inc, .. }
             | Ev::AppendFailed { node, inc, .. }
             | Ev::CommandArrive { node, inc, .. }
             | Ev::HeartbeatAck { node, inc, .. }
-            | Ev::CheckDone { node, inc, .. } => Some((*node, *inc)),
+            | Ev::CheckDone { node, inc, .. } => Some((Who::Engine(*node), *inc)),
+            Ev::Sink(e) => e.held_for(),
+            Ev::Notify(e) => e.held_for(),
+            Ev::Snap(e) => e.held_for(),
             _ => None,
         }
     }
 
-    /// What the trace hash records of an event (with its time): a new kind gets the next free code.
-    fn code(&self) -> u64 {
-        match self {
-            Ev::Timer { .. } => 1,
-            Ev::Boot { .. } => 2,
-            Ev::LogDeliver { .. } => 3,
-            Ev::MemberDeliver { .. } => 4,
+    /// What the trace hash records of an event (with its time), and for some a second code: a new kind gets
+    /// the next free code. The codes are those of when each role had its own event type (the engines' 1–29,
+    /// the sinks' 100 + theirs, the notifiers' 28 and then theirs), so the hash has not moved.
+    fn code(&self) -> (u64, Option<u64>) {
+        let code = match self {
+            Ev::Life(who, life) => return life.code(*who),
+            Ev::FaultEnd { who: Who::Engine(_), .. } => 21,
+            Ev::FaultEnd { who: Who::Sink(_), .. } => 111,
+            Ev::FaultEnd { who: Who::Notifier(_), .. } => return (28, Some(113)),
+            Ev::Notify(e) => return (28, Some(e.code())),
             Ev::HeartbeatLand { .. } => 5,
             Ev::HeartbeatDelete { .. } => 6,
             Ev::Expire { .. } => 7,
@@ -279,20 +261,16 @@ impl Ev {
             Ev::Submit => 18,
             Ev::Retry { .. } => 19,
             Ev::FaultTick => 20,
-            Ev::FaultEnd { .. } => 21,
-            Ev::Resume { .. } => 22,
-            Ev::Restart { .. } => 23,
-            Ev::ExitIfIdle { .. } => 24,
             Ev::Heal => 25,
             Ev::LivenessCheck => 26,
             Ev::ClogStart { .. } => 27,
             Ev::Sink(e) => 100 + e.code(),
-            Ev::Notify(_) => 28,
             Ev::Snap(e) => 500 + e.code(),
             Ev::Worker(e) => 600 + e.code(),
             Ev::HeartbeatAck { .. } => 29,
             Ev::Write(e) => 700 + e.code(),
-        }
+        };
+        (code, None)
     }
 }
 
@@ -467,7 +445,7 @@ impl Sim {
     pub fn start_swarm(&mut self) {
         for n in 0..self.nodes.len() {
             let at = self.nodes[n].rng.random_range(0..=2_000);
-            self.push(Time(at), Ev::Restart { node: n, healing: false });
+            self.push(Time(at), Ev::Life(Who::Engine(n), Life::Restart { healing: false }));
         }
         if !self.work.objects.is_empty() || self.params.command_every_ms > 0 {
             self.push(Time(500), Ev::Submit);
@@ -573,33 +551,23 @@ impl Sim {
             return false;
         }
         self.h(at.0);
-        self.h(ev.code());
-        let Some(ev) = self.sink_hold(ev) else { return true };
-        if let Some((n, inc)) = ev.target() {
-            if self.nodes[n].is_current(inc) && self.nodes[n].is_paused() {
-                // A paused process handles nothing; what reaches it waits in its buffers. Its timers are
-                // re-armed when it resumes.
-                if !matches!(ev, Ev::Timer { .. }) {
-                    self.nodes[n].hold(ev);
-                }
-                return true;
-            }
+        let (code, then) = ev.code();
+        self.h(code);
+        if let Some(code) = then {
+            self.h(code);
         }
-        self.dispatch(ev);
+        // A paused process handles nothing; what reaches it waits in its buffers, but its timer, which is
+        // re-armed when it resumes.
+        if let Some(ev) = self.hold_if_paused(ev) {
+            self.dispatch(ev);
+        }
         true
     }
 
     /// Routes an event to the concern it is about.
     fn dispatch(&mut self, ev: Ev) {
         match ev {
-            Ev::Timer { node, inc, deadline } => self.timer(node, inc, deadline),
-            Ev::Boot { node, inc } => {
-                if self.alive(node, inc) {
-                    self.boot(node);
-                }
-            }
-            Ev::LogDeliver { node, inc, upto } => self.log_deliver(node, inc, upto),
-            Ev::MemberDeliver { node, inc, upto } => self.member_deliver(node, inc, upto),
+            Ev::Life(who, life) => self.life_event(who, life),
             Ev::HeartbeatLand { bucket, member, ttl_ms } => self.kv_put(bucket, member, ttl_ms),
             Ev::HeartbeatDelete { bucket, member } => self.kv_delete_own(bucket, &member),
             Ev::HeartbeatAck { node, inc, ok } => {
@@ -628,18 +596,11 @@ impl Sim {
             Ev::Retry { sub } => self.retry(sub),
             Ev::FaultTick => self.fault_tick(),
             Ev::ClogStart { gen, node } => self.clog_start(gen, node),
-            Ev::FaultEnd { gen, undo } => {
+            Ev::FaultEnd { gen, who, undo } => {
                 if gen == self.faults.gen {
-                    self.undo(undo);
+                    self.undo(who, undo);
                 }
             }
-            Ev::Resume { node, inc } => {
-                if self.alive(node, inc) && self.nodes[node].pause_over(self.now) {
-                    self.resume(node);
-                }
-            }
-            Ev::Restart { node, healing } => self.restart_event(node, healing),
-            Ev::ExitIfIdle { node, inc } => self.exit_if_idle(node, inc),
             Ev::Heal => self.heal(),
             Ev::LivenessCheck => self.liveness_check(),
             Ev::Sink(e) => self.sink_event(e),
@@ -650,8 +611,15 @@ impl Sim {
         }
     }
 
-    /// Whether incarnation `inc` of slot `n` is the one running.
+    /// Whether incarnation `inc` of engine slot `n` is the one running.
     fn alive(&self, n: usize, inc: u64) -> bool {
         self.nodes[n].is_current(inc)
+    }
+
+    /// Every process of the world: the engines, the sinks, the notifiers.
+    fn processes(&self) -> impl Iterator<Item = Who> {
+        let engines = (0..self.nodes.len()).map(Who::Engine);
+        let sinks = (0..self.sinks.len()).map(Who::Sink);
+        engines.chain(sinks).chain((0..self.notify.slots.len()).map(Who::Notifier))
     }
 }

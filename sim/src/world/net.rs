@@ -5,6 +5,8 @@
 //! unreachable or paused target `timeout` after the forward timeout, and every `Forward` gets exactly one
 //! `ForwardResult`. The ingress queue group and the ui's writes are `ingress.rs`'s.
 
+use super::engine::EngineRole;
+use super::process::Peer;
 use super::{Ev, Phase, Sim, Via};
 use crate::params::{stream, Stream};
 use jaque_core::ui::Heard;
@@ -12,7 +14,6 @@ use jaque_core::{Command, CommandId, ForwardId, Input, MemberRef, Outcome, Reply
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// The error of a request nobody answered in time.
 pub(super) const TIMEOUT: &str = "timeout";
@@ -51,8 +52,6 @@ struct Fwd {
 
 pub(super) struct Net {
     pub rng: ChaCha8Rng,
-    /// Cut links from one process to another, counted (faults may overlap).
-    pair_cut: BTreeMap<(usize, usize), u32>,
     next_reply: u64,
     /// Callers handed to engines and not answered yet, by reply id.
     pub replies: BTreeMap<u64, PendingReply>,
@@ -61,13 +60,7 @@ pub(super) struct Net {
 
 impl Net {
     pub fn new(seed: u64) -> Net {
-        Net {
-            rng: stream(seed, Stream::Network, 0),
-            pair_cut: BTreeMap::new(),
-            next_reply: 1,
-            replies: BTreeMap::new(),
-            forwards: Vec::new(),
-        }
+        Net { rng: stream(seed, Stream::Network, 0), next_reply: 1, replies: BTreeMap::new(), forwards: Vec::new() }
     }
 
     /// A fresh reply subject.
@@ -86,30 +79,12 @@ impl Net {
             }
         }
     }
-
-    pub fn cut(&mut self, a: usize, b: usize) {
-        *self.pair_cut.entry((a, b)).or_default() += 1;
-    }
-
-    pub fn uncut(&mut self, a: usize, b: usize) {
-        if let Some(c) = self.pair_cut.get_mut(&(a, b)) {
-            *c -= 1;
-            if *c == 0 {
-                self.pair_cut.remove(&(a, b));
-            }
-        }
-    }
-
-    /// Every process-to-process link works again.
-    pub fn heal(&mut self) {
-        self.pair_cut.clear();
-    }
 }
 
 impl Sim {
     /// Whether a request from `a` reaches `b` through NATS.
     pub(super) fn link(&self, a: usize, b: usize) -> bool {
-        self.nodes[a].can_send() && self.nodes[b].can_recv() && !self.net.pair_cut.contains_key(&(a, b))
+        self.nodes[a].can_send() && self.nodes[b].can_recv() && self.nodes[a].reaches(Peer::Engine(b))
     }
 
     /// A message-level fault with probability `p`; only in the safety phase.
@@ -117,27 +92,9 @@ impl Sim {
         self.phase == Phase::Safety && p > 0.0 && self.net.rng.random_bool(p)
     }
 
-    /// One message's latency to or from process `n` (clogged processes hold messages for a while).
+    /// One message's latency to or from engine `n` (a clogged one holds messages for a while).
     pub(super) fn delay(&mut self, n: usize) -> u64 {
-        let mut d = 1 + self.net.rng.random_range(0..=self.params.net_delay_max_ms);
-        if self.nodes[n].clog > 0 {
-            d += self.net.rng.random_range(500..=3_000);
-        }
-        d
-    }
-
-    /// Reading resumes after a cut: the watcher and the log follower catch up.
-    pub(super) fn catch_up(&mut self, n: usize) {
-        if !self.nodes[n].follows() {
-            return;
-        }
-        let d = self.delay(n);
-        let at = self.nodes[n].log.schedule(self.now + Duration::from_millis(d));
-        self.nodes[n].members.schedule(at);
-        let inc = self.nodes[n].inc;
-        let (log, rev) = (self.log.len(), self.store.rev());
-        self.push(at, Ev::MemberDeliver { node: n, inc, upto: rev });
-        self.push(at, Ev::LogDeliver { node: n, inc, upto: log });
+        self.hop::<EngineRole>(n)
     }
 
     /// A command on its way to engine `t` from outside the engines (a client, the ui, ingress).

@@ -1,10 +1,11 @@
 //! Notifier processes (`n1`..`n4`), driven as the shell would drive `jaque_core::notifier::Notifier`.
 //!
-//! **The process.** Each slot is a [`Process`] with the engines' life: start (a new incarnation), boot (the
-//! watcher's snapshot, the log's backlog, `CaughtUp`), crash (state lost), pause (nothing handled; on resume the
-//! buffered answers first, then the expired timers), a clean leave (exits once `is_done()`), store partitions
-//! both ways or one way, heartbeat loss, clogging, and a cut from the endpoints. Every output gets its one
-//! answer: a `PutHeartbeat` a `HeartbeatWritten` (handed in order: `ok` once the key landed and the ack came
+//! **The process.** Each slot is a [`Process`] that lives the life every process lives (`lifecycle.rs`): start
+//! (a new incarnation), boot (the watcher's snapshot, the log's backlog, `CaughtUp`), crash (state lost), pause
+//! (nothing handled; on resume the buffered answers first, then the expired timers), a clean leave (exits once
+//! `is_done()`), store partitions both ways or one way, heartbeat loss, clogging, and a cut from its peers, the
+//! endpoints (`faults.rs`; the notifiers' fault tick has its own stream and parameters). Every output gets its
+//! one answer: a `PutHeartbeat` a `HeartbeatWritten` (handed in order: `ok` once the key landed and the ack came
 //! back within the store timeout), a store request (`ReadStarts` create-if-absent, `ReadProgress`,
 //! `WriteProgress` compare-and-set, `Replay` of the log: `kv.rs`) its answer or a timeout, a `Send` the
 //! endpoint's answer, a refused connection or a timeout (`endpoint.rs`). `check_invariants()` runs after every
@@ -17,13 +18,15 @@
 use super::checks::notifications::Sends;
 use super::endpoint::{Request, SimEndpoint};
 use super::kv::StoreOp;
+use super::lifecycle::{Act, Exit, Life, LifeInput, Machine, Role};
 use super::log::brief_entry;
-use super::process::{Follow, Process};
-use super::snapshots::{LostBy, Whose};
-use super::{exp, Category, Ev, Phase, Sim, TICK};
-use crate::params::{stream, NotifierFault, Params, Stream};
-use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult};
-use jaque_core::{Bucket, MemberId, MemberRef, MembershipOutput, Time};
+use super::process::{Peer, Process, Who};
+use super::snapshots::lost_so_far;
+use super::{exp, Category, Ev, Sim};
+use crate::params::{stream, Params, Stream};
+use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult, Timer};
+use jaque_core::role::LogRole;
+use jaque_core::{Bucket, LogReader, MemberId, MemberRef, MembershipOutput, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
@@ -86,8 +89,6 @@ pub struct NotifierRole {
     n: Notifier,
     /// Its sends as the checker of invariant 9 knows them.
     pub(super) sends: Sends,
-    /// Heartbeat answers are handed in order, none before the previous one.
-    hb: Follow,
     /// Its key's delete went out at this time (a leave), and whether it landed: the shell exits after its
     /// leave only once the delete reached the store, or after `LEAVE_FLUSH_MS`.
     deleting: Option<Time>,
@@ -106,48 +107,15 @@ impl Process<NotifierRole> {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-pub(super) enum NUndo {
-    StoreIn,
-    StoreOut,
-    HeartbeatLoss,
-    Clog,
-    EndpointCut,
-}
-
-/// The notifiers' events (inside `Ev::Notify`). Those for an incarnation that is gone are dropped; those for
-/// a paused one wait in its buffers (timers are re-armed on resume).
+/// The notifiers' events besides their life (inside `Ev::Notify`). An answer for an incarnation that is gone is
+/// dropped; one for a paused one waits in its buffers.
 #[derive(Clone, Debug)]
 pub(super) enum NEv {
-    Restart {
-        slot: usize,
-        healing: bool,
-    },
-    Boot {
-        slot: usize,
-        inc: u64,
-    },
-    Timer {
-        slot: usize,
-        inc: u64,
-        deadline: Time,
-    },
-    LogDeliver {
-        slot: usize,
-        inc: u64,
-        upto: u64,
-    },
-    MemberDeliver {
-        slot: usize,
-        inc: u64,
-        upto: u64,
-    },
-    /// An answer for the notifier (its store's, its HTTP client's); `attempt` names the send it answers.
+    /// An answer for the notifier (its store's, its HTTP client's).
     Answer {
         slot: usize,
         inc: u64,
         input: Box<Input>,
-        attempt: Option<u64>,
     },
     /// A store request lands; `answer_by` is when its client times out (`None`: it already did).
     StoreLand {
@@ -160,7 +128,6 @@ pub(super) enum NEv {
     HttpAnswer {
         slot: usize,
         inc: u64,
-        attempt: u64,
         op: u64,
         result: SendResult,
         timeout_at: Time,
@@ -179,53 +146,33 @@ pub(super) enum NEv {
         member: MemberRef,
         sent: Time,
     },
-    Resume {
-        slot: usize,
-        inc: u64,
-    },
-    ExitIfDone {
-        slot: usize,
-        inc: u64,
-    },
+    /// The notifiers' fault tick (`faults.rs`).
     FaultTick,
-    FaultEnd {
-        gen: u64,
-        slot: usize,
-        undo: NUndo,
-    },
 }
 
 impl NEv {
-    pub(super) fn sent(slot: usize, inc: u64, attempt: u64, op: u64, result: SendResult) -> NEv {
-        NEv::Answer { slot, inc, input: Box::new(Input::Sent { op, result }), attempt: Some(attempt) }
+    /// The answer to the send of operation `op`.
+    pub(super) fn sent(slot: usize, inc: u64, op: u64, result: SendResult) -> NEv {
+        NEv::Answer { slot, inc, input: Box::new(Input::Sent { op, result }) }
     }
 
-    fn target(&self) -> Option<(usize, u64)> {
+    /// The notifier incarnation an event is for, if it waits while that process is paused.
+    pub fn held_for(&self) -> Option<(Who, u64)> {
         match self {
-            NEv::Boot { slot, inc }
-            | NEv::Timer { slot, inc, .. }
-            | NEv::LogDeliver { slot, inc, .. }
-            | NEv::MemberDeliver { slot, inc, .. }
-            | NEv::Answer { slot, inc, .. } => Some((*slot, *inc)),
+            NEv::Answer { slot, inc, .. } => Some((Who::Notifier(*slot), *inc)),
             _ => None,
         }
     }
 
-    fn code(&self) -> u64 {
+    /// The trace hash's code of the event, after the notifiers' family code (the lifecycle's are
+    /// `Life::code`'s).
+    pub fn code(&self) -> u64 {
         match self {
-            NEv::Restart { .. } => 101,
-            NEv::Boot { .. } => 102,
-            NEv::Timer { .. } => 103,
-            NEv::LogDeliver { .. } => 104,
-            NEv::MemberDeliver { .. } => 105,
             NEv::Answer { .. } => 106,
             NEv::StoreLand { .. } => 107,
             NEv::HttpArrive(_) => 108,
             NEv::HttpAnswer { .. } => 109,
-            NEv::Resume { .. } => 110,
-            NEv::ExitIfDone { .. } => 111,
             NEv::FaultTick => 112,
-            NEv::FaultEnd { .. } => 113,
             NEv::DeleteLand { .. } => 114,
             NEv::HeartbeatLand { .. } => 115,
         }
@@ -237,10 +184,9 @@ pub(super) struct Notify {
     pub slots: Vec<NotifierSlot>,
     pub endpoints: Vec<SimEndpoint>,
     /// Faults and restarts.
-    rng: ChaCha8Rng,
+    pub rng: ChaCha8Rng,
     /// Latencies of the notifiers' store traffic and of HTTP.
     pub net: ChaCha8Rng,
-    pub http_cut: Vec<u32>,
     hook: Option<(usize, At, Then)>,
     pending_hook: Option<(usize, Then)>,
 }
@@ -268,7 +214,6 @@ impl Notify {
             endpoints,
             rng: stream(seed, Stream::Notify, 0),
             net: stream(seed, Stream::Notify, 1),
-            http_cut: vec![0; np.notifiers],
             hook: None,
             pending_hook: None,
         }
@@ -296,9 +241,234 @@ pub(super) fn config(p: &Params, me: MemberRef, endpoints: Vec<Endpoint>) -> Not
     cfg
 }
 
-impl Sim {
-    // ---- the swarm's schedule ----
+impl Machine for Notifier {
+    type Input = Input;
+    type Output = Output;
+    type Timer = Timer;
 
+    fn handle(&mut self, now: Time, input: Input) {
+        Notifier::handle(self, now, input)
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        Notifier::handle_timeout(self, now)
+    }
+
+    fn poll_output(&mut self) -> Option<Output> {
+        Notifier::poll_output(self)
+    }
+
+    fn poll_timeout(&self) -> Option<(Time, Timer)> {
+        Notifier::poll_timeout(self)
+    }
+
+    fn life(input: LifeInput) -> Input {
+        match input {
+            LifeInput::Start => Input::Start,
+            LifeInput::CaughtUp => Input::CaughtUp,
+            LifeInput::Leave => Input::Leave,
+            LifeInput::Member(obs) => Input::Member(obs),
+            LifeInput::Log { seq, entry } => Input::Log { seq, entry },
+            LifeInput::Restore(reader) => Input::Restore(reader),
+        }
+    }
+
+    fn reader(&self) -> &LogReader {
+        self.role().reader()
+    }
+
+    fn log_role(&self) -> Option<&LogRole> {
+        Some(self.role())
+    }
+
+    fn brief_input(i: &Input) -> String {
+        brief_input(i)
+    }
+
+    fn brief_output(o: &Output) -> String {
+        brief_output(o)
+    }
+}
+
+/// What a notifier's step keeps from before its core handles an input to after.
+pub(super) struct NotifierStep {
+    /// The send the input answers, if it does.
+    attempt: Option<u64>,
+    failed: u64,
+    lost: u64,
+}
+
+impl Role for NotifierRole {
+    type Core = Notifier;
+    type Step = NotifierStep;
+    /// A leaving notifier exits once its key's delete landed (or the shell's flush bound passed) and it is done.
+    const EXIT: Exit = Exit::Polled;
+
+    fn who(k: usize) -> Who {
+        Who::Notifier(k)
+    }
+
+    fn slots(sim: &Sim) -> &[NotifierSlot] {
+        &sim.notify.slots
+    }
+
+    fn slots_mut(sim: &mut Sim) -> &mut [NotifierSlot] {
+        &mut sim.notify.slots
+    }
+
+    fn core(&self) -> &Notifier {
+        &self.n
+    }
+
+    fn core_mut(&mut self) -> &mut Notifier {
+        &mut self.n
+    }
+
+    /// The notifiers' traffic stream (their store requests and HTTP).
+    fn net(sim: &mut Sim) -> &mut ChaCha8Rng {
+        &mut sim.notify.net
+    }
+
+    /// Each notifier's own stream.
+    fn duplicates(sim: &mut Sim, k: usize) -> &mut ChaCha8Rng {
+        &mut sim.notify.slots[k].rng
+    }
+
+    /// Drawn for every slot, down or not, from the notifiers' fault stream.
+    fn back_at_heal(sim: &mut Sim, k: usize, up: usize) -> bool {
+        let again = sim.notify.rng.random_bool(sim.params.restart_at_heal);
+        !sim.notify.slots[k].is_running() && (up == 0 || again)
+    }
+
+    /// A new notifier; the snapshot's reader, if it starts from one, is handed in as `Restore` (as the shell does).
+    fn make(sim: &mut Sim, k: usize, reader: Option<LogReader>) -> (NotifierRole, Option<LogReader>) {
+        sim.note_notifier_start();
+        let member = sim.notify.slots[k].member();
+        let endpoints: Vec<Endpoint> = sim.notify.endpoints.iter().map(|e| e.endpoint.clone()).collect();
+        let role = NotifierRole {
+            n: Notifier::new(config(&sim.params, member, endpoints)),
+            sends: Sends::new(sim.notify.endpoints.len()),
+            deleting: None,
+            deleted: false,
+        };
+        (role, reader)
+    }
+
+    /// A fault begins: what it has in flight is counted (a leave is no fault).
+    fn note(sim: &mut Sim, k: usize, act: Act) {
+        let what = match act {
+            Act::Crash => "crashes",
+            Act::Pause => "pauses",
+            Act::CutStore => "is cut from the store",
+            Act::CutPeer => "is cut from the endpoints",
+            Act::HeartbeatLoss => "loses heartbeats",
+            Act::Clog => "is clogged",
+            Act::Leave => return,
+        };
+        sim.nfault(k, what);
+    }
+
+    /// The deliveries it gave up count after it is gone.
+    fn ending(sim: &mut Sim, k: usize) {
+        if let Some(failed) = sim.notify.slots[k].role.as_ref().map(|r| r.n.counters.failed) {
+            sim.note_retired(failed);
+        }
+    }
+
+    fn may_exit(sim: &Sim, k: usize) -> bool {
+        let p = &sim.notify.slots[k];
+        let flushed = p.role.as_ref().is_some_and(|r| {
+            r.deleted || r.deleting.is_some_and(|t| sim.now.saturating_since(t).as_millis() as u64 >= LEAVE_FLUSH_MS)
+        });
+        flushed && p.notifier().is_some_and(|n| n.is_done())
+    }
+
+    /// An answer to a send tells the checker of invariant 9 first.
+    fn before_step(sim: &mut Sim, k: usize, input: &Option<Input>) -> NotifierStep {
+        sim.stats.notify.steps += 1;
+        let attempt = match input {
+            Some(Input::Sent { op, result }) => sim.answer_seen(k, *op, result),
+            _ => None,
+        };
+        let p = &sim.notify.slots[k];
+        let failed = p.notifier().expect("a running notifier").counters.failed;
+        NotifierStep { attempt, failed, lost: lost_so_far(p) }
+    }
+
+    /// Its self-check, the objects it said lost history, and a delivery it gave up answering a send.
+    fn after_step(sim: &mut Sim, k: usize, step: NotifierStep) -> bool {
+        let n = sim.notify.slots[k].notifier().expect("a running notifier");
+        let gave_up = n.counters.failed > step.failed;
+        if let Err(e) = n.check_invariants() {
+            sim.fail(Category::Safety, "notifier self-check", format!("n{}: {e}", k + 1));
+            return false;
+        }
+        sim.note_step_lost::<NotifierRole>(k, step.lost);
+        if let Some(a) = step.attempt.filter(|_| gave_up) {
+            sim.note_give_up(a);
+        }
+        true
+    }
+
+    fn step_hash(k: usize, outputs: usize) -> u64 {
+        0x4e00 ^ (k as u64) << 4 ^ (outputs as u64) << 12
+    }
+
+    fn carry_out(sim: &mut Sim, s: usize, out: Output) {
+        match out {
+            Output::NeedSnapshot { covering } => sim.need_snapshot(Who::Notifier(s), covering),
+            Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => sim.nheartbeat(s, member, ttl),
+            Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
+                let now = sim.now;
+                sim.notify.slots[s].role.as_mut().expect("running").deleting = Some(now);
+                if sim.notify.slots[s].can_send() {
+                    let d = sim.hop::<NotifierRole>(s);
+                    let inc = sim.notify.slots[s].inc;
+                    sim.after(d, Ev::Notify(NEv::DeleteLand { slot: s, inc, member, sent: now }));
+                }
+            }
+            Output::ReadStarts { endpoints, propose } => sim.nstore(s, StoreOp::Starts { endpoints, propose }),
+            Output::ReadProgress { token, objects } => sim.nstore(s, StoreOp::Progress { token, objects }),
+            Output::Replay { token, from, to } => sim.nstore(s, StoreOp::Replay { token, from, to }),
+            Output::WriteProgress { op, object, endpoint, record, expect } => {
+                if !sim.check_lease(&object, &record) {
+                    return;
+                }
+                let claim = record.claim.is_some();
+                let op = StoreOp::Write { op, object, endpoint, record, expect };
+                if claim && sim.hook_fires(s, At::Claim) == Some(Then::LoseAnswer) {
+                    // The write lands; its answer never comes.
+                    let d = sim.hop::<NotifierRole>(s);
+                    let (inc, timeout) = (sim.notify.slots[s].inc, sim.params.notify.store_timeout_ms);
+                    let input = Box::new(op.failed());
+                    sim.after(timeout, Ev::Notify(NEv::Answer { slot: s, inc, input }));
+                    sim.after(d, Ev::Notify(NEv::StoreLand { slot: s, inc, op: Box::new(op), answer_by: None }));
+                    return;
+                }
+                sim.nstore(s, op)
+            }
+            Output::Send(d) => sim.nsend(s, d),
+        }
+    }
+
+    /// Scenarios: the hook set for its send or claim runs now.
+    fn stepped(sim: &mut Sim, _k: usize) {
+        if let Some((slot, hook)) = sim.notify.pending_hook.take() {
+            sim.tr(|| format!("scenario: n{} after its send: {hook:?}", slot + 1));
+            let who = Who::Notifier(slot);
+            match hook {
+                Then::Crash => sim.crash(who),
+                Then::Pause(ms) => sim.pause(who, ms),
+                Then::CutStore(ms) => sim.cut_store(who, true, true, Some(ms)),
+                Then::CutEndpoints(ms) => sim.cut_peer(who, Peer::Endpoints, Some(ms)),
+                Then::Leave => sim.leave(who),
+                Then::LoseAnswer => {}
+            }
+        }
+    }
+}
+
+impl Sim {
     /// Notifiers start at random times; their fault tick begins.
     pub(super) fn start_notifiers(&mut self) {
         let n = self.notify.slots.len();
@@ -308,7 +478,7 @@ impl Sim {
         self.stats.notify.notifiers = n as u64;
         for slot in 0..n {
             let at = self.notify.rng.random_range(0..=self.params.notify.start_max_ms);
-            self.push(Time(at), Ev::Notify(NEv::Restart { slot, healing: false }));
+            self.push(Time(at), Ev::Life(Who::Notifier(slot), Life::Restart { healing: false }));
         }
         if !self.params.notify.faults.is_empty() {
             let at = exp(&mut self.notify.rng, self.params.notify.fault_every_ms) + 2_000;
@@ -317,60 +487,17 @@ impl Sim {
     }
 
     pub(super) fn notify_event(&mut self, e: NEv) {
-        self.h(e.code());
-        if let Some((s, inc)) = e.target() {
-            if !self.notify.slots[s].is_current(inc) {
-                return;
-            }
-            if self.notify.slots[s].is_paused() {
-                if !matches!(e, NEv::Timer { .. }) {
-                    self.notify.slots[s].hold(Ev::Notify(e));
-                }
-                return;
-            }
-        }
         match e {
-            NEv::Restart { slot, healing } => {
-                if self.phase != Phase::Safety && !healing {
-                    // The heal decided who comes back.
-                } else if !self.notify.slots[slot].is_running() {
-                    self.start_notifier(slot);
-                } else if self.notify.slots[slot].is_leaving() {
-                    self.after(1_000, Ev::Notify(NEv::Restart { slot, healing }));
+            NEv::Answer { slot, inc, input } => {
+                if self.notify.slots[slot].is_current(inc) {
+                    self.step_as::<NotifierRole>(slot, Some(*input));
                 }
             }
-            NEv::Boot { slot, .. } => self.nboot(slot),
-            NEv::Timer { slot, deadline, .. } => {
-                if self.notify.slots[slot].armed == Some(deadline) {
-                    self.notify.slots[slot].armed = None;
-                    self.nstep(slot, None, None);
-                }
-            }
-            NEv::LogDeliver { slot, upto, .. } => {
-                let p = &self.notify.slots[slot];
-                if p.booted && p.can_recv() && !p.log_held {
-                    self.ndeliver_log(slot, upto);
-                }
-            }
-            NEv::MemberDeliver { slot, upto, .. } => {
-                let p = &self.notify.slots[slot];
-                if p.booted && p.can_recv() {
-                    self.ndeliver_members(slot, upto);
-                }
-            }
-            NEv::Answer { slot, input, attempt, .. } => self.nstep(slot, Some(*input), attempt),
             NEv::StoreLand { slot, inc, op, answer_by } => self.store_land(slot, inc, *op, answer_by),
             NEv::HttpArrive(req) => self.http_arrive(*req),
-            NEv::HttpAnswer { slot, inc, attempt, op, result, timeout_at } => {
-                self.http_answer(slot, inc, attempt, op, result, timeout_at)
+            NEv::HttpAnswer { slot, inc, op, result, timeout_at } => {
+                self.http_answer(slot, inc, op, result, timeout_at)
             }
-            NEv::Resume { slot, inc } => {
-                let p = &self.notify.slots[slot];
-                if p.is_current(inc) && p.pause_over(self.now) {
-                    self.resume_notifier(slot);
-                }
-            }
-            NEv::ExitIfDone { slot, inc } => self.exit_if_done(slot, inc),
             NEv::HeartbeatLand { slot, inc, member, ttl_ms } => {
                 if self.notify.slots[slot].inc > inc {
                     // The process that sent it crashed and a new one has started since: its connection is
@@ -392,157 +519,25 @@ impl Sim {
                 }
                 self.kv_delete_own(Bucket::Notifier, &member);
             }
-            NEv::FaultTick => self.nfault_tick(),
-            NEv::FaultEnd { gen, slot, undo } => {
-                if gen == self.faults.gen {
-                    self.nundo(slot, undo);
-                }
-            }
+            NEv::FaultTick => self.notifier_fault_tick(),
         }
     }
 
-    // ---- the process's life ----
-
-    /// Starts (or restarts) notifier slot `s` as a new incarnation.
-    pub fn start_notifier(&mut self, s: usize) {
-        self.note_notifier_start();
-        self.notify.slots[s].begin(self.now);
-        let member = self.notify.slots[s].member();
-        let endpoints: Vec<Endpoint> = self.notify.endpoints.iter().map(|e| e.endpoint.clone()).collect();
-        let role = NotifierRole {
-            n: Notifier::new(config(&self.params, member, endpoints)),
-            sends: Sends::new(self.notify.endpoints.len()),
-            hb: Follow { cursor: 0, sched: self.now },
-            deleting: None,
-            deleted: false,
-        };
-        self.notify.slots[s].run(role);
-        let inc = self.notify.slots[s].inc;
-        self.tr(|| format!("n{} starts as incarnation {inc}", s + 1));
-        // From the latest snapshot, handed in before `Start` as the shell does: it follows the log after it.
-        if let Some(reader) = self.start_reader(Whose::Notifier(s)) {
-            self.notify.slots[s].log.cursor = reader.position();
-            self.nstep(s, Some(Input::Restore(Box::new(reader))), None);
-        }
-        self.nstep(s, Some(Input::Start), None);
-        let d = self.notify.slots[s].rng.random_range(0..=self.params.boot_delay_max_ms);
-        self.after(d, Ev::Notify(NEv::Boot { slot: s, inc }));
-    }
-
-    /// The process dies: state lost, its key stays until the ttl.
-    pub fn crash_notifier(&mut self, s: usize) {
-        if self.notify.slots[s].is_running() {
-            self.nfault(s, "crashes");
-            self.nstop(s);
-        }
-    }
-
-    fn nstop(&mut self, s: usize) {
-        if let Some(failed) = self.notify.slots[s].role.as_ref().map(|r| r.n.counters.failed) {
-            self.note_retired(failed);
-        }
-        self.notify.slots[s].end();
-    }
-
-    /// A clean leave: the notifier finishes its claims, deletes its key and exits once `is_done()`.
-    pub fn leave_notifier(&mut self, s: usize) {
-        let p = &self.notify.slots[s];
-        if !p.is_running() || p.is_leaving() || p.is_paused() {
+    /// The entry at `seq` landed: the checker of invariant 9 learns the oracle's verdict, every notifier's
+    /// follower gets it.
+    pub(super) fn notify_appended(&mut self, seq: u64) {
+        if self.notify.slots.is_empty() {
             return;
         }
-        self.notify.slots[s].leave_started = Some(self.now);
-        self.tr(|| format!("n{} leaves", s + 1));
-        self.nstep(s, Some(Input::Leave), None);
-        let inc = self.notify.slots[s].inc;
-        self.after(TICK, Ev::Notify(NEv::ExitIfDone { slot: s, inc }));
+        self.note_notifiable(seq);
+        self.follow_log::<NotifierRole>(seq);
     }
 
-    fn exit_if_done(&mut self, s: usize, inc: u64) {
-        let p = &self.notify.slots[s];
-        if !p.is_current(inc) {
-            return;
+    /// The heal, for the notifiers: every notifier heals as every process does.
+    pub(super) fn heal_notifiers(&mut self) {
+        if !self.notify.slots.is_empty() {
+            self.heal_role::<NotifierRole>();
         }
-        let flushed = p.role.as_ref().is_some_and(|r| {
-            r.deleted || r.deleting.is_some_and(|t| self.now.saturating_since(t).as_millis() as u64 >= LEAVE_FLUSH_MS)
-        });
-        if flushed && p.notifier().is_some_and(|n| n.is_done()) {
-            self.tr(|| format!("n{} exits after leaving", s + 1));
-            self.nstop(s);
-        } else {
-            self.after(TICK, Ev::Notify(NEv::ExitIfDone { slot: s, inc }));
-        }
-    }
-
-    pub fn pause_notifier(&mut self, s: usize, ms: u64) {
-        let p = &self.notify.slots[s];
-        if !p.is_running() || p.is_paused() {
-            return;
-        }
-        self.nfault(s, "pauses");
-        let until = self.now + Duration::from_millis(ms);
-        self.notify.slots[s].paused_until = Some(until);
-        self.tr(|| format!("n{} pauses until {until}", s + 1));
-        let inc = self.notify.slots[s].inc;
-        self.push(until, Ev::Notify(NEv::Resume { slot: s, inc }));
-    }
-
-    fn resume_notifier(&mut self, s: usize) {
-        let held = self.notify.slots[s].resume();
-        self.tr(|| format!("n{} resumes", s + 1));
-        for ev in held {
-            self.push(self.now, ev);
-        }
-        if let Some(t) = self.notify.slots[s].armed {
-            let inc = self.notify.slots[s].inc;
-            let at = self.notify.slots[s].global(t);
-            self.push(at, Ev::Notify(NEv::Timer { slot: s, inc, deadline: t }));
-        }
-    }
-
-    /// Cuts notifier `s` from the store inbound, outbound or both, for `ms` or until healed.
-    pub fn cut_notifier(&mut self, s: usize, inbound: bool, outbound: bool, ms: Option<u64>) {
-        self.nfault(s, "is cut from the store");
-        let gen = self.faults.gen;
-        if inbound {
-            self.notify.slots[s].store_in_cut += 1;
-            if let Some(ms) = ms {
-                self.after(ms, Ev::Notify(NEv::FaultEnd { gen, slot: s, undo: NUndo::StoreIn }));
-            }
-        }
-        if outbound {
-            self.notify.slots[s].store_out_cut += 1;
-            if let Some(ms) = ms {
-                self.after(ms, Ev::Notify(NEv::FaultEnd { gen, slot: s, undo: NUndo::StoreOut }));
-            }
-        }
-        self.tr(|| format!("n{} cut from the store (in={inbound} out={outbound}) for {ms:?}ms", s + 1));
-    }
-
-    /// Cuts notifier `s` from every endpoint for `ms` or until healed.
-    pub fn cut_notifier_from_endpoints(&mut self, s: usize, ms: Option<u64>) {
-        self.nfault(s, "is cut from the endpoints");
-        self.notify.http_cut[s] += 1;
-        if let Some(ms) = ms {
-            let gen = self.faults.gen;
-            self.after(ms, Ev::Notify(NEv::FaultEnd { gen, slot: s, undo: NUndo::EndpointCut }));
-        }
-    }
-
-    fn nundo(&mut self, s: usize, undo: NUndo) {
-        let p = &mut self.notify.slots[s];
-        match undo {
-            NUndo::StoreIn => {
-                p.store_in_cut = p.store_in_cut.saturating_sub(1);
-                if p.store_in_cut == 0 {
-                    self.ncatch_up(s);
-                }
-            }
-            NUndo::StoreOut => p.store_out_cut = p.store_out_cut.saturating_sub(1),
-            NUndo::HeartbeatLoss => p.hb_loss = p.hb_loss.saturating_sub(1),
-            NUndo::Clog => p.clog = p.clog.saturating_sub(1),
-            NUndo::EndpointCut => self.notify.http_cut[s] = self.notify.http_cut[s].saturating_sub(1),
-        }
-        self.tr(|| format!("n{} fault over: {undo:?}", s + 1));
     }
 
     /// A fault of notifier `s` begins: what it has in flight is counted.
@@ -558,321 +553,6 @@ impl Sim {
         self.tr(|| format!("n{} {what} with {inflight} sends in flight, {claims} claims", s + 1));
     }
 
-    fn nfault_tick(&mut self) {
-        if self.phase != Phase::Safety {
-            return;
-        }
-        let np = &self.params.notify;
-        let (every, min, max, pause_max) = (np.fault_every_ms, np.fault_min_ms, np.fault_max_ms, np.pause_max_ms);
-        let r = &mut self.notify.rng;
-        let next = exp(r, every);
-        let kind = np.faults[r.random_range(0..np.faults.len())];
-        let s = r.random_range(0..self.notify.slots.len());
-        let d = r.random_range(min..=max.max(min));
-        let again = r.random_bool(0.7);
-        let one_way_in = r.random_bool(0.5);
-        let pause = r.random_range(min..=pause_max.max(min));
-        self.after(next, Ev::Notify(NEv::FaultTick));
-        self.h(200 + kind as u64);
-        let gen = self.faults.gen;
-        let end = |undo| Ev::Notify(NEv::FaultEnd { gen, slot: s, undo });
-        match kind {
-            NotifierFault::Crash => {
-                self.crash_notifier(s);
-                if again {
-                    self.after(d, Ev::Notify(NEv::Restart { slot: s, healing: false }));
-                }
-            }
-            NotifierFault::Pause => self.pause_notifier(s, pause),
-            NotifierFault::StorePartition => self.cut_notifier(s, true, true, Some(d)),
-            NotifierFault::StoreOneWay => self.cut_notifier(s, one_way_in, !one_way_in, Some(d)),
-            NotifierFault::HeartbeatLoss => {
-                self.nfault(s, "loses heartbeats");
-                self.notify.slots[s].hb_loss += 1;
-                self.after(d, end(NUndo::HeartbeatLoss));
-            }
-            NotifierFault::Clog => {
-                self.nfault(s, "is clogged");
-                self.notify.slots[s].clog += 1;
-                self.after(d, end(NUndo::Clog));
-            }
-            NotifierFault::Leave => {
-                self.leave_notifier(s);
-                if again {
-                    self.after(d, Ev::Notify(NEv::Restart { slot: s, healing: false }));
-                }
-            }
-            NotifierFault::EndpointCut => self.cut_notifier_from_endpoints(s, Some(d)),
-        }
-    }
-
-    /// The heal: every notifier fault ends, paused ones resume, some that are down come back (at least one runs).
-    pub(super) fn heal_notifiers(&mut self) {
-        let n = self.notify.slots.len();
-        for s in 0..n {
-            let p = &mut self.notify.slots[s];
-            p.hb_loss = 0;
-            p.clog = 0;
-            p.store_out_cut = 0;
-            self.notify.http_cut[s] = 0;
-            if self.notify.slots[s].store_in_cut > 0 {
-                self.notify.slots[s].store_in_cut = 0;
-                self.ncatch_up(s);
-            }
-            if self.notify.slots[s].is_paused() {
-                self.resume_notifier(s);
-            }
-        }
-        let mut up = self.notify.slots.iter().filter(|p| p.is_running() && !p.is_leaving()).count();
-        for s in 0..n {
-            let restart = self.notify.rng.random_bool(self.params.restart_at_heal);
-            if !self.notify.slots[s].is_running() && (up == 0 || restart) {
-                self.start_notifier(s);
-                up += 1;
-            }
-        }
-        if n > 0 && up == 0 {
-            // Every notifier is leaving: bring the first back once it has exited.
-            self.after(1_000, Ev::Notify(NEv::Restart { slot: 0, healing: true }));
-        }
-    }
-
-    // ---- reading: the watcher and the log follower ----
-
-    fn nboot(&mut self, s: usize) {
-        if !self.notify.slots[s].can_recv() {
-            let inc = self.notify.slots[s].inc;
-            self.after(500, Ev::Notify(NEv::Boot { slot: s, inc }));
-            return;
-        }
-        for obs in self.store.snapshot() {
-            self.nstep(s, Some(Input::Member(obs)), None);
-        }
-        self.notify.slots[s].members.cursor = self.store.rev();
-        self.notify.slots[s].booted = true;
-        let end = self.log.len();
-        self.ndeliver_log(s, end);
-        if self.violation.is_some() || !self.notify.slots[s].is_running() {
-            return;
-        }
-        self.tr(|| format!("n{} caught up at log {end}", s + 1));
-        self.nstep(s, Some(Input::CaughtUp), None);
-    }
-
-    /// One hop of a notifier's NATS traffic (a clogged one's is held for seconds).
-    pub(super) fn ndelay(&mut self, s: usize) -> u64 {
-        let mut d = 1 + self.notify.net.random_range(0..=self.params.net_delay_max_ms);
-        if self.notify.slots[s].clog > 0 {
-            d += self.notify.net.random_range(500..=3_000);
-        }
-        d
-    }
-
-    /// A duplicate delivery (log entry or membership change), in the safety phase.
-    fn nduplicate(&mut self, s: usize) -> bool {
-        let p = self.params.duplicate;
-        self.phase == Phase::Safety && p > 0.0 && self.notify.slots[s].rng.random_bool(p)
-    }
-
-    /// Revision `rev` of the store is on its way to every notifier's watcher.
-    pub(super) fn notifiers_watch(&mut self, rev: u64) {
-        for s in 0..self.notify.slots.len() {
-            if self.notify.slots[s].follows() {
-                let lag = self.notify.slots[s].rng.random_range(0..=self.params.watch_lag_max_ms) + self.ndelay(s);
-                let at = self.notify.slots[s].members.schedule(self.now + Duration::from_millis(lag));
-                let inc = self.notify.slots[s].inc;
-                self.push(at, Ev::Notify(NEv::MemberDeliver { slot: s, inc, upto: rev }));
-            }
-        }
-    }
-
-    fn ndeliver_members(&mut self, s: usize, upto: u64) {
-        let upto = upto.min(self.store.rev());
-        while self.notify.slots[s].members.cursor < upto
-            && self.violation.is_none()
-            && self.notify.slots[s].is_running()
-        {
-            let rev = self.notify.slots[s].members.cursor + 1;
-            self.notify.slots[s].members.cursor = rev;
-            if let Some(obs) = self.store.observation(rev) {
-                self.nstep(s, Some(Input::Member(obs)), None);
-            }
-        }
-        let cur = self.notify.slots[s].members.cursor;
-        if cur > 0 && self.notify.slots[s].is_running() && self.nduplicate(s) {
-            if let Some(obs) = self.store.observation(cur) {
-                self.nstep(s, Some(Input::Member(obs)), None);
-            }
-        }
-    }
-
-    /// The entry at `seq` landed: the checker of invariant 9 learns the oracle's verdict, every notifier's
-    /// follower gets it.
-    pub(super) fn notify_appended(&mut self, seq: u64) {
-        if self.notify.slots.is_empty() {
-            return;
-        }
-        self.note_notifiable(seq);
-        for s in 0..self.notify.slots.len() {
-            if self.notify.slots[s].follows() {
-                let lag = self.notify.slots[s].rng.random_range(0..=self.params.log_lag_max_ms) + self.ndelay(s);
-                let at = self.notify.slots[s].log.schedule(self.now + Duration::from_millis(lag));
-                let inc = self.notify.slots[s].inc;
-                self.push(at, Ev::Notify(NEv::LogDeliver { slot: s, inc, upto: seq }));
-            }
-        }
-    }
-
-    /// Notifier `s`'s log follower hands it every entry up to `upto` it has not read, passing over purged ones.
-    fn ndeliver_log(&mut self, s: usize, upto: u64) {
-        let upto = upto.min(self.log.len());
-        while self.notify.slots[s].log.cursor < upto && self.violation.is_none() && self.notify.slots[s].is_running() {
-            let seq = self.notify.slots[s].log.cursor + 1;
-            self.notify.slots[s].log.cursor = seq;
-            if !self.log.present(seq) {
-                continue;
-            }
-            let entry = self.log.entry(seq).clone();
-            self.nstep(s, Some(Input::Log { seq, entry }), None);
-        }
-        let cur = self.notify.slots[s].log.cursor;
-        if cur > 0 && self.notify.slots[s].is_running() && self.nduplicate(s) && self.log.present(cur) {
-            let entry = self.log.entry(cur).clone();
-            self.nstep(s, Some(Input::Log { seq: cur, entry }), None);
-        }
-    }
-
-    /// Reading resumes after a cut: the watcher and the log follower catch up.
-    fn ncatch_up(&mut self, s: usize) {
-        if !self.notify.slots[s].follows() {
-            return;
-        }
-        let d = self.ndelay(s);
-        let at = self.notify.slots[s].log.schedule(self.now + Duration::from_millis(d));
-        self.notify.slots[s].members.schedule(at);
-        let inc = self.notify.slots[s].inc;
-        let (log, rev) = (self.log.len(), self.store.rev());
-        self.push(at, Ev::Notify(NEv::MemberDeliver { slot: s, inc, upto: rev }));
-        self.push(at, Ev::Notify(NEv::LogDeliver { slot: s, inc, upto: log }));
-    }
-
-    // ---- stepping ----
-
-    /// One step of notifier `s`: an input (or its timer), its self-check, every output carried out, the timer
-    /// re-armed. `attempt` is the send a `Sent` answers.
-    pub(super) fn nstep(&mut self, s: usize, input: Option<Input>, attempt: Option<u64>) {
-        if self.violation.is_some() {
-            return;
-        }
-        let now = self.notify.slots[s].local(self.now);
-        self.stats.notify.steps += 1;
-        if self.trace.is_some() {
-            let line = match &input {
-                Some(i) => format!("n{} <- {}", s + 1, brief_input(i)),
-                None => match self.notify.slots[s].notifier().and_then(|n| n.poll_timeout()) {
-                    Some((_, timer)) => format!("n{} <- timer {timer:?}", s + 1),
-                    None => format!("n{} <- timer", s + 1),
-                },
-            };
-            self.tr(|| line);
-        }
-        if let (Some(Input::Sent { result, .. }), Some(a)) = (&input, attempt) {
-            self.answer_seen(s, a, result);
-        }
-        let role = self.notify.slots[s].role.as_mut().expect("step of a running notifier");
-        let failed = role.n.counters.failed;
-        let lost_before = role.n.role().counters.objects_lost_history;
-        match input {
-            Some(i) => role.n.handle(now, i),
-            None => role.n.handle_timeout(now),
-        }
-        let outputs: Vec<Output> = std::iter::from_fn(|| role.n.poll_output()).collect();
-        let gave_up = role.n.counters.failed > failed;
-        if let Err(e) = role.n.check_invariants() {
-            self.fail(Category::Safety, "notifier self-check", format!("n{}: {e}", s + 1));
-            return;
-        }
-        let lost = role.n.role().counters.objects_lost_history - lost_before;
-        if lost > 0 {
-            let named: Vec<_> = role.n.role().history_lost().iter().cloned().collect();
-            self.note_lost_history(LostBy::Notifier, Whose::Notifier(s), lost, named.iter());
-        }
-        if let Some(a) = attempt.filter(|_| gave_up) {
-            self.note_give_up(a);
-        }
-        self.h(0x4e00 ^ (s as u64) << 4 ^ (outputs.len() as u64) << 12);
-        for out in outputs {
-            self.ncarry_out(s, out);
-        }
-        self.nrearm(s);
-        if let Some((slot, hook)) = self.notify.pending_hook.take() {
-            self.tr(|| format!("scenario: n{} after its send: {hook:?}", slot + 1));
-            match hook {
-                Then::Crash => self.crash_notifier(slot),
-                Then::Pause(ms) => self.pause_notifier(slot, ms),
-                Then::CutStore(ms) => self.cut_notifier(slot, true, true, Some(ms)),
-                Then::CutEndpoints(ms) => self.cut_notifier_from_endpoints(slot, Some(ms)),
-                Then::Leave => self.leave_notifier(slot),
-                Then::LoseAnswer => {}
-            }
-        }
-    }
-
-    fn nrearm(&mut self, s: usize) {
-        let p = &mut self.notify.slots[s];
-        let Some(n) = p.notifier() else { return };
-        let t = n.poll_timeout().map(|(t, _)| t);
-        if t != p.armed {
-            p.armed = t;
-            if let Some(t) = t {
-                let inc = p.inc;
-                let at = p.global(t);
-                self.push(at, Ev::Notify(NEv::Timer { slot: s, inc, deadline: t }));
-            }
-        }
-    }
-
-    fn ncarry_out(&mut self, s: usize, out: Output) {
-        if self.trace.is_some() {
-            let line = format!("n{} -> {}", s + 1, brief_output(&out));
-            self.tr(|| line);
-        }
-        match out {
-            Output::NeedSnapshot { covering } => self.need_snapshot(Whose::Notifier(s), covering),
-            Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => self.nheartbeat(s, member, ttl),
-            Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
-                let now = self.now;
-                self.notify.slots[s].role.as_mut().expect("running").deleting = Some(now);
-                if self.notify.slots[s].can_send() {
-                    let d = self.ndelay(s);
-                    let inc = self.notify.slots[s].inc;
-                    self.after(d, Ev::Notify(NEv::DeleteLand { slot: s, inc, member, sent: now }));
-                }
-            }
-            Output::ReadStarts { endpoints, propose } => self.nstore(s, StoreOp::Starts { endpoints, propose }),
-            Output::ReadProgress { token, objects } => self.nstore(s, StoreOp::Progress { token, objects }),
-            Output::Replay { token, from, to } => self.nstore(s, StoreOp::Replay { token, from, to }),
-            Output::WriteProgress { op, object, endpoint, record, expect } => {
-                if !self.check_lease(&object, &record) {
-                    return;
-                }
-                let claim = record.claim.is_some();
-                let op = StoreOp::Write { op, object, endpoint, record, expect };
-                if claim && self.hook_fires(s, At::Claim) == Some(Then::LoseAnswer) {
-                    // The write lands; its answer never comes.
-                    let d = self.ndelay(s);
-                    let (inc, timeout) = (self.notify.slots[s].inc, self.params.notify.store_timeout_ms);
-                    let input = Box::new(op.failed());
-                    self.after(timeout, Ev::Notify(NEv::Answer { slot: s, inc, input, attempt: None }));
-                    self.after(d, Ev::Notify(NEv::StoreLand { slot: s, inc, op: Box::new(op), answer_by: None }));
-                    return;
-                }
-                self.nstore(s, op)
-            }
-            Output::Send(d) => self.nsend(s, d),
-        }
-    }
-
     /// A heartbeat: the key lands unless the notifier's writes are cut or the heartbeat is lost; its answer
     /// (`ok` once the ack is back within the store timeout) is handed after the ones before it.
     fn nheartbeat(&mut self, s: usize, member: MemberRef, ttl: Duration) {
@@ -881,11 +561,11 @@ impl Sim {
         let lost = !p.can_send() || (p.hb_loss > 0 && self.notify.net.random_bool(self.params.heartbeat_loss));
         let mut answer = (timeout, false);
         if !lost {
-            let d = self.ndelay(s);
+            let d = self.hop::<NotifierRole>(s);
             let (inc, ttl_ms) = (self.notify.slots[s].inc, ttl.as_millis() as u64);
             self.after(d, Ev::Notify(NEv::HeartbeatLand { slot: s, inc, member, ttl_ms }));
             if self.notify.slots[s].can_recv() {
-                let back = d + self.ndelay(s);
+                let back = d + self.hop::<NotifierRole>(s);
                 if back <= timeout {
                     answer = (back, true);
                 }
@@ -893,10 +573,10 @@ impl Sim {
         }
         let (after, ok) = answer;
         let p = &mut self.notify.slots[s];
-        let at = p.role.as_mut().expect("running").hb.schedule(self.now + Duration::from_millis(after));
+        let at = p.hb_answers.schedule(self.now + Duration::from_millis(after));
         let inc = p.inc;
         let input = Box::new(Input::HeartbeatWritten { ok });
-        self.push(at, Ev::Notify(NEv::Answer { slot: s, inc, input, attempt: None }));
+        self.push(at, Ev::Notify(NEv::Answer { slot: s, inc, input }));
     }
 
     fn nsend(&mut self, s: usize, d: jaque_core::notifier::Delivery) {
@@ -919,8 +599,6 @@ impl Sim {
         }
         Some(then)
     }
-
-    // ---- the checker ----
 
     // ---- scenarios ----
 

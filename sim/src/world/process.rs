@@ -1,12 +1,43 @@
-//! One member process, whatever its role (engines today; sinks and notifiers follow the same life): its
-//! incarnation, whether it runs, is paused or is leaving, what reached it while it was paused, its armed timer,
-//! how far its log follower and its membership watcher have read, its clock, its random stream, and the
-//! faults that hold it (store cuts, heartbeat loss, clogging). What only its role has lives in `R`, one value
-//! per running incarnation: a crash drops it with the process, a restart makes a new one.
+//! One member process, whatever its role (engine, sink, notifier), and the name of one: [`Who`]. A process has
+//! its incarnation, whether it runs, is paused or is leaving, what reached it while it was paused, its armed
+//! timer, how far its log follower and its membership watcher have read, the order of its heartbeats' answers,
+//! its clock, its random stream, and the faults that hold it (store cuts, cuts from its peers, heartbeat loss,
+//! clogging). What only its role has lives in `R`, one value per running incarnation: a crash drops it with the
+//! process, a restart makes a new one. The life it goes through is `lifecycle.rs`'s.
 
 use super::Ev;
 use jaque_core::{MemberId, MemberRef, Time};
 use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A process of the world: its role and its slot (`Engine(0)` is member `e1`, `Sink(0)` `s1`, `Notifier(0)`
+/// `n1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Who {
+    Engine(usize),
+    Sink(usize),
+    Notifier(usize),
+}
+
+impl fmt::Display for Who {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Who::Engine(n) => write!(f, "e{}", n + 1),
+            Who::Sink(s) => write!(f, "s{}", s + 1),
+            Who::Notifier(k) => write!(f, "n{}", k + 1),
+        }
+    }
+}
+
+/// What a process talks to besides NATS: an engine to another engine (request/reply, one way), a sink to its
+/// database, a notifier to the webhook endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Peer {
+    Engine(usize),
+    Database,
+    Endpoints,
+}
 
 pub struct Process<R> {
     pub id: MemberId,
@@ -24,6 +55,8 @@ pub struct Process<R> {
     pub(super) armed: Option<Time>,
     pub(super) log: Follow,
     pub(super) members: Follow,
+    /// The store's answers to its heartbeat puts come in the order of the puts.
+    pub(super) hb_answers: Follow,
     pub(super) rng: ChaCha8Rng,
     /// This host's clock minus the simulation's, in milliseconds.
     clock: i64,
@@ -31,8 +64,12 @@ pub struct Process<R> {
     pub(super) clog: u32,
     pub(super) store_out_cut: u32,
     pub(super) store_in_cut: u32,
-    /// Scenarios: the log follower is held (a slow reader); released with a catch-up.
+    /// Cuts from its peers, counted (faults may overlap).
+    peer_cuts: BTreeMap<Peer, u32>,
+    /// Scenarios: the log follower is held (a slow reader), or the membership watcher (it sees no change);
+    /// released with a catch-up.
     pub(super) log_held: bool,
+    pub(super) watch_held: bool,
     /// A load of the latest snapshot is out (the shell's one at a time).
     pub(super) loading: bool,
     /// Since when it has stopped answering NATS (paused, or cut off either way): the server drops it from the
@@ -70,13 +107,16 @@ impl<R> Process<R> {
             armed: None,
             log: Follow::default(),
             members: Follow::default(),
+            hb_answers: Follow::default(),
             rng,
             clock,
             hb_loss: 0,
             clog: 0,
             store_out_cut: 0,
             store_in_cut: 0,
+            peer_cuts: BTreeMap::new(),
             log_held: false,
+            watch_held: false,
             loading: false,
             dark_since: None,
         }
@@ -111,6 +151,7 @@ impl<R> Process<R> {
         self.booted = false;
         self.log = Follow { cursor: 0, sched: now };
         self.members = Follow { cursor: 0, sched: now };
+        self.hb_answers = Follow { cursor: 0, sched: now };
         self.armed = None;
         self.paused_until = None;
         self.leave_started = None;
@@ -166,6 +207,31 @@ impl<R> Process<R> {
     /// The store's messages reach it.
     pub(super) fn can_recv(&self) -> bool {
         self.store_in_cut == 0
+    }
+
+    /// Its messages to `peer` get through (as far as cuts go).
+    pub(super) fn reaches(&self, peer: Peer) -> bool {
+        !self.peer_cuts.contains_key(&peer)
+    }
+
+    /// A cut from `peer` begins.
+    pub(super) fn cut_peer(&mut self, peer: Peer) {
+        *self.peer_cuts.entry(peer).or_default() += 1;
+    }
+
+    /// A cut from `peer` ends (it reaches it again once every cut from it has).
+    pub(super) fn uncut_peer(&mut self, peer: Peer) {
+        if let Some(c) = self.peer_cuts.get_mut(&peer) {
+            *c -= 1;
+            if *c == 0 {
+                self.peer_cuts.remove(&peer);
+            }
+        }
+    }
+
+    /// Every cut from its peers heals.
+    pub(super) fn heal_peers(&mut self) {
+        self.peer_cuts.clear();
     }
 
     /// Running and booted: its followers get what lands.

@@ -24,6 +24,9 @@
 //! Readers started from snapshots are checked against invariant 11 by `checks/snapshots.rs`. Engines that jumped
 //! are held to invariants 1–8 as any engine (agreement is checked at the position they jumped to).
 
+use super::lifecycle::{by_role, Life, LifeInput, Machine, Role};
+use super::process::Process;
+use super::process::Who;
 use super::{Category, Ev, Phase, Sim};
 use crate::params::{stream, Stream};
 use jaque_core::log::{LogReader, ReaderSnapshot};
@@ -35,24 +38,6 @@ use std::time::Duration;
 
 /// How many snapshots the store keeps (the shell's `SNAPSHOTS_KEPT`).
 const KEPT: usize = 2;
-
-/// A process whose reader asks for a snapshot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Whose {
-    Engine(usize),
-    Sink(usize),
-    Notifier(usize),
-}
-
-impl std::fmt::Display for Whose {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Whose::Engine(n) => write!(f, "e{}", n + 1),
-            Whose::Sink(s) => write!(f, "s{}", s + 1),
-            Whose::Notifier(k) => write!(f, "n{}", k + 1),
-        }
-    }
-}
 
 /// The snapshot store's and the readers' events.
 #[derive(Clone, Debug)]
@@ -78,14 +63,14 @@ pub(super) enum SnapEv {
     },
     /// A reader's load of the latest snapshot reaches the store.
     Read {
-        whose: Whose,
+        who: Who,
         inc: u64,
         covering: u64,
         answer_by: Time,
     },
     /// Its answer (`None`: nothing stored, or the load failed).
     Loaded {
-        whose: Whose,
+        who: Who,
         inc: u64,
         covering: u64,
         snapshot: Option<Box<ReaderSnapshot>>,
@@ -93,6 +78,15 @@ pub(super) enum SnapEv {
 }
 
 impl SnapEv {
+    /// The process incarnation an answer is for: it waits while that process is paused.
+    pub fn held_for(&self) -> Option<(Who, u64)> {
+        match self {
+            SnapEv::Written { node, inc, .. } => Some((Who::Engine(*node), *inc)),
+            SnapEv::Loaded { who, inc, .. } => Some((*who, *inc)),
+            _ => None,
+        }
+    }
+
     pub fn code(&self) -> u64 {
         match self {
             SnapEv::Land { .. } => 1,
@@ -161,26 +155,6 @@ pub enum LostBy {
     Notifier,
 }
 
-/// Runs `$body` with `$p` bound to the process of `$whose`, whatever its role.
-macro_rules! with_process {
-    ($sim:expr, $whose:expr, $p:ident => $body:expr) => {
-        match $whose {
-            Whose::Engine(i) => {
-                let $p = &mut $sim.nodes[i];
-                $body
-            }
-            Whose::Sink(i) => {
-                let $p = &mut $sim.sinks.procs[i];
-                $body
-            }
-            Whose::Notifier(i) => {
-                let $p = &mut $sim.notify.slots[i];
-                $body
-            }
-        }
-    };
-}
-
 impl Sim {
     // ---- public API of scenarios and tests ----
 
@@ -203,7 +177,7 @@ impl Sim {
         self.log.purged(seq)
     }
 
-    /// The ranges `(stored, last]` of `object` whose purged events a sink (or a notifier) said it lost.
+    /// The ranges `(stored, last]` of `object` who purged events a sink (or a notifier) said it lost.
     pub fn lost_history(&self, by: LostBy, object: &ObjectId) -> &[(u64, u64)] {
         let lost = match by {
             LostBy::Sink => &self.snaps.sink_lost,
@@ -230,8 +204,8 @@ impl Sim {
         self.snaps.rng.random_range(1..=self.params.snapshots.store_ms_max.max(1))
     }
 
-    fn hop_ms(&mut self, whose: Whose) -> u64 {
-        let clogged = with_process!(self, whose, p => p.clog > 0);
+    fn hop_ms(&mut self, who: Who) -> u64 {
+        let clogged = by_role!(who, |R, slot| R::slots(self)[slot].clog > 0);
         let mut d = 1 + self.snaps.rng.random_range(0..=self.params.net_delay_max_ms);
         if clogged {
             d += self.snaps.rng.random_range(500..=3_000);
@@ -253,7 +227,7 @@ impl Sim {
         let k = &self.params.snapshots;
         let (fail, lost, late) = (k.write_fail, k.write_fail + k.answer_loss, k.write_fail + k.answer_loss + k.late);
         let roll: f64 = if self.phase == Phase::Safety { self.snaps.rng.random() } else { 1.0 };
-        let there = self.hop_ms(Whose::Engine(n)) + self.store_ms();
+        let there = self.hop_ms(Who::Engine(n)) + self.store_ms();
         let land = |refused, answer_by| Ev::Snap(SnapEv::Land { node: n, inc, snapshot, refused, answer_by });
         if roll < fail {
             self.after(there, land(true, Some(by)));
@@ -297,7 +271,7 @@ impl Sim {
         if !self.alive(n, inc) {
             return;
         }
-        let back = self.now + Duration::from_millis(self.hop_ms(Whose::Engine(n)));
+        let back = self.now + Duration::from_millis(self.hop_ms(Who::Engine(n)));
         let (at, result) =
             if self.nodes[n].can_recv() && back <= by { (back, result) } else { (by, Err("timeout".into())) };
         self.push(at, Ev::Snap(SnapEv::Written { node: n, inc, position, result }));
@@ -307,7 +281,7 @@ impl Sim {
     /// covers its range too, as the shell's log line says).
     pub(super) fn send_purge(&mut self, n: usize, below: u64) {
         if self.nodes[n].can_send() {
-            let d = self.hop_ms(Whose::Engine(n)) + self.store_ms();
+            let d = self.hop_ms(Who::Engine(n)) + self.store_ms();
             self.after(d, Ev::Snap(SnapEv::Purge { below }));
         }
     }
@@ -336,17 +310,20 @@ impl Sim {
     }
 
     /// The reader a process starting now begins with: the latest stored snapshot, if it can reach the store.
-    pub(super) fn start_reader(&mut self, whose: Whose) -> Option<LogReader> {
-        let reaches = with_process!(self, whose, p => p.can_send() && p.can_recv());
+    pub(super) fn start_reader(&mut self, who: Who) -> Option<LogReader> {
+        let reaches = by_role!(who, |R, slot| R::slots(self)[slot].can_send() && R::slots(self)[slot].can_recv());
         let latest = self.snaps.stored.values().next_back().filter(|_| reaches)?.clone();
         self.snaps.stats.starts += 1;
-        self.tr(|| format!("{whose} starts from the snapshot at {}", latest.position));
-        self.through_wire(&latest, &format!("the snapshot {whose} starts from"))
+        self.tr(|| format!("{who} starts from the snapshot at {}", latest.position));
+        self.through_wire(&latest, &format!("the snapshot {who} starts from"))
     }
 
     /// A reader's `NeedSnapshot`: the latest snapshot is loaded unless a load is out already.
-    pub(super) fn need_snapshot(&mut self, whose: Whose, covering: u64) {
-        let (inc, loading, reaches) = with_process!(self, whose, p => (p.inc, std::mem::replace(&mut p.loading, true), p.can_send() && p.can_recv()));
+    pub(super) fn need_snapshot(&mut self, who: Who, covering: u64) {
+        let (inc, loading, reaches) = by_role!(who, |R, slot| {
+            let p = &mut R::slots_mut(self)[slot];
+            (p.inc, std::mem::replace(&mut p.loading, true), p.can_send() && p.can_recv())
+        });
         if loading {
             return;
         }
@@ -354,88 +331,92 @@ impl Sim {
         let timeout = self.params.append_timeout_ms;
         let answer_by = self.now + Duration::from_millis(timeout);
         if reaches {
-            let d = self.hop_ms(whose) + self.store_ms();
-            self.after(d, Ev::Snap(SnapEv::Read { whose, inc, covering, answer_by }));
+            let d = self.hop_ms(who) + self.store_ms();
+            self.after(d, Ev::Snap(SnapEv::Read { who, inc, covering, answer_by }));
         } else {
-            self.push(answer_by, Ev::Snap(SnapEv::Loaded { whose, inc, covering, snapshot: None }));
+            self.push(answer_by, Ev::Snap(SnapEv::Loaded { who, inc, covering, snapshot: None }));
         }
     }
 
-    fn snapshot_read(&mut self, whose: Whose, inc: u64, covering: u64, answer_by: Time) {
-        let (current, hears) = with_process!(self, whose, p => (p.is_current(inc), p.can_recv()));
+    fn snapshot_read(&mut self, who: Who, inc: u64, covering: u64, answer_by: Time) {
+        let (current, hears) = by_role!(who, |R, slot| {
+            let p = &R::slots(self)[slot];
+            (p.is_current(inc), p.can_recv())
+        });
         if !current {
             return;
         }
         let snapshot = self.snaps.stored.values().next_back().cloned().map(Box::new);
-        let back = self.now + Duration::from_millis(self.hop_ms(whose));
+        let back = self.now + Duration::from_millis(self.hop_ms(who));
         let (at, snapshot) = if hears && back <= answer_by { (back, snapshot) } else { (answer_by, None) };
-        self.push(at, Ev::Snap(SnapEv::Loaded { whose, inc, covering, snapshot }));
+        self.push(at, Ev::Snap(SnapEv::Loaded { who, inc, covering, snapshot }));
     }
 
-    /// The load's answer: handed in as `Restore` when it reaches the hole; a reader that jumped follows the log
-    /// again from the position after the snapshot.
-    fn snapshot_loaded(&mut self, whose: Whose, inc: u64, covering: u64, snapshot: Option<Box<ReaderSnapshot>>) {
-        let (current, paused) = with_process!(self, whose, p => (p.is_current(inc), p.is_paused()));
-        if !current {
+    /// The load's answer (a paused process's waits in its buffers): handed in as `Restore` when it reaches the
+    /// hole; a reader that jumped follows the log again from the position after the snapshot.
+    fn snapshot_loaded(&mut self, who: Who, inc: u64, covering: u64, snapshot: Option<Box<ReaderSnapshot>>) {
+        if !self.is_current(who, inc) {
             return;
         }
-        if paused {
-            let ev = Ev::Snap(SnapEv::Loaded { whose, inc, covering, snapshot });
-            with_process!(self, whose, p => p.hold(ev));
-            return;
-        }
-        with_process!(self, whose, p => p.loading = false);
+        by_role!(who, |R, slot| R::slots_mut(self)[slot].loading = false);
         let Some(snapshot) = snapshot.filter(|s| s.position >= covering) else {
-            self.tr(|| format!("{whose}: no snapshot reaches the hole up to {covering} yet"));
+            self.tr(|| format!("{who}: no snapshot reaches the hole up to {covering} yet"));
             return;
         };
-        let Some(reader) = self.through_wire(&snapshot, &format!("the snapshot {whose} loaded")) else { return };
-        let before = self.reader_position(whose);
-        match whose {
-            Whose::Engine(n) => self.step(n, Some(jaque_core::Input::Restore(Box::new(reader)))),
-            Whose::Sink(s) => self.sink_step(s, Some(jaque_core::sink::Input::Restore(Box::new(reader)))),
-            Whose::Notifier(k) => self.nstep(k, Some(jaque_core::notifier::Input::Restore(Box::new(reader))), None),
-        }
-        let Some(after) = self.reader_position(whose).filter(|a| Some(*a) > before) else { return };
+        let Some(reader) = self.through_wire(&snapshot, &format!("the snapshot {who} loaded")) else { return };
+        let before = self.reader_position(who);
+        by_role!(who, |R, slot| self.step_life::<R>(slot, LifeInput::Restore(Box::new(reader))));
+        let Some(after) = self.reader_position(who).filter(|a| Some(*a) > before) else { return };
         self.snaps.stats.jumps += 1;
-        self.tr(|| format!("{whose} jumped to the snapshot at {after}; follows the log from {}", after + 1));
-        if let Whose::Engine(n) = whose {
+        self.tr(|| format!("{who} jumped to the snapshot at {after}; follows the log from {}", after + 1));
+        if let Who::Engine(n) = who {
             self.check_agreement(n, after);
         }
-        self.refollow(whose, after);
+        self.refollow(who, after);
     }
 
-    /// Where the reader of `whose`'s running process stands.
-    fn reader_position(&self, whose: Whose) -> Option<u64> {
-        match whose {
-            Whose::Engine(n) => self.nodes[n].engine().map(|e| e.reader().position()),
-            Whose::Sink(s) => self.sinks.procs[s].sink().map(|k| k.role().reader().position()),
-            Whose::Notifier(k) => self.notify.slots[k].notifier().map(|n| n.role().reader().position()),
-        }
+    /// Where the reader of `who`'s running process stands.
+    pub(super) fn reader_position(&self, who: Who) -> Option<u64> {
+        by_role!(who, |R, slot| R::slots(self)[slot].role.as_ref().map(|r| r.core().reader().position()))
+    }
+
+    /// A snapshot of the reader of `who`'s running process.
+    pub(super) fn reader_snapshot(&self, who: Who) -> Option<ReaderSnapshot> {
+        by_role!(who, |R, slot| R::slots(self)[slot].role.as_ref().map(|r| r.core().reader().snapshot()))
     }
 
     /// The shell follows the log again from after `position` (a new consumer): deliveries start there.
-    fn refollow(&mut self, whose: Whose, position: u64) {
-        let d = self.hop_ms(whose);
+    fn refollow(&mut self, who: Who, position: u64) {
+        let d = self.hop_ms(who);
         let end = self.log.len();
         let due = self.now + Duration::from_millis(d);
-        let (inc, at) = with_process!(self, whose, p => {
+        let (inc, at) = by_role!(who, |R, slot| {
+            let p = &mut R::slots_mut(self)[slot];
             p.log.cursor = position;
             (p.inc, p.log.schedule(due))
         });
-        let ev = match whose {
-            Whose::Engine(node) => Ev::LogDeliver { node, inc, upto: end },
-            Whose::Sink(s) => Ev::Sink(super::sink::SinkEv::LogDeliver { s, inc, upto: end }),
-            Whose::Notifier(slot) => Ev::Notify(super::notifier::NEv::LogDeliver { slot, inc, upto: end }),
-        };
-        self.push(at, ev);
+        self.push(at, Ev::Life(who, Life::LogDeliver { inc, upto: end }));
+    }
+
+    /// The objects a step of a log-reading role found with lost history (their counter went from `before`).
+    pub(super) fn note_step_lost<R: Role>(&mut self, slot: usize, before: u64) {
+        let Some(role) = R::slots(self)[slot].role.as_ref().and_then(|r| r.core().log_role()) else { return };
+        let lost = role.counters.objects_lost_history - before;
+        if lost > 0 {
+            let named: Vec<_> = role.history_lost().iter().cloned().collect();
+            let by = match R::who(slot) {
+                Who::Sink(_) => LostBy::Sink,
+                _ => LostBy::Notifier,
+            };
+            self.note_lost_history(by, R::who(slot), lost, named.iter());
+        }
     }
 
     /// The objects a step of a sink or notifier found with lost history: the last `new` of `named`.
     pub(super) fn note_lost_history<'a>(
         &mut self,
         by: LostBy,
-        whose: Whose,
+        who: Who,
         new: u64,
         named: impl DoubleEndedIterator<Item = &'a (ObjectId, u64, u64)> + ExactSizeIterator,
     ) {
@@ -443,7 +424,7 @@ impl Sim {
             return;
         }
         if new as usize > named.len() {
-            let msg = format!("{whose} counted {new} objects with lost history but names {}", named.len());
+            let msg = format!("{who} counted {new} objects with lost history but names {}", named.len());
             return self.fail(Category::Safety, "11 snapshots", msg);
         }
         let found: Vec<(ObjectId, u64, u64)> = named.rev().take(new as usize).cloned().collect();
@@ -456,7 +437,7 @@ impl Sim {
         for (object, stored, last) in found {
             lost.entry(object).or_default().push((stored, last));
         }
-        self.tr(|| format!("{whose} says these lost history to a purge: {}", said.join(", ")));
+        self.tr(|| format!("{who} says these lost history to a purge: {}", said.join(", ")));
     }
 
     pub(super) fn snap_event(&mut self, e: SnapEv) {
@@ -465,20 +446,20 @@ impl Sim {
                 self.snapshot_land(node, inc, snapshot, refused, answer_by)
             }
             SnapEv::Written { node, inc, position, result } => {
-                if !self.alive(node, inc) {
-                    return;
+                if self.alive(node, inc) {
+                    self.step(node, Some(jaque_core::Input::SnapshotWritten { position, result }));
                 }
-                if self.nodes[node].is_paused() {
-                    self.nodes[node].hold(Ev::Snap(SnapEv::Written { node, inc, position, result }));
-                    return;
-                }
-                self.step(node, Some(jaque_core::Input::SnapshotWritten { position, result }));
             }
             SnapEv::Purge { below } => self.purge_land(below),
-            SnapEv::Read { whose, inc, covering, answer_by } => self.snapshot_read(whose, inc, covering, answer_by),
-            SnapEv::Loaded { whose, inc, covering, snapshot } => self.snapshot_loaded(whose, inc, covering, snapshot),
+            SnapEv::Read { who, inc, covering, answer_by } => self.snapshot_read(who, inc, covering, answer_by),
+            SnapEv::Loaded { who, inc, covering, snapshot } => self.snapshot_loaded(who, inc, covering, snapshot),
         }
     }
+}
+
+/// The lost-history counter of a log-reading role's process now (0 for other roles).
+pub(super) fn lost_so_far<R: Role>(p: &Process<R>) -> u64 {
+    p.role.as_ref().and_then(|r| r.core().log_role()).map_or(0, |r| r.counters.objects_lost_history)
 }
 
 #[cfg(test)]

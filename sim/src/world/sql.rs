@@ -13,7 +13,8 @@
 //!
 //! Every commit that lands is checked against invariant 10 by `checks/sink_store.rs`.
 
-use super::sink::SinkEv;
+use super::process::Peer;
+use super::sink::{SinkEv, SinkRole};
 use super::{Ev, Phase, Sim};
 use crate::params::{mix, MARKER};
 use jaque_core::sink::{self, Batch, EventRow, ObjectRow, StoreError};
@@ -202,7 +203,7 @@ impl Sim {
         let id = self.sinks.next_req;
         self.sinks.next_req += 1;
         let inc = self.sinks.procs[s].inc;
-        let cut = self.sinks.sql_cut[s] > 0;
+        let cut = !self.sinks.procs[s].reaches(Peer::Database);
         self.sinks.reqs.insert(id, Pending { s, inc, req, landed: cut, answered: false });
         let (timeout, slow, commit_max) =
             (self.params.sink.timeout_ms, self.params.sink.slow_commit, self.params.sink.commit_ms_max);
@@ -213,7 +214,7 @@ impl Sim {
         let slow = self.phase == Phase::Safety && slow > 0.0 && self.sinks.rng.random_bool(slow);
         let work =
             if slow { self.sinks.rng.random_range(1_000..=8_000) } else { self.sinks.rng.random_range(0..=commit_max) };
-        let d = self.sink_delay(s) + work;
+        let d = self.hop::<SinkRole>(s) + work;
         self.after(d, Ev::Sink(SinkEv::SqlLand { req: id }));
     }
 
@@ -253,10 +254,10 @@ impl Sim {
             self.tr(|| line);
         }
         self.forget_req(id);
-        if answered || self.sinks.sql_cut[s] > 0 {
+        if answered || !self.sinks.procs[s].reaches(Peer::Database) {
             return;
         }
-        let d = self.sink_delay(s);
+        let d = self.hop::<SinkRole>(s);
         self.after(d, Ev::Sink(SinkEv::SqlAnswer { s, inc, req: id, answer }));
     }
 
@@ -268,7 +269,7 @@ impl Sim {
         self.forget_req(id);
         let answer = answer.unwrap_or_else(|| Answer::failed(&req, StoreError::Unavailable("timeout".into())));
         if self.sinks.procs[s].is_current(inc) {
-            self.sink_step(s, Some(answer.input(&req)));
+            self.step_as::<SinkRole>(s, Some(answer.input(&req)));
         }
     }
 

@@ -9,9 +9,12 @@
 //! as NATS KV gives them, with its compare-and-set: `update` at an expected revision, `create` if absent.
 //! Watchers of membership never see them (the shell's watcher filters by prefix).
 
+use super::engine::EngineRole;
+use super::notifier::NotifierRole;
+use super::sink::SinkRole;
 use super::{Ev, Sim};
 use crate::oracle::member_hash;
-use jaque_core::{Bucket, Input, MemberChange, MemberId, MemberObservation, MemberRef};
+use jaque_core::{Bucket, MemberChange, MemberId, MemberObservation, MemberRef};
 use rand::Rng;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -173,9 +176,8 @@ impl Sim {
         }
         let (after, ok) = answer;
         let at = self.now + Duration::from_millis(after);
-        let inc = self.nodes[n].inc;
-        if let Some(role) = self.nodes[n].role.as_mut() {
-            let at = role.hb_answers.schedule(at);
+        if self.nodes[n].is_running() {
+            let (inc, at) = (self.nodes[n].inc, self.nodes[n].hb_answers.schedule(at));
             self.push(at, Ev::HeartbeatAck { node: n, inc, ok });
         }
     }
@@ -237,40 +239,9 @@ impl Sim {
     /// Revision `rev` is on its way to every running watcher, each after its own lag.
     fn notify_watchers(&mut self, rev: u64) {
         self.h(rev << 20);
-        for n in 0..self.nodes.len() {
-            if self.nodes[n].follows() {
-                let lag = self.nodes[n].rng.random_range(0..=self.params.watch_lag_max_ms) + self.delay(n);
-                let at = self.nodes[n].members.schedule(self.now + Duration::from_millis(lag));
-                let inc = self.nodes[n].inc;
-                self.push(at, Ev::MemberDeliver { node: n, inc, upto: rev });
-            }
-        }
-        self.sinks_member_changed(rev);
-        self.notifiers_watch(rev);
-    }
-
-    pub(super) fn member_deliver(&mut self, n: usize, inc: u64, upto: u64) {
-        if self.alive(n, inc) && self.nodes[n].booted && self.nodes[n].can_recv() {
-            self.deliver_members(n, upto);
-        }
-    }
-
-    /// Engine `n`'s watcher hands it every revision up to `upto` it has not seen (sometimes the last twice).
-    fn deliver_members(&mut self, n: usize, upto: u64) {
-        let upto = upto.min(self.store.rev());
-        while self.nodes[n].members.cursor < upto && self.violation.is_none() && self.nodes[n].is_running() {
-            let rev = self.nodes[n].members.cursor + 1;
-            self.nodes[n].members.cursor = rev;
-            if let Some(obs) = self.store.observation(rev) {
-                self.step(n, Some(Input::Member(obs)));
-            }
-        }
-        let cur = self.nodes[n].members.cursor;
-        if cur > 0 && self.nodes[n].is_running() && self.chance(self.params.duplicate) {
-            if let Some(obs) = self.store.observation(cur) {
-                self.step(n, Some(Input::Member(obs)));
-            }
-        }
+        self.watch::<EngineRole>(rev);
+        self.watch::<SinkRole>(rev);
+        self.watch::<NotifierRole>(rev);
     }
 }
 

@@ -213,7 +213,7 @@ impl Sim {
         self.checks.dispatched(&work.object, n, inc, self.now);
         if self.work.pause_on_dispatch.as_ref().is_some_and(|(m, o, _)| *m == n && *o == work.object) {
             let (_, _, ms) = self.work.pause_on_dispatch.take().expect("checked");
-            self.pause(n, ms);
+            self.pause(super::Who::Engine(n), ms);
         }
         if !self.nodes[n].can_send() || self.chance(self.params.check_loss) {
             return;

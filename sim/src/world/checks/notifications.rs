@@ -55,8 +55,8 @@ pub(in crate::world) struct Notifications {
 pub(in crate::world) struct Sends {
     /// Endpoints that answered this incarnation 410.
     gone: Vec<bool>,
-    /// Its sends whose answer it has not handled yet.
-    inflight: BTreeSet<u64>,
+    /// Its sends whose answer it has not handled yet: the send (`Reception::attempt`) of each operation.
+    inflight: BTreeMap<u64, u64>,
     /// Per (endpoint, seq): the delivery's next attempt not before this time (the last answer's `Retry-After`,
     /// from when it was handled).
     not_before: BTreeMap<(usize, u64), Time>,
@@ -64,7 +64,7 @@ pub(in crate::world) struct Sends {
 
 impl Sends {
     pub fn new(endpoints: usize) -> Sends {
-        Sends { gone: vec![false; endpoints], inflight: BTreeSet::new(), not_before: BTreeMap::new() }
+        Sends { gone: vec![false; endpoints], inflight: BTreeMap::new(), not_before: BTreeMap::new() }
     }
 
     /// Its sends whose answer it has not handled yet.
@@ -165,7 +165,7 @@ impl Sim {
             return None;
         }
         let a = self.notifications.attempts.len() as u64;
-        role.sends.inflight.insert(a);
+        role.sends.inflight.insert(d.op, a);
         self.notifications.attempts.push(Attempt { endpoint: ep, seq: d.seq, answered: false });
         Some((ep, a))
     }
@@ -208,14 +208,15 @@ impl Sim {
         }
     }
 
-    /// What an answer to send `a` tells the checker, before the notifier handles it.
-    pub(in crate::world) fn answer_seen(&mut self, s: usize, a: u64, result: &SendResult) {
+    /// What the answer to the send of operation `op` of notifier `s` tells the checker, before the notifier
+    /// handles it: the send it answers.
+    pub(in crate::world) fn answer_seen(&mut self, s: usize, op: u64, result: &SendResult) -> Option<u64> {
         let retry_max = self.params.notify.retry_max_ms;
         let now = self.now;
+        let role = self.notify.slots[s].role.as_mut().expect("running");
+        let a = role.sends.inflight.remove(&op)?;
         let at = &mut self.notifications.attempts[a as usize];
         let (ep, seq) = (at.endpoint, at.seq);
-        let role = self.notify.slots[s].role.as_mut().expect("running");
-        role.sends.inflight.remove(&a);
         match result {
             SendResult::Delivered => at.answered = true,
             SendResult::Gone => {
@@ -227,12 +228,13 @@ impl Sim {
             SendResult::Retry { after: Some(after), .. } => {
                 let wait = (*after).min(Duration::from_millis(retry_max));
                 role.sends.not_before.insert((ep, seq), now + wait);
-                return;
+                return Some(a);
             }
             SendResult::Retry { .. } => {}
         }
         // The next attempt follows this answer, which asked for no wait.
         role.sends.not_before.remove(&(ep, seq));
+        Some(a)
     }
 
     /// Claims of `member` standing in the store.

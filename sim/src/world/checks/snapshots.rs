@@ -11,8 +11,7 @@
 //! draw from a stream of their own and never move the world.
 
 use crate::params::{stream, Stream};
-use crate::world::snapshots::Whose;
-use crate::world::{Category, Sim};
+use crate::world::{Category, Sim, Who};
 use jaque_core::log::{LogReader, Read, ReaderSnapshot};
 use jaque_core::Time;
 use rand::Rng;
@@ -94,22 +93,13 @@ impl Sim {
             return;
         }
         self.snapshot_checks.next_process_check = self.now + self.sample_period();
-        let running = self.nodes.iter().enumerate().filter(|(_, p)| p.is_running()).map(|(n, _)| Whose::Engine(n));
-        let sinks = self.sinks.procs.iter().enumerate().filter(|(_, p)| p.is_running()).map(|(s, _)| Whose::Sink(s));
-        let notifiers =
-            self.notify.slots.iter().enumerate().filter(|(_, p)| p.is_running()).map(|(k, _)| Whose::Notifier(k));
-        let readers: Vec<Whose> = running.chain(sinks).chain(notifiers).collect();
+        let readers: Vec<Who> = self.processes().filter(|who| self.is_running(*who)).collect();
         if readers.is_empty() {
             return;
         }
-        let whose = readers[self.snapshot_checks.sample.random_range(0..readers.len())];
-        let snapshot = match whose {
-            Whose::Engine(n) => self.nodes[n].engine().map(|e| e.reader().snapshot()),
-            Whose::Sink(s) => self.sinks.procs[s].sink().map(|k| k.role().reader().snapshot()),
-            Whose::Notifier(k) => self.notify.slots[k].notifier().map(|n| n.role().reader().snapshot()),
-        }
-        .expect("a running process");
-        let what = format!("a snapshot of {whose}'s reader at {}", snapshot.position);
+        let who = readers[self.snapshot_checks.sample.random_range(0..readers.len())];
+        let snapshot = self.reader_snapshot(who).expect("a running process");
+        let what = format!("a snapshot of {who}'s reader at {}", snapshot.position);
         self.check_snapshot(&snapshot, &what, false);
     }
 
