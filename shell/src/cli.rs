@@ -258,7 +258,7 @@ pub struct Config {
     pub listen: SocketAddr,
     pub plugin_dir: Option<PathBuf>,
     /// `-read-token`, `-write-token`, `-metrics-token` (or their files).
-    pub tokens: crate::guard::Tokens,
+    pub tokens: crate::http::guard::Tokens,
     /// `-tls-cert` and `-tls-key`, loaded.
     pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     pub worker_concurrency: usize,
@@ -538,13 +538,13 @@ impl Config {
             (None, None) => None,
             _ => return err("-nats-tls-cert and -nats-tls-key go together"),
         };
-        let tokens = crate::guard::Tokens {
+        let tokens = crate::http::guard::Tokens {
             read: token("-read-token", a.read_token, a.read_token_file)?,
             write: token("-write-token", a.write_token, a.write_token_file)?,
             metrics: token("-metrics-token", a.metrics_token, a.metrics_token_file)?,
         };
         let tls = match (a.tls_cert, a.tls_key) {
-            (Some(c), Some(k)) => Some(crate::serve::load_tls(&c, &k).map_err(ConfigError)?),
+            (Some(c), Some(k)) => Some(crate::http::serve::load_tls(&c, &k).map_err(ConfigError)?),
             (None, None) => None,
             _ => return err("-tls-cert and -tls-key go together"),
         };

@@ -6,18 +6,13 @@ mod clock;
 mod coord;
 mod engine;
 mod follow;
-mod guard;
 mod http;
-mod inbox;
 mod metrics;
 mod nats;
 mod notifier;
-mod openapi;
-mod serve;
+mod process;
 mod sink;
-mod stream;
-mod ui_reader;
-mod views;
+mod ui;
 mod worker;
 
 use clap::Parser;
@@ -175,8 +170,8 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
     let (ui_tx, ui_rx) = mpsc::channel(256);
     let mut backend = None;
     // The status page's live feed, from whichever loop holds the log.
-    let changes = cfg.roles.ui.then(|| stream::Changes::new(shutdown.clone()));
-    let feed = changes.clone().map(stream::Feed::new);
+    let changes = cfg.roles.ui.then(|| ui::Changes::new(shutdown.clone()));
+    let feed = changes.clone().map(ui::Feed::new);
     let mut owners = None;
     // Roles that leave a bucket on the signal and return once they have: waited for before the process exits.
     let mut leavers = tokio::task::JoinSet::new();
@@ -192,14 +187,14 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         }
         let shutdown = shutdown.clone();
         leavers.spawn(async move { engine.run(ui_rx, shutdown).await });
-        backend = Some(ui_tx);
+        backend = Some(ui::Backend(ui_tx));
     } else if cfg.roles.ui {
         let coord = coord.clone();
         let (owners_tx, owners_rx) = watch::channel(None);
         owners = Some(owners_rx);
         let feed = feed.ok_or("internal: a ui without its feed")?;
-        tasks.spawn(async move { ui_reader::run_reader(coord, ui_rx, owners_tx, feed).await });
-        backend = Some(ui_tx);
+        tasks.spawn(async move { ui::reader::run_reader(coord, ui_rx, owners_tx, feed).await });
+        backend = Some(ui::Backend(ui_tx));
     }
 
     let mut roles = Vec::new();
@@ -236,36 +231,42 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         leavers.spawn(sink.run());
     }
 
-    // A ui that submits writes over NATS hears each one's claim and outcome on the process's inbox.
+    // Where writes go (`jaque_core::ui::write_route`), and what went where.
     let route = write_route(cfg.roles.engine, coord.is_nats());
-    let inbox = match (&coord_link, route) {
-        (Some(link), WriteRoute::Ingress) => Some(inbox::Inbox::open(&link.client).await?),
-        _ => None,
+    let writes = Arc::new(ui::Writes::default());
+    let api = match cfg.roles.ui {
+        true => Some(Arc::new(ui::Api {
+            backend: backend.clone(),
+            route,
+            ingress: coord_link.clone(),
+            owners: owners.filter(|_| cfg.ui_writes_to_owner),
+            writes: writes.clone(),
+            submit: cfg.submit,
+            // A ui that submits writes over NATS hears each one's claim and outcome on the process's inbox.
+            inbox: match (&coord_link, route) {
+                (Some(link), WriteRoute::Ingress) => Some(ui::Inbox::open(&link.client).await?),
+                _ => None,
+            },
+            tokens: cfg.tokens.clone(),
+            id_prefix: format!("{}-{}", me.id, me.incarnation),
+            next_id: AtomicU64::new(0),
+            engine_cfg,
+            history: store.clone(),
+            changes: changes.clone(),
+        })),
+        false => None,
     };
-    let state = Arc::new(http::Http {
+    let process = Arc::new(process::Process {
         backend,
-        ui: cfg.roles.ui,
-        route,
-        ingress: coord_link.clone(),
-        owners: owners.filter(|_| cfg.ui_writes_to_owner),
-        writes_to_owner: AtomicU64::new(0),
-        writes_to_ingress: AtomicU64::new(0),
-        submit: cfg.submit,
-        inbox,
-        resent_unclaimed: AtomicU64::new(0),
-        resent_declined: AtomicU64::new(0),
-        tokens: cfg.tokens.clone(),
-        worker: cfg.roles.worker,
-        id_prefix: format!("{}-{}", me.id, me.incarnation),
-        next_id: AtomicU64::new(0),
-        engine_cfg,
         roles,
-        history: if cfg.roles.ui { store.clone() } else { None },
+        worker: cfg.roles.worker,
+        writes: (route == WriteRoute::Ingress).then_some(writes),
         changes,
     });
     let tokens = Arc::new(cfg.tokens.clone());
-    let app = serve::layers(http::router(state)).layer(axum::middleware::from_fn_with_state(tokens, guard::guard));
-    tasks.spawn(serve::run(listener, cfg.tls.clone(), app, shutdown.clone()));
+    let app = process::router(process, api);
+    let app = http::serve::layers(app).layer(axum::middleware::from_fn_with_state(tokens, http::guard::guard));
+    tasks.spawn(http::serve::run(listener, cfg.tls.clone(), app, shutdown.clone()));
     tracing::info!(%addr, tls = cfg.tls.is_some(), "listening");
 
     let mut shutdown = shutdown;

@@ -11,8 +11,8 @@ use crate::follow::{snapshots, spawn_heartbeat_writer_acked, Buckets, Followed, 
 use crate::metrics::{self, Exposition};
 use crate::nats::subjects::{cmd_subject, results_subject, INGRESS_GROUP, INGRESS_SUBJECT, WORK_SUBJECT};
 use crate::nats::NatsLink;
-use crate::stream::Feed;
-use crate::views::{self, UiRequest};
+use crate::ui::views::{self, UiRequest};
+use crate::ui::Feed;
 use crate::worker::MemWork;
 use commands::Received;
 use futures_util::StreamExt;

@@ -2,7 +2,7 @@
 //! `-write-token` guards writes and grants reads too, `-metrics-token` guards `/metrics` and `/healthz`.
 //! The status page's own files (`/` and `/assets/*`) stay open: they are the same for everyone, in the
 //! binary, and hold no data; a browser cannot send a bearer token when it navigates, so the page asks for the
-//! token and sends it with every read it makes (`page/page.js`).
+//! token and sends it with every read it makes (`ui/page/page.js`).
 //! A token is a bearer token (`Authorization: Bearer <token>`), compared in constant time; a wrong or missing
 //! one answers 401 with `WWW-Authenticate: Bearer`, counted in `jaque_http_unauthorized_total`.
 

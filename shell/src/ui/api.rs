@@ -1,19 +1,20 @@
-//! The HTTP side of every process: `/metrics` and `/healthz` always; with `-target ui`, the JSON API, its event
-//! stream (`stream.rs`) and the status page (`page/`, embedded in the binary).
+//! The ui's HTTP API (with `-target ui`): the JSON API, its event stream (`stream`), the OpenAPI document
+//! (`openapi`) and the status page (`page/`, embedded in the binary). Reads are asked of the loop that holds
+//! the log (`views::Backend`); history is read from the sinks' store.
 //! A write becomes a command and goes where `jaque_core::ui::write_route` says: the local engine, NATS (the
 //! owner the ui's log view names, else the ingress queue group), or nowhere (503). Its HTTP status is
 //! `jaque_core::ui::http_status` of the outcome.
 
+use super::inbox::Inbox;
+use super::reader::Owners;
+use super::stream::Changes;
+use super::views::{self, Backend, Cursor, PageQuery, Read, Rendered, Sort, StateSet, UiRequest};
 use crate::clock::{instant_at, now};
-use crate::follow::RoleHandle;
-use crate::inbox::Inbox;
+use crate::http::guard::{self, Tokens};
 use crate::metrics::{self, Exposition};
 use crate::nats::subjects::{cmd_subject, INGRESS_SUBJECT};
 use crate::nats::{self, NatsLink};
 use crate::sink::store::{parse_rfc3339_ms, HistoryQuery, Store};
-use crate::stream::Changes;
-use crate::ui_reader::Owners;
-use crate::views::{self, Cursor, PageQuery, Read, Rendered, Sort, StateSet, UiRequest};
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -31,65 +32,87 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-pub struct Http {
-    /// The loop holding the log (an engine's or the ui's reader), if this process has one.
-    pub backend: Option<mpsc::Sender<UiRequest>>,
-    pub ui: bool,
+/// What the ui's API works with.
+pub struct Api {
+    /// The loop holding the log (an engine's or the ui's reader).
+    pub backend: Option<Backend>,
     pub route: WriteRoute,
     /// The coordination NATS connection, for writes of a ui without an engine.
     pub ingress: Option<NatsLink>,
     /// That ui's view of who owns what (from its log reader), to send writes straight to their owner when
     /// `-ui-writes owner` (`None`: every write goes through ingress, the page's path).
     pub owners: Option<Owners>,
-    pub writes_to_owner: AtomicU64,
-    pub writes_to_ingress: AtomicU64,
+    /// Where the writes submitted over NATS went.
+    pub writes: Arc<Writes>,
     /// `-claim-timeout` and the waits around it (`jaque_core::ui::IngressWrite`).
     pub submit: SubmitTimeouts,
     /// Where the answers to those writes arrive (claims, declines, outcomes), with a ui that submits over NATS.
     pub inbox: Option<Inbox>,
-    /// Attempts sent again: no engine claimed the one before in time, or one declined it.
-    pub resent_unclaimed: AtomicU64,
-    pub resent_declined: AtomicU64,
     /// The tokens (the guard checks reads; writes are checked in `write`; the OpenAPI document says which).
-    pub tokens: crate::guard::Tokens,
-    pub worker: bool,
+    pub tokens: Tokens,
     /// Prefix of command ids this process makes (member id and incarnation: unique across restarts).
     pub id_prefix: String,
     pub next_id: AtomicU64,
     pub engine_cfg: EngineConfig,
-    /// Roles with loops of their own (the sink): their health and metrics join this process's.
-    pub roles: Vec<RoleHandle>,
     /// The store a ui reads history from (`-sink-store`).
     pub history: Option<Arc<Store>>,
     /// What the loop holding the log sends to event streams (`GET /api/stream`).
     pub changes: Option<Arc<Changes>>,
 }
 
-pub fn router(state: Arc<Http>) -> Router {
-    routes(state.ui).into_iter().fold(Router::new(), |r, (path, methods)| r.route(path, methods)).with_state(state)
+/// Where the writes a process submits over NATS went, and how often they were sent again.
+#[derive(Default)]
+pub struct Writes {
+    to_owner: AtomicU64,
+    to_ingress: AtomicU64,
+    /// Attempts sent again: no engine claimed the one before in time, or one declined it.
+    resent_unclaimed: AtomicU64,
+    resent_declined: AtomicU64,
 }
 
-/// Every route of a process, as a list so the OpenAPI document can be checked against it (`openapi.rs`).
-pub(crate) fn routes(ui: bool) -> Vec<(&'static str, MethodRouter<Arc<Http>>)> {
-    let mut r = vec![("/metrics", get(metrics_text)), ("/healthz", get(healthz))];
-    if ui {
-        r.extend([
-            ("/", get(page_html)),
-            ("/assets/page.js", get(page_js)),
-            ("/assets/page.css", get(page_css)),
-            ("/api/stream", get(event_stream)),
-            ("/api/openapi.json", get(openapi)),
-            ("/api/objects", get(list_objects)),
-            ("/api/objects/{id}", put(put_object).delete(delete_object).get(get_object)),
-            ("/api/objects/{id}/actions/{action}", post(action)),
-            ("/api/objects/{id}/history", get(history)),
-            ("/api/summary", get(summary)),
-            ("/api/cluster", get(cluster)),
-        ]);
+impl Writes {
+    /// `jaque_ui_writes_total{via}` and `jaque_ui_write_resubmits_total{reason}`.
+    pub fn expose(&self, m: &mut Exposition) {
+        m.header(
+            "jaque_ui_writes_total",
+            "counter",
+            "Writes this ui submitted, by where they went: straight to the owner, or through ingress.",
+        );
+        m.sample("jaque_ui_writes_total", &[("via", "owner")], self.to_owner.load(Ordering::Relaxed));
+        m.sample("jaque_ui_writes_total", &[("via", "ingress")], self.to_ingress.load(Ordering::Relaxed));
+        m.header(
+            "jaque_ui_write_resubmits_total",
+            "counter",
+            "Write attempts this ui sent again through ingress: no engine claimed the one before within -claim-timeout, or an engine declined it.",
+        );
+        let resent = [("no_claim", &self.resent_unclaimed), ("declined", &self.resent_declined)];
+        for (reason, n) in resent {
+            m.sample("jaque_ui_write_resubmits_total", &[("reason", reason)], n.load(Ordering::Relaxed));
+        }
     }
-    r
+}
+
+pub fn router(api: Arc<Api>) -> Router {
+    routes().into_iter().fold(Router::new(), |r, (path, methods)| r.route(path, methods)).with_state(api)
+}
+
+/// Every route of the API, as a list so the OpenAPI document can be checked against it (`openapi`).
+pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
+    vec![
+        ("/", get(page_html)),
+        ("/assets/page.js", get(page_js)),
+        ("/assets/page.css", get(page_css)),
+        ("/api/stream", get(event_stream)),
+        ("/api/openapi.json", get(openapi)),
+        ("/api/objects", get(list_objects)),
+        ("/api/objects/{id}", put(put_object).delete(delete_object).get(get_object)),
+        ("/api/objects/{id}/actions/{action}", post(action)),
+        ("/api/objects/{id}/history", get(history)),
+        ("/api/summary", get(summary)),
+        ("/api/cluster", get(cluster)),
+    ]
 }
 
 fn error(status: StatusCode, outcome: &str, reason: impl Into<String>) -> Response {
@@ -115,87 +138,8 @@ fn outcome_response(outcome: &Outcome) -> Response {
 }
 
 /// Asks the backend loop something; `None` when there is none or it is gone.
-async fn ask<T>(s: &Http, make: impl FnOnce(oneshot::Sender<T>) -> UiRequest) -> Option<T> {
-    let backend = s.backend.as_ref()?;
-    let (tx, rx) = oneshot::channel();
-    backend.send(make(tx)).await.ok()?;
-    rx.await.ok()
-}
-
-async fn metrics_text(State(s): State<Arc<Http>>) -> Response {
-    let mut text = ask(&s, |reply| UiRequest::Metrics { reply }).await.unwrap_or_default();
-    let mut process = Exposition::default();
-    if s.route == WriteRoute::Ingress {
-        process.header(
-            "jaque_ui_writes_total",
-            "counter",
-            "Writes this ui submitted, by where they went: straight to the owner, or through ingress.",
-        );
-        process.sample("jaque_ui_writes_total", &[("via", "owner")], s.writes_to_owner.load(Ordering::Relaxed));
-        process.sample("jaque_ui_writes_total", &[("via", "ingress")], s.writes_to_ingress.load(Ordering::Relaxed));
-        process.header(
-            "jaque_ui_write_resubmits_total",
-            "counter",
-            "Write attempts this ui sent again through ingress: no engine claimed the one before within -claim-timeout, or an engine declined it.",
-        );
-        let resent = [("no_claim", &s.resent_unclaimed), ("declined", &s.resent_declined)];
-        for (reason, n) in resent {
-            process.sample("jaque_ui_write_resubmits_total", &[("reason", reason)], n.load(Ordering::Relaxed));
-        }
-    }
-    if let Some(changes) = &s.changes {
-        changes.expose(&mut process);
-    }
-    for role in &s.roles {
-        text.push_str(&role.metrics().await);
-    }
-    process_metrics(&mut process, s.worker);
-    text.push_str(&process.0);
-    ([("content-type", "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
-}
-
-/// The process-wide part of `/metrics`: what every process counts, whatever its roles, and the worker's.
-fn process_metrics(out: &mut Exposition, worker: bool) {
-    metrics::expose_wire_errors(out);
-    crate::follow::snapshots::expose(out);
-    crate::coord::expose_followers(out);
-    out.header(
-        "jaque_http_unauthorized_total",
-        "counter",
-        "HTTP requests refused with 401 for a wrong or missing token (-read-token, -write-token, -metrics-token).",
-    );
-    out.sample("jaque_http_unauthorized_total", &[], crate::guard::unauthorized_total());
-    out.header(
-        "jaque_http_connections_refused_total",
-        "counter",
-        "HTTP connections closed before a request: a TLS handshake that failed or took too long.",
-    );
-    out.sample("jaque_http_connections_refused_total", &[], crate::serve::refused_total());
-    if worker {
-        crate::worker::expose(out);
-    }
-}
-
-/// Ready when every part of the process is: the loop holding the log (engine or ui), and each role with a loop
-/// of its own (a sink, a notifier). Not ready: 503 with the reasons, a role's prefixed by its name.
-async fn healthz(State(s): State<Arc<Http>>) -> Response {
-    let mut parts: Vec<(bool, String)> = Vec::new();
-    if s.backend.is_some() {
-        parts.push(ask(&s, |reply| UiRequest::Health { reply }).await.unwrap_or((false, "stopping".into())));
-    }
-    for role in &s.roles {
-        let (ready, status) = role.health().await;
-        parts.push((ready, format!("{}: {status}", role.name)));
-    }
-    let waiting: Vec<&str> = parts.iter().filter(|(ready, _)| !ready).map(|(_, st)| st.as_str()).collect();
-    if waiting.is_empty() {
-        let status = match parts.as_slice() {
-            [(_, only)] if s.roles.is_empty() => only.clone(),
-            _ => "ready".to_string(),
-        };
-        return Json(json!({ "status": status })).into_response();
-    }
-    (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": waiting.join("; ") }))).into_response()
+async fn ask<T>(s: &Api, make: impl FnOnce(oneshot::Sender<T>) -> UiRequest) -> Option<T> {
+    s.backend.as_ref()?.ask(make).await
 }
 
 /// Most events one history page holds, and how many when `limit` is not given.
@@ -205,7 +149,7 @@ const HISTORY_DEFAULT: usize = 100;
 /// `GET /api/objects/{id}/history?since=&until=&limit=&before=`: the object's events from the store, newest
 /// first; `next` is the `before` of the following page (null on the last one).
 async fn history(
-    State(s): State<Arc<Http>>,
+    State(s): State<Arc<Api>>,
     id: Result<Path<String>, PathRejection>,
     params: Result<Query<BTreeMap<String, String>>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
@@ -290,7 +234,7 @@ const Q_MAX: usize = ObjectId::MAX_LEN;
 
 /// `GET /api/objects?limit=&state=&q=&sort=&cursor=`: one page as a JSON array; when more follow, a
 /// `Link: <...>; rel="next"` header with the same parameters and the next cursor.
-async fn list_objects(State(s): State<Arc<Http>>, RawQuery(raw): RawQuery) -> Response {
+async fn list_objects(State(s): State<Arc<Api>>, RawQuery(raw): RawQuery) -> Response {
     let query = match page_query(raw.as_deref().unwrap_or_default()) {
         Ok(q) => q,
         Err(e) => return bad_request(e),
@@ -397,7 +341,7 @@ fn no_reader() -> Response {
     error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no log reader in this process")
 }
 
-async fn get_object(State(s): State<Arc<Http>>, id: Result<Path<String>, PathRejection>) -> Response {
+async fn get_object(State(s): State<Arc<Api>>, id: Result<Path<String>, PathRejection>) -> Response {
     let id = match path_id(id) {
         Ok(id) => id,
         Err(e) => return bad_request(e),
@@ -412,7 +356,7 @@ async fn get_object(State(s): State<Arc<Http>>, id: Result<Path<String>, PathRej
 }
 
 /// `GET /api/summary`: how many objects are in each state (the header of a status page), counted in one pass.
-async fn summary(State(s): State<Arc<Http>>) -> Response {
+async fn summary(State(s): State<Arc<Api>>) -> Response {
     match ask(&s, |reply| UiRequest::Objects { read: Read::Summary, reply }).await {
         Some(Rendered { body: Some(body), .. }) => json_bytes(body),
         Some(Rendered { body: None, .. }) => {
@@ -444,19 +388,19 @@ async fn page_css() -> Response {
     asset("text/css; charset=utf-8", PAGE_CSS)
 }
 
-/// `GET /api/stream`: the log's changes as Server-Sent Events (`stream.rs`).
-async fn event_stream(State(s): State<Arc<Http>>) -> Response {
+/// `GET /api/stream`: the log's changes as Server-Sent Events (`stream`).
+async fn event_stream(State(s): State<Arc<Api>>) -> Response {
     match &s.changes {
         Some(changes) => changes.subscribe(),
         None => no_reader(),
     }
 }
 
-async fn openapi(State(s): State<Arc<Http>>) -> Response {
-    Json(crate::openapi::document(&s.tokens)).into_response()
+async fn openapi(State(s): State<Arc<Api>>) -> Response {
+    Json(super::openapi::document(&s.tokens)).into_response()
 }
 
-async fn cluster(State(s): State<Arc<Http>>) -> Response {
+async fn cluster(State(s): State<Arc<Api>>) -> Response {
     match ask(&s, |reply| UiRequest::Cluster { reply }).await {
         Some(v) => Json(v).into_response(),
         None => no_reader(),
@@ -501,7 +445,7 @@ fn parse_def(body: &[u8]) -> Result<ObjectDef, String> {
 }
 
 async fn put_object(
-    State(s): State<Arc<Http>>,
+    State(s): State<Arc<Api>>,
     id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<axum::body::Bytes, BytesRejection>,
@@ -515,7 +459,7 @@ async fn put_object(
 }
 
 async fn delete_object(
-    State(s): State<Arc<Http>>,
+    State(s): State<Arc<Api>>,
     id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
@@ -523,7 +467,7 @@ async fn delete_object(
 }
 
 async fn action(
-    State(s): State<Arc<Http>>,
+    State(s): State<Arc<Api>>,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
@@ -546,12 +490,12 @@ async fn action(
 /// Every write: token, then route (a process that cannot take writes answers 503 whatever the body), then
 /// the id and body, then the command goes out and its outcome comes back as the answer.
 async fn write(
-    s: &Http,
+    s: &Api,
     id: Result<ObjectId, String>,
     headers: &HeaderMap,
     kind: impl FnOnce() -> Result<CommandKind, (StatusCode, String)>,
 ) -> Response {
-    if let Some(denied) = crate::guard::write_denied(s.tokens.write.as_deref(), headers) {
+    if let Some(denied) = guard::write_denied(s.tokens.write.as_deref(), headers) {
         return denied;
     }
     if s.route == WriteRoute::Reject {
@@ -603,7 +547,7 @@ async fn write(
 /// A write of a ui without an engine, driven by `jaque_core::ui::IngressWrite`: the first attempt where
 /// `jaque_core::ui::submit_to` says (the owner its log view names with `-ui-writes owner`, else ingress), every
 /// other through `jaque.work.cmd.ingress`; an attempt no engine claims within `-claim-timeout` is sent again.
-async fn submit_nats(s: &Http, cmd: &Command) -> Outcome {
+async fn submit_nats(s: &Api, cmd: &Command) -> Outcome {
     let (Some(link), Some(inbox)) = (&s.ingress, &s.inbox) else {
         return Outcome::Unavailable { reason: "no NATS coordination".into() };
     };
@@ -640,10 +584,10 @@ async fn submit_nats(s: &Http, cmd: &Command) -> Outcome {
                         *reason = nats::explain(reason);
                     }
                     let direct = owner.is_some() && write.attempts() == 1;
-                    let via = if direct { &s.writes_to_owner } else { &s.writes_to_ingress };
+                    let via = if direct { &s.writes.to_owner } else { &s.writes.to_ingress };
                     via.fetch_add(1, Ordering::Relaxed);
-                    s.resent_unclaimed.fetch_add(u64::from(write.resent_unclaimed), Ordering::Relaxed);
-                    s.resent_declined.fetch_add(u64::from(write.resent_declined), Ordering::Relaxed);
+                    s.writes.resent_unclaimed.fetch_add(u64::from(write.resent_unclaimed), Ordering::Relaxed);
+                    s.writes.resent_declined.fetch_add(u64::from(write.resent_declined), Ordering::Relaxed);
                     if write.attempts() > 1 {
                         tracing::debug!(attempts = write.attempts(), command = %cmd.id, "write sent again");
                     }

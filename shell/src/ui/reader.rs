@@ -2,12 +2,12 @@
 //! log with a `LogReader`, answers reads, and publishes the ownership in force so writes can go straight to
 //! their owner. Its metrics are beside it.
 
+use super::stream::Feed;
+use super::views::{self, UiRequest};
 use crate::coord::Coordination;
 use crate::follow::snapshots::{self, Restores};
 use crate::follow::{Followed, Follower};
 use crate::metrics::Exposition;
-use crate::stream::Feed;
-use crate::views::{self, UiRequest};
 use jaque_core::follow::Tail;
 use jaque_core::hrw::Ownership;
 use jaque_core::log::Read;

@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::ops::Bound;
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 /// A request from the HTTP side to the loop that holds the log.
 pub enum UiRequest {
@@ -38,6 +38,19 @@ pub enum UiRequest {
     Health {
         reply: oneshot::Sender<(bool, String)>,
     },
+}
+
+/// The HTTP side's way to the loop that holds the log.
+#[derive(Clone)]
+pub struct Backend(pub mpsc::Sender<UiRequest>);
+
+impl Backend {
+    /// Asks the loop something; `None` once it is gone.
+    pub async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> UiRequest) -> Option<T> {
+        let (tx, rx) = oneshot::channel();
+        self.0.send(make(tx)).await.ok()?;
+        rx.await.ok()
+    }
 }
 
 fn duration(ms: u64) -> String {

@@ -8,7 +8,7 @@
 //! (utoipa) would bring a proc-macro stack and still describe only what its annotations say, so the check
 //! against real answers is needed either way, and with it a plain document is the simpler thing to keep.
 
-use crate::guard::{self, Tokens};
+use crate::http::guard::{self, Tokens};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
 
@@ -17,10 +17,10 @@ const DOCUMENT: &str = include_str!("openapi.json");
 fn base() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
     // The file is checked by the tests below, so it parses in any build that passed them.
-    DOC.get_or_init(|| serde_json::from_str(DOCUMENT).expect("shell/src/openapi.json is JSON"))
+    DOC.get_or_init(|| serde_json::from_str(DOCUMENT).expect("shell/src/ui/openapi.json is JSON"))
 }
 
-/// The document as this process serves it, with the tokens it was given (`guard.rs` is what enforces them):
+/// The document as this process serves it, with the tokens it was given (`http::guard` is what enforces them):
 /// with `-write-token` every write (tagged `writes`) needs it; with `-read-token` every read of data needs it
 /// or the write token (the status page's own files stay open); with `-metrics-token`, `/metrics` and
 /// `/healthz` need it. Each guarded operation names its schemes and may answer 401.
@@ -54,9 +54,10 @@ pub fn document(tokens: &Tokens) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::{router, Http};
+    use crate::process::{router, Process};
     use crate::sink::store::{Store, StoreUrl};
-    use crate::views::{self, UiRequest};
+    use crate::ui::views::{self, Backend, UiRequest};
+    use crate::ui::{Api, Changes, Writes};
     use axum::body::Body;
     use axum::http::{Method, Request};
     use jaque_core::sink::{Batch, EventRow, Progress};
@@ -169,28 +170,26 @@ mod tests {
         });
         let mut cfg = EngineConfig::new(engine(), Duration::from_secs(10));
         cfg.reply_timeout = Duration::from_secs(1);
-        router(Arc::new(Http {
-            backend: Some(tx),
-            ui: true,
+        let (backend, changes) = (Some(Backend(tx)), Some(Changes::new(stopping)));
+        let api = Api {
+            backend: backend.clone(),
             route,
             ingress: None,
             owners: None,
-            writes_to_owner: AtomicU64::new(0),
-            writes_to_ingress: AtomicU64::new(0),
+            writes: Arc::new(Writes::default()),
             submit: jaque_core::ui::SubmitTimeouts::SHIPPED,
             inbox: None,
-            resent_unclaimed: AtomicU64::new(0),
-            resent_declined: AtomicU64::new(0),
             tokens: tokens.clone(),
-            worker: false,
             id_prefix: "test".into(),
             next_id: AtomicU64::new(0),
             engine_cfg: cfg,
-            roles: vec![],
             history,
-            changes: Some(crate::stream::Changes::new(stopping)),
-        }))
-        .layer(axum::middleware::from_fn_with_state(Arc::new(tokens), guard::guard))
+            changes: changes.clone(),
+        };
+        let writes = (route == WriteRoute::Ingress).then(|| api.writes.clone());
+        let process = Process { backend, roles: vec![], worker: false, writes, changes };
+        router(Arc::new(process), Some(Arc::new(api)))
+            .layer(axum::middleware::from_fn_with_state(Arc::new(tokens), guard::guard))
     }
 
     struct Answer {
@@ -221,7 +220,8 @@ mod tests {
     /// The router's paths and, for each, the methods it answers with anything but 405.
     async fn routed(app: &axum::Router) -> BTreeSet<(String, String)> {
         let mut out = BTreeSet::new();
-        for (path, _) in crate::http::routes(true) {
+        let own = crate::process::routes().into_iter().map(|(path, _)| path);
+        for path in own.chain(crate::ui::api::routes().into_iter().map(|(path, _)| path)) {
             let concrete = path.replace("{id}", "x").replace("{action}", "pause");
             for m in METHODS {
                 if send(app, m, &concrete, &[], "").await.status != 405 {

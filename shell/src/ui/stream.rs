@@ -15,8 +15,8 @@
 //! - `members`: a bucket's live members changed: `{"bucket", "live_members"}`.
 //! - `reload`: the stream missed events (it lagged) or the reader jumped (caught up, a snapshot): `{"reason"}`.
 
+use super::views;
 use crate::follow::Buckets;
-use crate::views;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};

@@ -1,0 +1,15 @@
+//! The ui role: its HTTP API and status page (`api`, `openapi`, `page/`), the live feed of changes (`stream`),
+//! what it asks of the loop that holds the log and how the answers render (`views`), the log reader of a ui
+//! without an engine (`reader`), and the inbox its writes through ingress hear their answers on (`inbox`).
+
+pub mod api;
+mod inbox;
+mod openapi;
+pub mod reader;
+pub mod stream;
+pub mod views;
+
+pub use api::{Api, Writes};
+pub use inbox::Inbox;
+pub use stream::{Changes, Feed};
+pub use views::{Backend, UiRequest};
