@@ -8,7 +8,6 @@
 //! skips them as a JetStream consumer does, replays do not return them — while the simulator keeps the whole
 //! log for the oracle and the checkers. Epoch records are never purged.
 
-use super::engine::EngineRole;
 use super::{Category, Ev, Phase, Sim};
 use jaque_core::{Bucket, EpochRecord, Event, Input, LogEntry};
 use rand::Rng;
@@ -95,10 +94,7 @@ impl Sim {
             }
         }
         self.log.entries.push(entry);
-        self.follow_log::<EngineRole>(seq);
-        self.sinks_log_landed(seq);
-        self.notify_appended(seq);
-        self.sample_reader();
+        self.landed(seq);
     }
 
     pub(super) fn send_proposal(&mut self, n: usize, record: EpochRecord, after_seq: Option<u64>) {

@@ -10,8 +10,9 @@
 //!   resume, crash, leave, exit, heal), over the contract each role fulfils (`Machine` for its core, `Role` for
 //!   the rest).
 //! - [`engine`], [`sink`], [`notifier`]: the three roles, each what only it does (its config, its checks around
-//!   a step, what it does with its outputs); [`sql`]: the sinks' SQL store; [`kv`]: the notifiers' records in
-//!   the membership KV and their requests to it; [`endpoint`]: the webhook endpoints the notifiers send to.
+//!   a step, what it does with its outputs), with what only it talks to: `sink/sql.rs`, the sinks' SQL store;
+//!   `notifier/kv.rs`, the notifiers' records in the membership KV and their requests to it;
+//!   `notifier/endpoint.rs`, the webhook endpoints the notifiers send to.
 //! - [`faults`]: one fault vocabulary for every process, the fault ticks (crash, pause, partitions from the store
 //!   and from peers, heartbeat loss, clogging, clean leave), swizzle, what undoes each fault, and the heal.
 //! - [`store`]: the membership KV, every bucket in one revision sequence, per-key TTL, late expiry, watchers.
@@ -33,11 +34,9 @@
 //! each process draw from their own streams.
 
 mod checks;
-mod endpoint;
 mod engine;
 mod faults;
 mod ingress;
-mod kv;
 mod lifecycle;
 mod log;
 mod net;
@@ -45,19 +44,18 @@ mod notifier;
 mod process;
 mod sink;
 mod snapshots;
-mod sql;
 mod store;
 mod workers;
 mod workload;
 
 pub use checks::AcceptedTransition;
-pub use endpoint::{Mode as EndpointMode, Reception};
 pub use engine::{EngineRole, Node};
+pub use notifier::endpoint::{Mode as EndpointMode, Reception};
 pub use notifier::{At as NotifyAt, NotifierRole, NotifierSlot, NotifyStats, Then as NotifyThen};
 pub use process::{Peer, Process, Who};
+pub use sink::sql::{Sql, SqlCounters};
 pub use sink::{SinkProc, SinkRole, SinkStats, SinkWorldCounters};
 pub use snapshots::{LostBy, SnapStats};
-pub use sql::{Sql, SqlCounters};
 
 pub use ingress::IngressStats;
 pub use workers::PoolStats;
@@ -614,6 +612,22 @@ impl Sim {
     /// Whether incarnation `inc` of engine slot `n` is the one running.
     fn alive(&self, n: usize, inc: u64) -> bool {
         self.nodes[n].is_current(inc)
+    }
+
+    /// Entry `seq` landed in the log: every role's followers read it after their own lags (the sinks' and the
+    /// notifiers' checkers learn it first), and now and then a process's reader is checked (invariant 11).
+    fn landed(&mut self, seq: u64) {
+        self.follow_log::<EngineRole>(seq);
+        self.sinks_log_landed(seq);
+        self.notify_appended(seq);
+        self.sample_reader();
+    }
+
+    /// Revision `rev` of the membership KV is on its way to every role's watchers.
+    fn watched(&mut self, rev: u64) {
+        self.watch::<EngineRole>(rev);
+        self.watch::<SinkRole>(rev);
+        self.watch::<NotifierRole>(rev);
     }
 
     /// Every process of the world: the engines, the sinks, the notifiers.

@@ -9,9 +9,6 @@
 //! as NATS KV gives them, with its compare-and-set: `update` at an expected revision, `create` if absent.
 //! Watchers of membership never see them (the shell's watcher filters by prefix).
 
-use super::engine::EngineRole;
-use super::notifier::NotifierRole;
-use super::sink::SinkRole;
 use super::{Ev, Sim};
 use crate::oracle::member_hash;
 use jaque_core::{Bucket, MemberChange, MemberId, MemberObservation, MemberRef};
@@ -239,9 +236,7 @@ impl Sim {
     /// Revision `rev` is on its way to every running watcher, each after its own lag.
     fn notify_watchers(&mut self, rev: u64) {
         self.h(rev << 20);
-        self.watch::<EngineRole>(rev);
-        self.watch::<SinkRole>(rev);
-        self.watch::<NotifierRole>(rev);
+        self.watched(rev);
     }
 }
 

@@ -15,8 +15,8 @@
 //! notifier started; a notifier that got a 410 from an endpoint never sends to it again; none retries a delivery
 //! before the `Retry-After` its last answer gave.
 
-use crate::world::endpoint::Reception;
-use crate::world::kv::{decode, parse_progress_key, start_key, PROGRESS};
+use crate::world::notifier::endpoint::Reception;
+use crate::world::notifier::kv::{decode, parse_progress_key, start_key, PROGRESS};
 use crate::world::notifier::{config, NotifyStats};
 use crate::world::snapshots::LostBy;
 use crate::world::{ms, Category, Sim};
@@ -49,28 +49,6 @@ pub(in crate::world) struct Notifications {
     /// Where the log stood when the first notifier started: no start record may be below it.
     first_start: Option<u64>,
     end: Option<Drain>,
-}
-
-/// What the checker knows of one notifier incarnation's sends (it goes with the incarnation).
-pub(in crate::world) struct Sends {
-    /// Endpoints that answered this incarnation 410.
-    gone: Vec<bool>,
-    /// Its sends whose answer it has not handled yet: the send (`Reception::attempt`) of each operation.
-    inflight: BTreeMap<u64, u64>,
-    /// Per (endpoint, seq): the delivery's next attempt not before this time (the last answer's `Retry-After`,
-    /// from when it was handled).
-    not_before: BTreeMap<(usize, u64), Time>,
-}
-
-impl Sends {
-    pub fn new(endpoints: usize) -> Sends {
-        Sends { gone: vec![false; endpoints], inflight: BTreeMap::new(), not_before: BTreeMap::new() }
-    }
-
-    /// Its sends whose answer it has not handled yet.
-    pub fn in_flight(&self) -> usize {
-        self.inflight.len()
-    }
 }
 
 /// One send, as the checker knows it.

@@ -11,8 +11,8 @@
 
 use crate::params::SECRET;
 use crate::world::sink::config;
+use crate::world::sink::sql::degraded_event;
 use crate::world::snapshots::LostBy;
-use crate::world::sql::degraded_event;
 use crate::world::{ms, Category, Sim};
 use jaque_core::role::{After, Owned};
 use jaque_core::sink::{self, Batch};

@@ -13,10 +13,10 @@
 //!
 //! Every commit that lands is checked against invariant 10 by `checks/sink_store.rs`.
 
-use super::process::Peer;
-use super::sink::{SinkEv, SinkRole};
-use super::{Ev, Phase, Sim};
+use super::{SinkEv, SinkRole};
 use crate::params::{mix, MARKER};
+use crate::world::process::Peer;
+use crate::world::{Ev, Phase, Sim};
 use jaque_core::sink::{self, Batch, EventRow, ObjectRow, StoreError};
 use jaque_core::{hrw, MemberId, ObjectId};
 use rand::Rng;
@@ -24,14 +24,14 @@ use std::collections::BTreeMap;
 
 /// A request a sink sent: a transaction or a progress query.
 #[derive(Clone, Debug)]
-pub(super) enum Req {
+pub(in crate::world) enum Req {
     Write(Batch),
     Query { token: u64, objects: Vec<ObjectId> },
 }
 
 /// The database's answer to a request.
 #[derive(Clone, Debug)]
-pub(super) enum Answer {
+pub(in crate::world) enum Answer {
     Written(Result<(), StoreError>),
     Progress(Result<Vec<(ObjectId, u64)>, StoreError>),
 }
@@ -55,7 +55,7 @@ impl Answer {
 }
 
 #[derive(Clone, Debug)]
-pub(super) struct Pending {
+pub(in crate::world) struct Pending {
     pub s: usize,
     pub inc: u64,
     pub req: Req,
@@ -189,7 +189,7 @@ impl Sql {
 }
 
 /// A row as the sink offers it once the store refused it whole: text emptied (`Item::degrade` in core).
-pub(super) fn degraded_event(mut r: EventRow) -> EventRow {
+pub(in crate::world) fn degraded_event(mut r: EventRow) -> EventRow {
     r.output = r.output.map(|_| String::new());
     r.definition = None;
     r
@@ -199,7 +199,7 @@ impl Sim {
     /// Sink `s` sends a request to the database: it lands after the network and the commit's own time (slow
     /// ones in the safety phase), unless the sink is cut from it; the client gives up at its statement
     /// timeout, whatever happens to the request.
-    pub(super) fn sql_request(&mut self, s: usize, req: Req) {
+    pub(in crate::world) fn sql_request(&mut self, s: usize, req: Req) {
         let id = self.sinks.next_req;
         self.sinks.next_req += 1;
         let inc = self.sinks.procs[s].inc;
@@ -220,7 +220,7 @@ impl Sim {
 
     /// Request `id` reaches the database: a transaction commits (or is refused, or finds it down), a query is
     /// answered; the answer travels back unless the sink is cut from it meanwhile (then its timeout answers).
-    pub(super) fn sql_land(&mut self, id: u64) {
+    pub(in crate::world) fn sql_land(&mut self, id: u64) {
         let Some(p) = self.sinks.reqs.get_mut(&id) else { return };
         p.landed = true;
         let (s, inc, req, answered) = (p.s, p.inc, p.req.clone(), p.answered);
@@ -262,7 +262,7 @@ impl Sim {
     }
 
     /// The answer to request `id` (or its timeout) reaches its sink: the first of the two counts.
-    pub(super) fn sql_answer(&mut self, id: u64, s: usize, inc: u64, answer: Option<Answer>) {
+    pub(in crate::world) fn sql_answer(&mut self, id: u64, s: usize, inc: u64, answer: Option<Answer>) {
         let Some(p) = self.sinks.reqs.get_mut(&id).filter(|p| !p.answered) else { return };
         p.answered = true;
         let req = p.req.clone();

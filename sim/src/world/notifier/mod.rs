@@ -15,20 +15,23 @@
 //! What the notifiers send and the endpoints receive is checked against invariant 9 by
 //! `checks/notifications.rs`, which this driver tells of every send, answer and give-up.
 
-use super::checks::notifications::Sends;
-use super::endpoint::{Request, SimEndpoint};
-use super::kv::StoreOp;
-use super::lifecycle::{Act, Exit, Life, LifeInput, Machine, Role};
-use super::log::brief_entry;
-use super::process::{Peer, Process, Who};
-use super::snapshots::lost_so_far;
-use super::{exp, Category, Ev, Sim};
+pub(in crate::world) mod endpoint;
+pub(in crate::world) mod kv;
+
 use crate::params::{stream, Params, Stream};
+use crate::world::lifecycle::{Act, Exit, Life, LifeInput, Machine, Role};
+use crate::world::log::brief_entry;
+use crate::world::process::{Peer, Process, Who};
+use crate::world::snapshots::lost_so_far;
+use crate::world::{exp, Category, Ev, Sim};
+use endpoint::{Request, SimEndpoint};
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult, Timer};
 use jaque_core::role::LogRole;
 use jaque_core::{Bucket, LogReader, MemberId, MemberRef, MembershipOutput, Time};
+use kv::StoreOp;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// What the notifiers did in a run, for reports.
@@ -88,11 +91,33 @@ pub enum Then {
 pub struct NotifierRole {
     n: Notifier,
     /// Its sends as the checker of invariant 9 knows them.
-    pub(super) sends: Sends,
+    pub(in crate::world) sends: Sends,
     /// Its key's delete went out at this time (a leave), and whether it landed: the shell exits after its
     /// leave only once the delete reached the store, or after `LEAVE_FLUSH_MS`.
     deleting: Option<Time>,
     deleted: bool,
+}
+
+/// What the checker knows of one notifier incarnation's sends (it goes with the incarnation).
+pub(in crate::world) struct Sends {
+    /// Endpoints that answered this incarnation 410.
+    pub(in crate::world) gone: Vec<bool>,
+    /// Its sends whose answer it has not handled yet: the send (`Reception::attempt`) of each operation.
+    pub(in crate::world) inflight: BTreeMap<u64, u64>,
+    /// Per (endpoint, seq): the delivery's next attempt not before this time (the last answer's `Retry-After`,
+    /// from when it was handled).
+    pub(in crate::world) not_before: BTreeMap<(usize, u64), Time>,
+}
+
+impl Sends {
+    pub fn new(endpoints: usize) -> Sends {
+        Sends { gone: vec![false; endpoints], inflight: BTreeMap::new(), not_before: BTreeMap::new() }
+    }
+
+    /// Its sends whose answer it has not handled yet.
+    pub fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
 }
 
 /// The shell's bound on waiting for a leaving member's delete (`flush_leave` in `shell/src/follow.rs`): a
@@ -110,7 +135,7 @@ impl Process<NotifierRole> {
 /// The notifiers' events besides their life (inside `Ev::Notify`). An answer for an incarnation that is gone is
 /// dropped; one for a paused one waits in its buffers.
 #[derive(Clone, Debug)]
-pub(super) enum NEv {
+pub(in crate::world) enum NEv {
     /// An answer for the notifier (its store's, its HTTP client's).
     Answer {
         slot: usize,
@@ -152,7 +177,7 @@ pub(super) enum NEv {
 
 impl NEv {
     /// The answer to the send of operation `op`.
-    pub(super) fn sent(slot: usize, inc: u64, op: u64, result: SendResult) -> NEv {
+    pub(in crate::world) fn sent(slot: usize, inc: u64, op: u64, result: SendResult) -> NEv {
         NEv::Answer { slot, inc, input: Box::new(Input::Sent { op, result }) }
     }
 
@@ -180,7 +205,7 @@ impl NEv {
 }
 
 /// The notifiers' part of the world: the slots and the endpoints.
-pub(super) struct Notify {
+pub(in crate::world) struct Notify {
     pub slots: Vec<NotifierSlot>,
     pub endpoints: Vec<SimEndpoint>,
     /// Faults and restarts.
@@ -219,13 +244,13 @@ impl Notify {
         }
     }
 
-    pub(super) fn endpoint_index(&self, id: EndpointId) -> Option<usize> {
+    pub(in crate::world) fn endpoint_index(&self, id: EndpointId) -> Option<usize> {
         self.endpoints.iter().position(|e| e.endpoint.id == id)
     }
 }
 
 /// The config every simulated notifier runs with: core's defaults, the seed's ttl and what it drew.
-pub(super) fn config(p: &Params, me: MemberRef, endpoints: Vec<Endpoint>) -> NotifierConfig {
+pub(in crate::world) fn config(p: &Params, me: MemberRef, endpoints: Vec<Endpoint>) -> NotifierConfig {
     let np = &p.notify;
     let d = Duration::from_millis;
     let mut cfg = NotifierConfig::new(me, d(p.ttl_ms), endpoints);
@@ -291,7 +316,7 @@ impl Machine for Notifier {
 }
 
 /// What a notifier's step keeps from before its core handles an input to after.
-pub(super) struct NotifierStep {
+pub(in crate::world) struct NotifierStep {
     /// The send the input answers, if it does.
     attempt: Option<u64>,
     failed: u64,
@@ -470,7 +495,7 @@ impl Role for NotifierRole {
 
 impl Sim {
     /// Notifiers start at random times; their fault tick begins.
-    pub(super) fn start_notifiers(&mut self) {
+    pub(in crate::world) fn start_notifiers(&mut self) {
         let n = self.notify.slots.len();
         if n == 0 {
             return;
@@ -486,7 +511,7 @@ impl Sim {
         }
     }
 
-    pub(super) fn notify_event(&mut self, e: NEv) {
+    pub(in crate::world) fn notify_event(&mut self, e: NEv) {
         match e {
             NEv::Answer { slot, inc, input } => {
                 if self.notify.slots[slot].is_current(inc) {
@@ -525,7 +550,7 @@ impl Sim {
 
     /// The entry at `seq` landed: the checker of invariant 9 learns the oracle's verdict, every notifier's
     /// follower gets it.
-    pub(super) fn notify_appended(&mut self, seq: u64) {
+    pub(in crate::world) fn notify_appended(&mut self, seq: u64) {
         if self.notify.slots.is_empty() {
             return;
         }
@@ -534,7 +559,7 @@ impl Sim {
     }
 
     /// The heal, for the notifiers: every notifier heals as every process does.
-    pub(super) fn heal_notifiers(&mut self) {
+    pub(in crate::world) fn heal_notifiers(&mut self) {
         if !self.notify.slots.is_empty() {
             self.heal_role::<NotifierRole>();
         }

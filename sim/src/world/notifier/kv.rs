@@ -7,15 +7,15 @@
 //! is answered if the answer gets back before the client's timeout, else the timeout answers. A request that
 //! timed out may still land, but for progress writes while `NotifyParams::ambiguous_writes` is off.
 
-use super::notifier::{NEv, NotifierRole};
-use super::{Ev, Sim};
+use super::{NEv, NotifierRole};
+use crate::world::{Ev, Sim};
 use jaque_core::notifier::{DeliveryRecord, EndpointId, Input, Stored};
 use jaque_core::{ObjectId, Time};
 use std::time::Duration;
 
 /// A store request of a notifier.
 #[derive(Clone, Debug)]
-pub(super) enum StoreOp {
+pub(in crate::world) enum StoreOp {
     Starts { endpoints: Vec<EndpointId>, propose: u64 },
     Progress { token: u64, objects: Vec<ObjectId> },
     Replay { token: u64, from: u64, to: u64 },
@@ -24,7 +24,7 @@ pub(super) enum StoreOp {
 
 impl StoreOp {
     /// The answer when the request timed out.
-    pub(super) fn failed(&self) -> Input {
+    pub(in crate::world) fn failed(&self) -> Input {
         let e = "timeout".to_string();
         match self {
             StoreOp::Starts { .. } => Input::Starts { result: Err(e) },
@@ -35,30 +35,30 @@ impl StoreOp {
     }
 }
 
-pub(super) const PROGRESS: &str = "notifier/progress/";
+pub(in crate::world) const PROGRESS: &str = "notifier/progress/";
 
-pub(super) fn progress_key(ep: EndpointId, object: &ObjectId) -> String {
+pub(in crate::world) fn progress_key(ep: EndpointId, object: &ObjectId) -> String {
     format!("{PROGRESS}{ep}/{object}")
 }
 
-pub(super) fn start_key(ep: EndpointId) -> String {
+pub(in crate::world) fn start_key(ep: EndpointId) -> String {
     format!("notifier/start/{ep}")
 }
 
 /// The endpoint and object of a progress key.
-pub(super) fn parse_progress_key(key: &str) -> Option<(EndpointId, ObjectId)> {
+pub(in crate::world) fn parse_progress_key(key: &str) -> Option<(EndpointId, ObjectId)> {
     let (ep, object) = key.strip_prefix(PROGRESS)?.split_once('/')?;
     Some((EndpointId(u64::from_str_radix(ep, 16).ok()?), ObjectId::new(object).ok()?))
 }
 
-pub(super) fn decode(value: &str) -> DeliveryRecord {
+pub(in crate::world) fn decode(value: &str) -> DeliveryRecord {
     serde_json::from_str(value).expect("the simulator writes records that decode")
 }
 
 impl Sim {
     /// A store request: lost if the notifier's writes are cut (a timeout), else it lands after a hop and is
     /// answered if the answer makes it back before the timeout.
-    pub(super) fn nstore(&mut self, s: usize, op: StoreOp) {
+    pub(in crate::world) fn nstore(&mut self, s: usize, op: StoreOp) {
         let timeout = self.params.notify.store_timeout_ms;
         let inc = self.notify.slots[s].inc;
         if !self.notify.slots[s].can_send() {
@@ -87,7 +87,7 @@ impl Sim {
         matches!(op, StoreOp::Write { .. }) && !self.params.notify.ambiguous_writes
     }
 
-    pub(super) fn store_land(&mut self, s: usize, inc: u64, op: StoreOp, answer_by: Option<Time>) {
+    pub(in crate::world) fn store_land(&mut self, s: usize, inc: u64, op: StoreOp, answer_by: Option<Time>) {
         let failed = op.failed();
         let alive = self.notify.slots[s].is_current(inc);
         // When its answer gets back (`None`: it does not, in time).

@@ -8,17 +8,20 @@
 //! The engines' fault tick picks its process among engines and sinks alike (`faults.rs`); the database itself
 //! goes down now and then on its own schedule, here. Everything here draws from the sinks' own streams.
 
-use super::lifecycle::{Act, Exit, LifeInput, Machine, Role};
-use super::process::{Process, Who};
-use super::snapshots::lost_so_far;
-use super::sql::{Answer, Pending, Req, Sql};
-use super::{exp, log::brief_entry, Category, Ev, Phase, Sim};
+pub(in crate::world) mod sql;
+
 use crate::params::{mix, stream, Params, Stream};
+use crate::world::lifecycle::{Act, Exit, LifeInput, Machine, Role};
+use crate::world::log::brief_entry;
+use crate::world::process::{Process, Who};
+use crate::world::snapshots::lost_so_far;
+use crate::world::{exp, Category, Ev, Phase, Sim};
 use jaque_core::role::LogRole;
 use jaque_core::sink::{Batch, Input, Output, Sink, SinkConfig, StoreError, Timer};
 use jaque_core::{hrw, LogEntry, LogReader, MemberId, MemberRef, MembershipOutput, ObjectId, State, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use sql::{Answer, Pending, Req, Sql};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -41,7 +44,7 @@ impl Process<SinkRole> {
 
 /// What happens to a sink besides its life, or to the SQL store, in the world's one event queue.
 #[derive(Clone, Debug)]
-pub(super) enum SinkEv {
+pub(in crate::world) enum SinkEv {
     Replayed {
         s: usize,
         inc: u64,
@@ -125,7 +128,7 @@ pub struct SinkStats {
     pub collateral_skips: u64,
 }
 
-pub(super) struct Sinks {
+pub(in crate::world) struct Sinks {
     pub procs: Vec<SinkProc>,
     pub rng: ChaCha8Rng,
     pub sql: Sql,
@@ -226,7 +229,7 @@ impl Machine for Sink {
 }
 
 /// What a sink's step keeps from before its core handles an input to after.
-pub(super) struct SinkStep {
+pub(in crate::world) struct SinkStep {
     /// The refused transaction the input answers, if it does.
     refused: Option<Batch>,
     skipped: u64,
@@ -408,7 +411,7 @@ impl Sim {
         self.sinks.sql.lose_answers = n;
     }
 
-    pub(super) fn sink_event(&mut self, e: SinkEv) {
+    pub(in crate::world) fn sink_event(&mut self, e: SinkEv) {
         match e {
             SinkEv::Replayed { s, inc, token, result } => {
                 if self.sinks.procs[s].is_current(inc) {
@@ -428,7 +431,7 @@ impl Sim {
     }
 
     /// A swarm run's sinks start at random moments in the first 2 s; the database's outages are scheduled.
-    pub(super) fn start_sinks(&mut self) {
+    pub(in crate::world) fn start_sinks(&mut self) {
         for s in 0..self.sinks.len() {
             let at = self.sinks.procs[s].rng.random_range(0..=2_000);
             self.push(Time(at), Ev::Life(Who::Sink(s), super::lifecycle::Life::Restart { healing: false }));
@@ -441,7 +444,7 @@ impl Sim {
 
     /// Entry `seq` landed in the log: the checker of invariant 10 learns it, every following sink reads it after
     /// its own lag.
-    pub(super) fn sinks_log_landed(&mut self, seq: u64) {
+    pub(in crate::world) fn sinks_log_landed(&mut self, seq: u64) {
         if self.sinks.len() == 0 {
             return;
         }
@@ -450,7 +453,7 @@ impl Sim {
     }
 
     /// The heal, for the sinks: the database is up, and every sink heals as every process does.
-    pub(super) fn heal_sinks(&mut self) {
+    pub(in crate::world) fn heal_sinks(&mut self) {
         if self.sinks.len() == 0 {
             return;
         }
@@ -480,7 +483,7 @@ impl Sim {
 
     /// A check's output as a worker reports it: with sinks, a short text (sometimes with what the database
     /// refuses); without, empty as before.
-    pub(super) fn check_output(&self, check_id: u64, object: &ObjectId, state: State) -> String {
+    pub(in crate::world) fn check_output(&self, check_id: u64, object: &ObjectId, state: State) -> String {
         if self.sinks.len() == 0 {
             return String::new();
         }

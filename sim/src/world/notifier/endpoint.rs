@@ -7,10 +7,10 @@
 //! refused connection, or a timeout when no answer came within the send timeout (the endpoint may have taken the
 //! delivery all the same: that is a send whose answer was lost, which may be repeated).
 
-use super::notifier::NEv;
-use super::process::Peer;
-use super::{exp, Ev, Phase, Sim};
+use super::NEv;
 use crate::params::{stream, EndpointKind, EndpointParams, Stream};
+use crate::world::process::Peer;
+use crate::world::{exp, Ev, Phase, Sim};
 use jaque_core::notifier::{Delivery, Endpoint, SendResult};
 use jaque_core::{MemberRef, ObjectId, Time};
 use rand::Rng;
@@ -171,7 +171,7 @@ fn timed_out() -> SendResult {
 
 /// A send on its way to an endpoint.
 #[derive(Clone, Debug)]
-pub(super) struct Request {
+pub(in crate::world) struct Request {
     pub slot: usize,
     pub inc: u64,
     pub attempt: u64,
@@ -192,7 +192,14 @@ impl Sim {
     /// Notifier `s` POSTs `delivery`: it reaches its endpoint unless the notifier is cut from the endpoints (a
     /// refused connection at once).
     /// `lose`: the request arrives but its answer is lost (scenarios).
-    pub(super) fn http_send(&mut self, s: usize, attempt: u64, endpoint: usize, delivery: Delivery, lose: bool) {
+    pub(in crate::world) fn http_send(
+        &mut self,
+        s: usize,
+        attempt: u64,
+        endpoint: usize,
+        delivery: Delivery,
+        lose: bool,
+    ) {
         let inc = self.notify.slots[s].inc;
         let timeout_at = self.now + Duration::from_millis(self.params.notify.send_timeout_ms);
         if !self.notify.slots[s].reaches(Peer::Endpoints) {
@@ -206,7 +213,7 @@ impl Sim {
     }
 
     /// A request reaches its endpoint: recorded, checked, answered (or timed out at the client).
-    pub(super) fn http_arrive(&mut self, req: Request) {
+    pub(in crate::world) fn http_arrive(&mut self, req: Request) {
         let healed = self.phase != Phase::Safety;
         let timeout = self.params.notify.send_timeout_ms;
         let (reply, processing) = self.notify.endpoints[req.endpoint].decide(self.now, healed, timeout);
@@ -250,7 +257,14 @@ impl Sim {
 
     /// An endpoint's answer reaches the notifier's host; lost if the notifier is cut from the endpoints now (its
     /// client then times out).
-    pub(super) fn http_answer(&mut self, slot: usize, inc: u64, op: u64, result: SendResult, timeout_at: Time) {
+    pub(in crate::world) fn http_answer(
+        &mut self,
+        slot: usize,
+        inc: u64,
+        op: u64,
+        result: SendResult,
+        timeout_at: Time,
+    ) {
         if !self.notify.slots[slot].reaches(Peer::Endpoints) {
             self.push(timeout_at, Ev::Notify(NEv::sent(slot, inc, op, timed_out())));
         } else {
