@@ -1,5 +1,5 @@
 //! The oracle: an independent reader of the whole log, fed every entry the moment it lands. It holds the
-//! invariants that are about the log itself (DESIGN §4: 1 single writer, 5 epochs, 6 stable ownership,
+//! invariants that are about the log itself (`docs/design.md` §4: 1 single writer, 5 epochs, 6 stable ownership,
 //! 8 no false fencing, and "no command applied twice" from 4) and remembers, for every position, a summary
 //! that any engine's reader at that position must match (invariant 2).
 

@@ -360,7 +360,7 @@ impl SnapshotParams {
     }
 }
 
-/// What a seed draws for its sinks and their SQL store (`sim/src/world/sink.rs`, `sql.rs`).
+/// What a seed draws for its sinks and their SQL store (`sim/src/world/sink/`).
 #[derive(Clone, Debug)]
 pub struct SinkParams {
     /// `SinkConfig`: rows per transaction, rows held before dropping them, log entries per replay read, events

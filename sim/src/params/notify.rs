@@ -1,7 +1,7 @@
 //! What a seed draws for its notifiers and the webhook endpoints they send to (parameter stream 4; the
 //! endpoints' behaviours come from the same stream): a seed without notifiers draws and runs exactly the world it
-//! did before notifiers joined the simulator. The simulated notifiers and endpoints are `world/notifier.rs` and
-//! `world/endpoint.rs`.
+//! did before notifiers joined the simulator. The simulated notifiers and endpoints are `world/notifier/mod.rs`
+//! and `world/notifier/endpoint.rs`.
 
 use super::{pick_u64, stream, FaultKind, Params, Stream};
 use rand::Rng;

@@ -37,7 +37,7 @@ pub(crate) fn draw_def(r: &mut ChaCha8Rng, p: &Params, i: usize) -> ObjectDef {
     let interval_ms = interval_ms.max(100);
     let marker = if refused_def(p, i) { MARKER } else { "" };
     // Every fourth object's probe carries a credential (an http url's userinfo), which the log keeps and no
-    // sink row may show (`world/sql.rs`), nor any output the engine writes (its worker echoes it).
+    // sink row may show (`world/checks/sink_store.rs`), nor any output the engine writes (its worker echoes it).
     let probe = if secret_def(i) {
         Probe::Http { url: format!("http://u:{}@{marker}host{i}/", SECRET).into(), expect_status: None }
     } else {

@@ -204,9 +204,9 @@ enum Ev {
     },
     Heal,
     LivenessCheck,
-    /// Sinks and their SQL store besides their life (`sink.rs`, `sql.rs`).
+    /// Sinks and their SQL store besides their life (`sink/`).
     Sink(SinkEv),
-    /// The notifiers' events besides their life (their answers, store traffic, HTTP, fault tick): `notifier.rs`.
+    /// The notifiers' events besides their life (their answers, store traffic, HTTP, fault tick): `notifier/`.
     Notify(NEv),
     /// The snapshot store's and the readers' snapshot events: `snapshots.rs`.
     Snap(SnapEv),
