@@ -4,7 +4,7 @@
 //! drain limit). Outputs go to the concern they are for: heartbeats to the store, proposals and appends to the
 //! log, forwards and replies to the network, checks to the workers, snapshots to the snapshot store.
 
-use super::lifecycle::{Act, Exit, LifeInput, Machine, Role};
+use super::lifecycle::{machine, Act, Exit, Role};
 use super::log::brief_entry;
 use super::process::{Process, Who};
 use super::{ms, Category, Sim};
@@ -71,50 +71,7 @@ pub(super) fn config(params: &Params, me: MemberRef) -> EngineConfig {
     cfg
 }
 
-impl Machine for Engine {
-    type Input = Input;
-    type Output = Output;
-    type Timer = Timer;
-
-    fn handle(&mut self, now: Time, input: Input) {
-        Engine::handle(self, now, input)
-    }
-
-    fn handle_timeout(&mut self, now: Time) {
-        Engine::handle_timeout(self, now)
-    }
-
-    fn poll_output(&mut self) -> Option<Output> {
-        Engine::poll_output(self)
-    }
-
-    fn poll_timeout(&self) -> Option<(Time, Timer)> {
-        Engine::poll_timeout(self)
-    }
-
-    fn life(input: LifeInput) -> Input {
-        match input {
-            LifeInput::Start => Input::Start,
-            LifeInput::CaughtUp => Input::CaughtUp,
-            LifeInput::Leave => Input::Leave,
-            LifeInput::Member(obs) => Input::Member(obs),
-            LifeInput::Log { seq, entry } => Input::Log { seq, entry },
-            LifeInput::Restore(reader) => Input::Restore(reader),
-        }
-    }
-
-    fn reader(&self) -> &LogReader {
-        Engine::reader(self)
-    }
-
-    fn brief_input(i: &Input) -> String {
-        brief_input(i)
-    }
-
-    fn brief_output(o: &Output) -> String {
-        brief_output(o)
-    }
-}
+machine!(Engine, Input, Output, Timer, reader: |e| Engine::reader(e), log_role: |_e| None);
 
 impl Role for EngineRole {
     type Core = Engine;

@@ -60,6 +60,68 @@ pub(super) trait Machine {
     fn brief_output(output: &Self::Output) -> String;
 }
 
+/// `impl Machine` for a core type: the three cores have the same sans-IO shape and the same inputs of the life,
+/// each in enums of its own (until core has one lifecycle contract, issue 32 point 1), so the adapter is written
+/// once. `$reader` and `$log_role` say where the core keeps its reader and its log-reading role; the trace lines
+/// are the invoking module's `brief_input` and `brief_output`.
+macro_rules! machine {
+    ($core:ty, $input:ty, $output:ty, $timer:ty, reader: |$c:ident| $reader:expr, log_role: |$l:ident| $log_role:expr) => {
+        impl $crate::world::lifecycle::Machine for $core {
+            type Input = $input;
+            type Output = $output;
+            type Timer = $timer;
+
+            fn handle(&mut self, now: jaque_core::Time, input: $input) {
+                <$core>::handle(self, now, input)
+            }
+
+            fn handle_timeout(&mut self, now: jaque_core::Time) {
+                <$core>::handle_timeout(self, now)
+            }
+
+            fn poll_output(&mut self) -> Option<$output> {
+                <$core>::poll_output(self)
+            }
+
+            fn poll_timeout(&self) -> Option<(jaque_core::Time, $timer)> {
+                <$core>::poll_timeout(self)
+            }
+
+            fn life(input: $crate::world::lifecycle::LifeInput) -> $input {
+                use $crate::world::lifecycle::LifeInput as Life;
+                type In = $input;
+                match input {
+                    Life::Start => In::Start,
+                    Life::CaughtUp => In::CaughtUp,
+                    Life::Leave => In::Leave,
+                    Life::Member(obs) => In::Member(obs),
+                    Life::Log { seq, entry } => In::Log { seq, entry },
+                    Life::Restore(reader) => In::Restore(reader),
+                }
+            }
+
+            fn reader(&self) -> &jaque_core::LogReader {
+                let $c = self;
+                $reader
+            }
+
+            fn log_role(&self) -> Option<&jaque_core::role::LogRole> {
+                let $l = self;
+                $log_role
+            }
+
+            fn brief_input(i: &$input) -> String {
+                brief_input(i)
+            }
+
+            fn brief_output(o: &$output) -> String {
+                brief_output(o)
+            }
+        }
+    };
+}
+pub(super) use machine;
+
 /// The core input of role `R`.
 pub(super) type In<R> = <<R as Role>::Core as Machine>::Input;
 

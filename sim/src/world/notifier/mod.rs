@@ -19,14 +19,13 @@ pub(in crate::world) mod endpoint;
 pub(in crate::world) mod kv;
 
 use crate::params::{stream, Params, Stream};
-use crate::world::lifecycle::{Act, Exit, Life, LifeInput, Machine, Role};
+use crate::world::lifecycle::{machine, Act, Exit, Life, Role};
 use crate::world::log::brief_entry;
 use crate::world::process::{Peer, Process, Who};
 use crate::world::snapshots::lost_so_far;
 use crate::world::{exp, Category, Ev, Sim};
 use endpoint::{Request, SimEndpoint};
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult, Timer};
-use jaque_core::role::LogRole;
 use jaque_core::{Bucket, LogReader, MemberId, MemberRef, MembershipOutput, Time};
 use kv::StoreOp;
 use rand::Rng;
@@ -266,54 +265,7 @@ pub(in crate::world) fn config(p: &Params, me: MemberRef, endpoints: Vec<Endpoin
     cfg
 }
 
-impl Machine for Notifier {
-    type Input = Input;
-    type Output = Output;
-    type Timer = Timer;
-
-    fn handle(&mut self, now: Time, input: Input) {
-        Notifier::handle(self, now, input)
-    }
-
-    fn handle_timeout(&mut self, now: Time) {
-        Notifier::handle_timeout(self, now)
-    }
-
-    fn poll_output(&mut self) -> Option<Output> {
-        Notifier::poll_output(self)
-    }
-
-    fn poll_timeout(&self) -> Option<(Time, Timer)> {
-        Notifier::poll_timeout(self)
-    }
-
-    fn life(input: LifeInput) -> Input {
-        match input {
-            LifeInput::Start => Input::Start,
-            LifeInput::CaughtUp => Input::CaughtUp,
-            LifeInput::Leave => Input::Leave,
-            LifeInput::Member(obs) => Input::Member(obs),
-            LifeInput::Log { seq, entry } => Input::Log { seq, entry },
-            LifeInput::Restore(reader) => Input::Restore(reader),
-        }
-    }
-
-    fn reader(&self) -> &LogReader {
-        self.role().reader()
-    }
-
-    fn log_role(&self) -> Option<&LogRole> {
-        Some(self.role())
-    }
-
-    fn brief_input(i: &Input) -> String {
-        brief_input(i)
-    }
-
-    fn brief_output(o: &Output) -> String {
-        brief_output(o)
-    }
-}
+machine!(Notifier, Input, Output, Timer, reader: |n| n.role().reader(), log_role: |n| Some(n.role()));
 
 /// What a notifier's step keeps from before its core handles an input to after.
 pub(in crate::world) struct NotifierStep {

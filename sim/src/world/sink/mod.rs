@@ -11,12 +11,11 @@
 pub(in crate::world) mod sql;
 
 use crate::params::{mix, stream, Params, Stream};
-use crate::world::lifecycle::{Act, Exit, LifeInput, Machine, Role};
+use crate::world::lifecycle::{machine, Act, Exit, Role};
 use crate::world::log::brief_entry;
 use crate::world::process::{Process, Who};
 use crate::world::snapshots::lost_so_far;
 use crate::world::{exp, Category, Ev, Phase, Sim};
-use jaque_core::role::LogRole;
 use jaque_core::sink::{Batch, Input, Output, Sink, SinkConfig, StoreError, Timer};
 use jaque_core::{hrw, LogEntry, LogReader, MemberId, MemberRef, MembershipOutput, ObjectId, State, Time};
 use rand::Rng;
@@ -179,54 +178,7 @@ pub(in crate::world) fn config(params: &Params, me: MemberRef) -> SinkConfig {
     cfg
 }
 
-impl Machine for Sink {
-    type Input = Input;
-    type Output = Output;
-    type Timer = Timer;
-
-    fn handle(&mut self, now: Time, input: Input) {
-        Sink::handle(self, now, input)
-    }
-
-    fn handle_timeout(&mut self, now: Time) {
-        Sink::handle_timeout(self, now)
-    }
-
-    fn poll_output(&mut self) -> Option<Output> {
-        Sink::poll_output(self)
-    }
-
-    fn poll_timeout(&self) -> Option<(Time, Timer)> {
-        Sink::poll_timeout(self)
-    }
-
-    fn life(input: LifeInput) -> Input {
-        match input {
-            LifeInput::Start => Input::Start,
-            LifeInput::CaughtUp => Input::CaughtUp,
-            LifeInput::Leave => Input::Leave,
-            LifeInput::Member(obs) => Input::Member(obs),
-            LifeInput::Log { seq, entry } => Input::Log { seq, entry },
-            LifeInput::Restore(reader) => Input::Restore(reader),
-        }
-    }
-
-    fn reader(&self) -> &LogReader {
-        self.role().reader()
-    }
-
-    fn log_role(&self) -> Option<&LogRole> {
-        Some(self.role())
-    }
-
-    fn brief_input(i: &Input) -> String {
-        brief_input(i)
-    }
-
-    fn brief_output(o: &Output) -> String {
-        brief_output(o)
-    }
-}
+machine!(Sink, Input, Output, Timer, reader: |k| k.role().reader(), log_role: |k| Some(k.role()));
 
 /// What a sink's step keeps from before its core handles an input to after.
 pub(in crate::world) struct SinkStep {
