@@ -218,15 +218,16 @@ pub fn normalize_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
     out
 }
 
+/// Where `-queue` or `-coordination` is: in this process, or on NATS (its servers, comma-separated).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Endpoint {
+pub enum Address {
     Memory,
     Nats(String),
 }
 
-impl Endpoint {
+impl Address {
     pub fn is_nats(&self) -> bool {
-        matches!(self, Endpoint::Nats(_))
+        matches!(self, Address::Nats(_))
     }
 }
 
@@ -251,8 +252,8 @@ pub struct Notify {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub roles: Roles,
-    pub queue: Option<Endpoint>,
-    pub coordination: Endpoint,
+    pub queue: Option<Address>,
+    pub coordination: Address,
     pub ttl: Duration,
     pub id: MemberId,
     pub listen: SocketAddr,
@@ -297,9 +298,9 @@ fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError(msg.into()))
 }
 
-fn parse_endpoint(flag: &str, s: &str) -> Result<Endpoint, ConfigError> {
+fn parse_address(flag: &str, s: &str) -> Result<Address, ConfigError> {
     if s == "memory" {
-        return Ok(Endpoint::Memory);
+        return Ok(Address::Memory);
     }
     // A list of servers of one cluster, as NATS clients take it: the client picks one and fails over.
     let mut servers = Vec::new();
@@ -321,7 +322,7 @@ fn parse_endpoint(flag: &str, s: &str) -> Result<Endpoint, ConfigError> {
         }
         servers.push(server);
     }
-    Ok(Endpoint::Nats(servers.join(",")))
+    Ok(Address::Nats(servers.join(",")))
 }
 
 fn default_id() -> String {
@@ -336,7 +337,7 @@ fn default_id() -> String {
 /// key; a give-up duration; and something to read (an engine in this process, or NATS coordination).
 fn parse_notify(
     roles: &Roles,
-    coordination: &Endpoint,
+    coordination: &Address,
     webhooks: Vec<String>,
     secret: Option<String>,
     give_up: &str,
@@ -374,7 +375,7 @@ fn parse_notify(
     if give_up.is_zero() {
         return err("-notify-give-up must be longer than 0s");
     }
-    if *coordination == Endpoint::Memory && !roles.engine {
+    if *coordination == Address::Memory && !roles.engine {
         return err(
             "-target notifier reads the log: with -coordination memory it needs an engine in this same process \
              (-target engine,worker,notifier -queue memory); otherwise use -coordination nats://host:port",
@@ -403,22 +404,22 @@ impl Config {
                 }
             }
         }
-        let queue = a.queue.as_deref().map(|q| parse_endpoint("queue", q)).transpose()?;
+        let queue = a.queue.as_deref().map(|q| parse_address("queue", q)).transpose()?;
         if (roles.engine || roles.worker) && queue.is_none() {
             let role = if roles.engine { "engine" } else { "worker" };
             return err(format!(
                 "-target {role} needs -queue: memory (engine and worker in this one process) or nats://host:port"
             ));
         }
-        if queue == Some(Endpoint::Memory) && (roles.engine || roles.worker) && !(roles.engine && roles.worker) {
+        if queue == Some(Address::Memory) && (roles.engine || roles.worker) && !(roles.engine && roles.worker) {
             return err(
                 "-queue memory only works when engine and worker run in the same process (-target engine,worker); \
                  use -queue nats://host:port to run them apart",
             );
         }
-        let coordination = parse_endpoint("coordination", &a.coordination)?;
+        let coordination = parse_address("coordination", &a.coordination)?;
         let notify = parse_notify(&roles, &coordination, a.notify_webhook, a.notify_secret, &a.notify_give_up)?;
-        if roles.sink && coordination == Endpoint::Memory && !roles.engine {
+        if roles.sink && coordination == Address::Memory && !roles.engine {
             return err("-target sink with -coordination memory has no log to read: run it in the engine's process \
                  (-target engine,worker,sink -queue memory), or give it -coordination nats://host:port");
         }
@@ -626,7 +627,7 @@ mod tests {
         ] {
             let c = parse(args).unwrap();
             assert!(c.roles.engine && c.roles.worker && !c.roles.ui);
-            assert_eq!(c.queue, Some(Endpoint::Memory));
+            assert_eq!(c.queue, Some(Address::Memory));
         }
         let c = parse(&["-target", "ui", "-heartbeat-ttl", "3s"]).unwrap();
         assert_eq!(c.ttl, Duration::from_secs(3));
@@ -655,7 +656,7 @@ mod tests {
         assert!(parse(&["-target", "ui", "-coordination", "nats://a:1,nats//b:2"]).unwrap_err().contains("list"));
         assert!(parse(&["-target", "ui", "-coordination", "nats://a:1,"]).unwrap_err().contains("list"));
         let c = parse(&["-target", "ui", "-coordination", "nats://a:1, nats://b:2"]).unwrap();
-        assert_eq!(c.coordination, Endpoint::Nats("nats://a:1,nats://b:2".into()));
+        assert_eq!(c.coordination, Address::Nats("nats://a:1,nats://b:2".into()));
         assert!(parse(&["-target", "ui", "-log-replicas", "0"]).unwrap_err().contains("-log-replicas"));
         assert!(parse(&["-target", "ui", "-log-replicas", "6"]).unwrap_err().contains("1 to 5"));
         assert_eq!(parse(&["-target", "ui", "-log-replicas", "3"]).unwrap().log_replicas, 3);

@@ -16,7 +16,7 @@ mod ui;
 mod worker;
 
 use clap::Parser;
-use cli::{Config, Endpoint};
+use cli::{Address, Config};
 use coord::{Coordination, DataDir, NatsCoord};
 use engine::{EngineLoop, WorkQueue};
 use follow::RoleHandle;
@@ -117,7 +117,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
     let needs_coordination = cfg.roles.engine || cfg.roles.ui || cfg.roles.notifier || cfg.roles.sink;
     let ping = nats::ping_interval(cfg.ttl);
     let coord_link = match &cfg.coordination {
-        Endpoint::Nats(url) if needs_coordination => Some(nats::connect(url, &cfg.nats, &name, ping).await?),
+        Address::Nats(url) if needs_coordination => Some(nats::connect(url, &cfg.nats, &name, ping).await?),
         _ => None,
     };
     let coord = match &coord_link {
@@ -130,7 +130,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         },
     };
     let queue_link = match &cfg.queue {
-        Some(Endpoint::Nats(url)) if cfg.roles.engine || cfg.roles.worker => match &coord_link {
+        Some(Address::Nats(url)) if cfg.roles.engine || cfg.roles.worker => match &coord_link {
             Some(link) if &link.url == url => Some(link.clone()),
             _ => Some(nats::connect(url, &cfg.nats, &name, ping).await?),
         },

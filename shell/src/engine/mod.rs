@@ -1,5 +1,5 @@
 //! The engine role's loop, in the manner of quinn's driver: one task waits on whichever comes first — a
-//! membership change, a log entry (both from the `Follower`), a NATS command or a result, a ui request, or
+//! membership change, a log entry (both from the `Subscription`), a NATS command or a result, a ui request, or
 //! the core's single timer — feeds it to the core, then carries out every output the core has. Every decision
 //! is the core's. Its metrics are beside it.
 
@@ -7,7 +7,7 @@ mod commands;
 
 use crate::clock::{far_future, instant_at, now};
 use crate::coord::{AppendAck, Coordination};
-use crate::follow::{snapshots, spawn_heartbeat_writer_acked, Buckets, Followed, Follower, HeartbeatWriter};
+use crate::follow::{snapshots, spawn_heartbeat_writer_acked, Buckets, Followed, HeartbeatWriter, Subscription};
 use crate::metrics::{self, Exposition};
 use crate::nats::subjects::{cmd_subject, results_subject, INGRESS_GROUP, INGRESS_SUBJECT, WORK_SUBJECT};
 use crate::nats::NatsLink;
@@ -131,7 +131,7 @@ impl EngineLoop {
         if let Some(reader) = snapshots::latest_reader(&self.coord).await {
             self.engine = Engine::with_reader(self.engine.config().clone(), reader);
         }
-        let mut follow = Follower::start(&self.coord, self.engine.reader().position() + 1).await?;
+        let mut follow = Subscription::start(&self.coord, self.engine.reader().position() + 1).await?;
         self.subscribe().await?;
 
         let mut leave_by: Option<tokio::time::Instant> = None;
@@ -193,7 +193,7 @@ impl EngineLoop {
     }
 
     /// Hands a loaded snapshot to the core and, if the core jumped to it, follows the log from after it.
-    async fn restore(&mut self, reader: Option<Box<LogReader>>, follow: &mut Follower) -> Result<(), String> {
+    async fn restore(&mut self, reader: Option<Box<LogReader>>, follow: &mut Subscription) -> Result<(), String> {
         self.restores.answered();
         let Some(reader) = reader else { return Ok(()) };
         let before = self.engine.reader().position();
@@ -296,7 +296,7 @@ impl EngineLoop {
     /// alive) and the log is followed: a member that cannot take writes would only swallow or decline its share
     /// of them. Out of it while resyncing too: its view of the log stops where the follower was lost, so it
     /// could learn no verdict in time, while an engine that follows the log can apply the write.
-    async fn ingress_membership(&mut self, follow: &Follower, leaving: bool) -> Result<(), String> {
+    async fn ingress_membership(&mut self, follow: &Subscription, leaving: bool) -> Result<(), String> {
         let refusal = match follow.is_resyncing() {
             true => Some("resyncing: the log is followed again first"),
             false => self.engine.claim_refusal(now()),
@@ -348,7 +348,7 @@ impl EngineLoop {
         ReplyTo(n)
     }
 
-    fn handle_ui(&mut self, req: UiRequest, follow: &Follower) {
+    fn handle_ui(&mut self, req: UiRequest, follow: &Subscription) {
         let buckets = follow.buckets();
         let reader = self.engine.reader();
         match req {
@@ -356,8 +356,8 @@ impl EngineLoop {
                 let to = self.waiter(Waiter::Http(reply));
                 self.engine.handle(now(), Input::Command { reply: to, cmd });
             }
-            UiRequest::Objects { read, reply } => {
-                let _ = reply.send(views::objects(reader, read));
+            UiRequest::Objects { lookup, reply } => {
+                let _ = reply.send(views::objects(reader, lookup));
             }
             UiRequest::Cluster { reply } => {
                 let _ = reply.send(views::cluster(reader, buckets));

@@ -3,11 +3,11 @@
 //! starts from and jumps to (`snapshots`), and for a role that is a member of a bucket, its key writer
 //! (`heartbeat`); for the sink and the notifier, all of it with their own I/O answers as one loop (`reading`).
 
-mod follower;
 mod heartbeat;
 mod reading;
 pub mod snapshots;
+mod subscription;
 
-pub use follower::{Buckets, Followed, Follower};
 pub use heartbeat::{spawn_heartbeat_writer_acked, HeartbeatWriter};
 pub use reading::{Reading, RoleHandle, RoleQuery, Wake};
+pub use subscription::{Buckets, Followed, Subscription};

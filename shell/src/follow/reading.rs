@@ -1,5 +1,5 @@
 //! The plumbing every role that reads the log as a member of its own bucket shares (the sink, the notifier):
-//! the `Follower` (membership watch and log follower), the heartbeat writer and its leave flush, replays of a
+//! the `Subscription` (membership watch and log follower), the heartbeat writer and its leave flush, replays of a
 //! range of the log (a resume reading again what an object's previous owner may not have handled), each
 //! bounded in time, loads of the latest snapshot after a hole in the log, the role's own I/O answers, the
 //! core's single timer, the signal to leave (and, if the role bounds it, the end of its leave), and the HTTP
@@ -9,9 +9,9 @@
 //! The engine's loop is still its own (`engine/`): it waits on more than this (commands, check results, the
 //! ui's requests) and its leave is not yet the core's `is_done`.
 
-use super::follower::{Buckets, Followed, Follower};
 use super::heartbeat::{spawn_heartbeat_writer, spawn_heartbeat_writer_acked, HeartbeatWriter};
 use super::snapshots::Restores;
+use super::subscription::{Buckets, Followed, Subscription};
 use crate::clock::{far_future, instant_at};
 use crate::coord::Coordination;
 use jaque_core::membership::MembershipOutput;
@@ -86,7 +86,7 @@ const REPLAY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct Reading<T> {
     coord: Coordination,
-    follow: Option<Follower>,
+    follow: Option<Subscription>,
     heartbeats: HeartbeatWriter,
     replays_tx: mpsc::UnboundedSender<(u64, Replayed)>,
     replays: mpsc::UnboundedReceiver<(u64, Replayed)>,
@@ -169,7 +169,7 @@ impl<T: Send + 'static> Reading<T> {
     /// Starts watching membership and following the log from position `from` (1, or the position after the
     /// snapshot the role's reader started from).
     pub async fn follow(&mut self, from: u64) -> Result<(), String> {
-        self.follow = Some(Follower::start(&self.coord, from).await?);
+        self.follow = Some(Subscription::start(&self.coord, from).await?);
         Ok(())
     }
 
@@ -186,7 +186,7 @@ impl<T: Send + 'static> Reading<T> {
 
     /// Why the follower is not following the store right now, while it is being made again.
     pub fn resyncing(&self) -> Option<String> {
-        self.follow.as_ref().and_then(Follower::resyncing)
+        self.follow.as_ref().and_then(Subscription::resyncing)
     }
 
     pub fn coord(&self) -> &Coordination {
@@ -204,7 +204,7 @@ impl<T: Send + 'static> Reading<T> {
 
     /// The live members of every bucket, as the watch reported them so far.
     pub fn buckets(&self) -> &Buckets {
-        self.follow.as_ref().map_or(&self.empty, Follower::buckets)
+        self.follow.as_ref().map_or(&self.empty, Subscription::buckets)
     }
 
     /// Where the role's own I/O tasks send their answers (`Wake::Done`).

@@ -16,7 +16,7 @@ use crate::metrics::Exposition;
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult};
 use jaque_core::secret::redact_url;
 use jaque_core::{LogReader, MemberRef};
-use progress::Progress;
+use progress::Records;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -37,7 +37,7 @@ pub struct NotifierConfigShell {
 pub struct NotifierLoop {
     n: Notifier,
     reading: Reading<Input>,
-    progress: Progress,
+    progress: Records,
     sender: webhook::Sender,
     endpoints: Vec<EndpointId>,
     expose_members: bool,
@@ -59,7 +59,7 @@ impl NotifierLoop {
         let leave_bound = core.leave_timeout + LEAVE_GRACE;
         Ok(NotifierLoop {
             n: Notifier::new(core),
-            progress: Progress::of(&coord),
+            progress: Records::of(&coord),
             // The core's lease runs from the heartbeat puts the store acknowledged.
             reading: Reading::acking_heartbeats(coord, queries, shutdown, |ok| Input::HeartbeatWritten { ok })
                 .bound_leave(leave_bound),

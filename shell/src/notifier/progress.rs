@@ -38,17 +38,18 @@ pub fn object_of(key: &str) -> Option<(EndpointId, ObjectId)> {
     Some((EndpointId(ep), ObjectId::new(id).ok()?))
 }
 
+/// The progress records of a notifier's endpoints, where they live.
 #[derive(Clone)]
-pub enum Progress {
+pub enum Records {
     Memory(Arc<MemStore>),
     Nats(Box<kv::Store>),
 }
 
-impl Progress {
-    pub fn of(coord: &Coordination) -> Progress {
+impl Records {
+    pub fn of(coord: &Coordination) -> Records {
         match coord {
-            Coordination::Memory(m) => Progress::Memory(m.clone()),
-            Coordination::Nats(n) => Progress::Nats(Box::new(n.kv().clone())),
+            Coordination::Memory(m) => Records::Memory(m.clone()),
+            Coordination::Nats(n) => Records::Nats(Box::new(n.kv().clone())),
         }
     }
 
@@ -56,8 +57,8 @@ impl Progress {
     /// revision, so the next compare-and-set replaces it.
     async fn get(&self, key: &str) -> Result<Option<Stored>, String> {
         let found = match self {
-            Progress::Memory(m) => m.record(key),
-            Progress::Nats(kv) => match kv.entry(key).await.map_err(|e| format!("reading {key}: {e}"))? {
+            Records::Memory(m) => m.record(key),
+            Records::Nats(kv) => match kv.entry(key).await.map_err(|e| format!("reading {key}: {e}"))? {
                 Some(e) if e.operation == Operation::Put => Some((e.value.to_vec(), e.revision)),
                 _ => None,
             },
@@ -102,8 +103,8 @@ impl Progress {
         let key = record_key(endpoint, object);
         let value = serde_json::to_vec(record).expect("a record always serializes");
         match self {
-            Progress::Memory(m) => m.write_record(&key, value, expect).await,
-            Progress::Nats(kv) => match expect {
+            Records::Memory(m) => m.write_record(&key, value, expect).await,
+            Records::Nats(kv) => match expect {
                 Some(rev) => match kv.update(&key, value.into(), rev).await {
                     Ok(rev) => Ok(Some(rev)),
                     Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => Ok(None),
@@ -125,8 +126,8 @@ impl Progress {
             let key = start_key(*ep);
             let value = propose.to_string().into_bytes();
             let created = match self {
-                Progress::Memory(m) => m.write_record(&key, value, None).await?.is_some(),
-                Progress::Nats(kv) => match kv.create(&key, value.into()).await {
+                Records::Memory(m) => m.write_record(&key, value, None).await?.is_some(),
+                Records::Nats(kv) => match kv.create(&key, value.into()).await {
                     Ok(_) => true,
                     Err(e) if e.kind() == CreateErrorKind::AlreadyExists => false,
                     Err(e) => return Err(format!("creating {key}: {e}")),
@@ -138,10 +139,8 @@ impl Progress {
                 continue;
             }
             let bytes = match self {
-                Progress::Memory(m) => m.record(&key).map(|(v, _)| v),
-                Progress::Nats(kv) => {
-                    kv.get(&key).await.map_err(|e| format!("reading {key}: {e}"))?.map(|b| b.to_vec())
-                }
+                Records::Memory(m) => m.record(&key).map(|(v, _)| v),
+                Records::Nats(kv) => kv.get(&key).await.map_err(|e| format!("reading {key}: {e}"))?.map(|b| b.to_vec()),
             };
             let start = bytes
                 .as_deref()

@@ -8,7 +8,7 @@
 use super::inbox::Inbox;
 use super::reader::Owners;
 use super::stream::Changes;
-use super::views::{self, Backend, Cursor, PageQuery, Read, Rendered, Sort, StateSet, UiRequest};
+use super::views::{self, Backend, Cursor, Lookup, PageQuery, Rendered, Sort, StateSet, UiRequest};
 use crate::clock::{instant_at, now};
 use crate::http::guard::{self, Tokens};
 use crate::metrics::{self, Exposition};
@@ -240,7 +240,7 @@ async fn list_objects(State(s): State<Arc<Api>>, RawQuery(raw): RawQuery) -> Res
         Err(e) => return bad_request(e),
     };
     let link = |next: &Cursor| next_link(&query, next);
-    match ask(&s, |reply| UiRequest::Objects { read: Read::Page(query.clone()), reply }).await {
+    match ask(&s, |reply| UiRequest::Objects { lookup: Lookup::Page(query.clone()), reply }).await {
         Some(Rendered { body: Some(body), next }) => {
             let mut resp = json_bytes(body);
             if let Some(v) = next.as_ref().and_then(|n| HeaderValue::from_str(&link(n)).ok()) {
@@ -346,7 +346,7 @@ async fn get_object(State(s): State<Arc<Api>>, id: Result<Path<String>, PathReje
         Ok(id) => id,
         Err(e) => return bad_request(e),
     };
-    match ask(&s, |reply| UiRequest::Objects { read: Read::One(id.clone()), reply }).await {
+    match ask(&s, |reply| UiRequest::Objects { lookup: Lookup::One(id.clone()), reply }).await {
         Some(Rendered { body: Some(body), .. }) => json_bytes(body),
         Some(Rendered { body: None, .. }) => {
             (StatusCode::NOT_FOUND, Json(json!({ "error": format!("no object {id}") }))).into_response()
@@ -357,7 +357,7 @@ async fn get_object(State(s): State<Arc<Api>>, id: Result<Path<String>, PathReje
 
 /// `GET /api/summary`: how many objects are in each state (the header of a status page), counted in one pass.
 async fn summary(State(s): State<Arc<Api>>) -> Response {
-    match ask(&s, |reply| UiRequest::Objects { read: Read::Summary, reply }).await {
+    match ask(&s, |reply| UiRequest::Objects { lookup: Lookup::Summary, reply }).await {
         Some(Rendered { body: Some(body), .. }) => json_bytes(body),
         Some(Rendered { body: None, .. }) => {
             error(StatusCode::INTERNAL_SERVER_ERROR, "unavailable", "rendering the summary failed")

@@ -143,8 +143,8 @@ mod tests {
             let buckets = crate::follow::Buckets::default();
             while let Some(req) = rx.recv().await {
                 match req {
-                    UiRequest::Objects { read, reply } => {
-                        let _ = reply.send(views::objects(&reader, read));
+                    UiRequest::Objects { lookup, reply } => {
+                        let _ = reply.send(views::objects(&reader, lookup));
                     }
                     UiRequest::Cluster { reply } => {
                         let _ = reply.send(views::cluster(&reader, &buckets));

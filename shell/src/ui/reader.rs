@@ -1,4 +1,4 @@
-//! The ui's loop in a process without an engine: follows the log and membership (the `Follower`), folds the
+//! The ui's loop in a process without an engine: follows the log and membership (the `Subscription`), folds the
 //! log with a `LogReader`, answers reads, and publishes the ownership in force so writes can go straight to
 //! their owner. Its metrics are beside it.
 
@@ -6,7 +6,7 @@ use super::stream::Feed;
 use super::views::{self, UiRequest};
 use crate::coord::Coordination;
 use crate::follow::snapshots::{self, Restores};
-use crate::follow::{Followed, Follower};
+use crate::follow::{Followed, Subscription};
 use crate::metrics::Exposition;
 use jaque_core::follow::Tail;
 use jaque_core::hrw::Ownership;
@@ -28,7 +28,7 @@ pub async fn run_reader(
 ) -> Result<(), String> {
     // Start from the latest snapshot, and read only the log after it.
     let mut tail = Tail::new(snapshots::latest_reader(&coord).await.unwrap_or_default());
-    let mut follow = Follower::start(&coord, tail.reader().position() + 1).await?;
+    let mut follow = Subscription::start(&coord, tail.reader().position() + 1).await?;
     let publish = |reader: &LogReader| {
         owners.send_replace(reader.fence().current_ownership().cloned().map(Arc::new));
     };
@@ -74,7 +74,7 @@ pub async fn run_reader(
             }
             req = ui.recv() => match (req, tail.reader()) {
                 (None, _) => return Ok(()),
-                (Some(UiRequest::Objects { read, reply }), reader) => { let _ = reply.send(views::objects(reader, read)); None }
+                (Some(UiRequest::Objects { lookup, reply }), reader) => { let _ = reply.send(views::objects(reader, lookup)); None }
                 (Some(UiRequest::Cluster { reply }), reader) => { let _ = reply.send(views::cluster(reader, follow.buckets())); None }
                 (Some(UiRequest::Metrics { reply }), reader) => { let _ = reply.send(metrics(reader, &follow)); None }
                 (Some(UiRequest::Health { reply }), _) => {
@@ -107,7 +107,7 @@ pub async fn run_reader(
     }
 }
 
-fn metrics(reader: &LogReader, follow: &Follower) -> String {
+fn metrics(reader: &LogReader, follow: &Subscription) -> String {
     let mut m = Exposition::default();
     m.one("jaque_ui_epoch", "gauge", "The epoch in force in the log this ui follows.", reader.epoch());
     m.one("jaque_ui_log_position", "gauge", "The last log position read.", reader.position());

@@ -24,7 +24,7 @@ pub enum UiRequest {
     },
     /// A read of objects (one, a page, the counts), rendered to JSON where the log is.
     Objects {
-        read: Read,
+        lookup: Lookup,
         reply: oneshot::Sender<Rendered>,
     },
     Cluster {
@@ -151,7 +151,7 @@ pub fn change(reader: &LogReader, seq: u64, id: &ObjectId, was: Option<Was>) -> 
 }
 
 /// A read of objects.
-pub enum Read {
+pub enum Lookup {
     /// `GET /api/objects/{id}`: `body` is `None` for an absent id.
     One(ObjectId),
     /// `GET /api/objects`: one page, and where the next one starts.
@@ -307,14 +307,14 @@ impl PageQuery {
 
 /// Renders a read. These types always serialize (no maps with non-string keys); were it ever to fail, a page
 /// or the counts answer 500 and a single object reads as absent.
-pub fn objects(reader: &LogReader, read: Read) -> Rendered {
-    match read {
-        Read::One(id) => {
+pub fn objects(reader: &LogReader, lookup: Lookup) -> Rendered {
+    match lookup {
+        Lookup::One(id) => {
             let body = reader.object(&id).and_then(|v| serde_json::to_vec(&object(reader, &id, v)).ok());
             Rendered { body, next: None }
         }
-        Read::Page(q) => page(reader, &q),
-        Read::Summary => Rendered { body: serde_json::to_vec(&summary(reader)).ok(), next: None },
+        Lookup::Page(q) => page(reader, &q),
+        Lookup::Summary => Rendered { body: serde_json::to_vec(&summary(reader)).ok(), next: None },
     }
 }
 
@@ -496,7 +496,7 @@ mod tests {
     fn walk(r: &LogReader, mut q: PageQuery) -> Vec<Vec<String>> {
         let mut pages = Vec::new();
         loop {
-            let page = objects(r, Read::Page(q.clone()));
+            let page = objects(r, Lookup::Page(q.clone()));
             pages.push(ids(&page.body.unwrap()));
             match page.next {
                 Some(next) => q.after = Some(next.clone()),
@@ -593,7 +593,7 @@ mod tests {
             ("c", State::Ok, 5),
             ("d", State::Pending, 0),
         ]);
-        let s: Value = serde_json::from_slice(&objects(&r, Read::Summary).body.unwrap()).unwrap();
+        let s: Value = serde_json::from_slice(&objects(&r, Lookup::Summary).body.unwrap()).unwrap();
         assert_eq!(s["objects"], 4);
         assert_eq!(s["states"], json!({"pending": 1, "ok": 1, "warning": 0, "critical": 2, "unknown": 0}));
     }

@@ -1,5 +1,5 @@
 //! The membership watch and the log follower of a role merged into one stream of events for the role's loop
-//! (`Follower`), and the live sets of every bucket (`Buckets`). A role's loop only says what each event means
+//! (`Subscription`), and the live sets of every bucket (`Buckets`). A role's loop only says what each event means
 //! to it.
 
 use crate::coord::{Coordination, Events, LogEvent, MemberEvent};
@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 /// What the store tells a role that follows the log, in the order it should act on it.
 #[derive(Debug)]
 pub enum Followed {
-    /// A member key changed (any bucket); already folded into `Follower::buckets`.
+    /// A member key changed (any bucket); already folded into `Subscription::buckets`.
     Member(MemberObservation),
     /// The next log entry, in log order.
     Log { seq: u64, entry: LogEntry },
@@ -24,7 +24,7 @@ pub enum Followed {
 /// The membership watch and the log follower of one role, as one cancel-safe stream. Either may be lost and
 /// made again underneath (the store restarted, the connection dropped): the log goes on from where it was, the
 /// watch starts over with a fresh snapshot, and `resyncing` says so until each has caught up again.
-pub struct Follower {
+pub struct Subscription {
     members: UnboundedReceiver<MemberEvent>,
     log: Events<LogEvent>,
     buckets: Buckets,
@@ -39,15 +39,15 @@ pub struct Follower {
     log_lost: Option<(u64, String)>,
 }
 
-impl Follower {
+impl Subscription {
     /// Starts watching membership and following the log from position `from` (1, or the position after the
     /// snapshot the role's reader started from).
-    pub async fn start(coord: &Coordination, from: u64) -> Result<Follower, String> {
-        Ok(Follower::over(coord.watch_members().await?, coord.follow_log(from).await?))
+    pub async fn start(coord: &Coordination, from: u64) -> Result<Subscription, String> {
+        Ok(Subscription::over(coord.watch_members().await?, coord.follow_log(from).await?))
     }
 
-    fn over(members: UnboundedReceiver<MemberEvent>, log: Events<LogEvent>) -> Follower {
-        Follower {
+    fn over(members: UnboundedReceiver<MemberEvent>, log: Events<LogEvent>) -> Subscription {
+        Subscription {
             members,
             log,
             buckets: Buckets::default(),
@@ -205,14 +205,14 @@ mod tests {
         MemberObservation { bucket: Bucket::Engine, rev, change: MemberChange::Down(MemberId::new(id).unwrap()) }
     }
 
-    fn pair() -> (UnboundedSender<MemberEvent>, mpsc::Sender<LogEvent>, Follower) {
+    fn pair() -> (UnboundedSender<MemberEvent>, mpsc::Sender<LogEvent>, Subscription) {
         let (members_tx, members) = unbounded_channel();
         let (log_tx, log) = mpsc::channel(16);
-        (members_tx, log_tx, Follower::over(members, log))
+        (members_tx, log_tx, Subscription::over(members, log))
     }
 
     /// Every event the follower has ready now.
-    fn ready(f: &mut Follower) -> Vec<Followed> {
+    fn ready(f: &mut Subscription) -> Vec<Followed> {
         let mut out = Vec::new();
         while let Some(Some(ev)) = f.next().now_or_never() {
             out.push(ev);
