@@ -256,7 +256,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         })),
         false => None,
     };
-    let process = Arc::new(process::Process {
+    let parts = Arc::new(process::Parts {
         backend,
         roles,
         worker: cfg.roles.worker,
@@ -264,7 +264,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         changes,
     });
     let tokens = Arc::new(cfg.tokens.clone());
-    let app = process::router(process, api);
+    let app = process::router(parts, api);
     let app = http::serve::layers(app).layer(axum::middleware::from_fn_with_state(tokens, http::guard::guard));
     tasks.spawn(http::serve::run(listener, cfg.tls.clone(), app, shutdown.clone()));
     tracing::info!(%addr, tls = cfg.tls.is_some(), "listening");

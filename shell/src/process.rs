@@ -13,7 +13,8 @@ use axum::{Json, Router};
 use serde_json::json;
 use std::sync::Arc;
 
-pub struct Process {
+/// The parts of this process `/metrics` and `/healthz` ask.
+pub struct Parts {
     /// The loop holding the log (an engine's or the ui's reader), if this process has one.
     pub backend: Option<Backend>,
     /// Roles with loops of their own (the sink, the notifier): their health and metrics join this process's.
@@ -27,8 +28,8 @@ pub struct Process {
 }
 
 /// The process's routes and, with `-target ui`, the API's.
-pub fn router(process: Arc<Process>, ui: Option<Arc<Api>>) -> Router {
-    let own = routes().into_iter().fold(Router::new(), |r, (path, methods)| r.route(path, methods)).with_state(process);
+pub fn router(parts: Arc<Parts>, ui: Option<Arc<Api>>) -> Router {
+    let own = routes().into_iter().fold(Router::new(), |r, (path, methods)| r.route(path, methods)).with_state(parts);
     match ui {
         Some(api) => own.merge(crate::ui::api::router(api)),
         None => own,
@@ -36,15 +37,15 @@ pub fn router(process: Arc<Process>, ui: Option<Arc<Api>>) -> Router {
 }
 
 /// The routes every process has, as a list so the OpenAPI document can be checked against them.
-pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<Arc<Process>>)> {
+pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<Arc<Parts>>)> {
     vec![("/metrics", get(metrics_text)), ("/healthz", get(healthz))]
 }
 
-async fn ask<T>(s: &Process, make: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> UiRequest) -> Option<T> {
+async fn ask<T>(s: &Parts, make: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> UiRequest) -> Option<T> {
     s.backend.as_ref()?.ask(make).await
 }
 
-async fn metrics_text(State(s): State<Arc<Process>>) -> Response {
+async fn metrics_text(State(s): State<Arc<Parts>>) -> Response {
     let mut text = ask(&s, |reply| UiRequest::Metrics { reply }).await.unwrap_or_default();
     let mut process = Exposition::default();
     if let Some(writes) = &s.writes {
@@ -85,7 +86,7 @@ fn process_metrics(out: &mut Exposition, worker: bool) {
 
 /// Ready when every part of the process is: the loop holding the log (engine or ui), and each role with a loop
 /// of its own (a sink, a notifier). Not ready: 503 with the reasons, a role's prefixed by its name.
-async fn healthz(State(s): State<Arc<Process>>) -> Response {
+async fn healthz(State(s): State<Arc<Parts>>) -> Response {
     let mut parts: Vec<(bool, String)> = Vec::new();
     if s.backend.is_some() {
         parts.push(ask(&s, |reply| UiRequest::Health { reply }).await.unwrap_or((false, "stopping".into())));

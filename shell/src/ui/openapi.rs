@@ -54,7 +54,7 @@ pub fn document(tokens: &Tokens) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::{router, Process};
+    use crate::process::{router, Parts};
     use crate::sink::store::{Store, StoreUrl};
     use crate::ui::views::{self, Backend, UiRequest};
     use crate::ui::{Api, Changes, Writes};
@@ -187,8 +187,8 @@ mod tests {
             changes: changes.clone(),
         };
         let writes = (route == WriteRoute::Ingress).then(|| api.writes.clone());
-        let process = Process { backend, roles: vec![], worker: false, writes, changes };
-        router(Arc::new(process), Some(Arc::new(api)))
+        let parts = Parts { backend, roles: vec![], worker: false, writes, changes };
+        router(Arc::new(parts), Some(Arc::new(api)))
             .layer(axum::middleware::from_fn_with_state(Arc::new(tokens), guard::guard))
     }
 
