@@ -1,5 +1,7 @@
 //! `jaque`: the production binary. Adapters only — it turns I/O into `jaque-core` inputs and the core's
-//! outputs into I/O. See the README for the flags, topologies, API and metrics.
+//! outputs into I/O. This file composes them: a folder per role (`engine`, `ui`, `sink`, `notifier`,
+//! `worker`) over the shared plumbing (`follow`, `coord`, `nats`, `http`); `docs/shell.md` maps the tree, the
+//! README has the flags, topologies, API and metrics.
 
 mod cli;
 mod clock;

@@ -1,7 +1,7 @@
 //! The `-coordination` store: membership keys with a per-key TTL and a watch, and the log (epoch records and
 //! events in one ordered stream, epoch records appended by compare-and-set). Two implementations with the same
-//! semantics — an in-process one for `-coordination memory` and JetStream for `nats://` — so the engine and the
-//! ui run the same code path over either.
+//! semantics — an in-process one for `-coordination memory` and JetStream for `nats://` — so every role runs
+//! the same code over either.
 
 mod disk;
 mod events;

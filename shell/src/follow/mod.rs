@@ -1,5 +1,5 @@
 //! What every role that follows the log shares (the engine, the ui's reader, the sink and the notifier): the
-//! membership watch and the log follower merged into one stream of events (`follower`), the snapshot a reader
+//! membership watch and the log follower merged into one stream of events (`subscription`), the snapshot a reader
 //! starts from and jumps to (`snapshots`), and for a role that is a member of a bucket, its key writer
 //! (`heartbeat`); for the sink and the notifier, all of it with their own I/O answers as one loop (`reading`).
 

@@ -1,5 +1,5 @@
 //! The notifier role's loop: the plumbing (membership, log, heartbeats and their acknowledgements, replays,
-//! snapshot loads, timer, leave) is `reading::Reading`, as for the sink; every wake-up goes to
+//! snapshot loads, timer, leave) is `follow::Reading`, as for the sink; every wake-up goes to
 //! `jaque_core::notifier::Notifier`, then every output is carried out as a task of its own, so sends run side by
 //! side (the core bounds them per endpoint), each answer coming back through `Reading::done`. Every decision
 //! is the core's; its metrics are beside it.
