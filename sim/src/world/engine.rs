@@ -127,12 +127,14 @@ impl Role for EngineRole {
         (role, None)
     }
 
-    /// Started from a snapshot: it agrees with the oracle at the snapshot's position.
+    /// Started from a snapshot: it agrees with the oracle at the snapshot's position. A new incarnation still
+    /// cut from NATS (its slot's cuts outlive a restart) does not answer the server from its start.
     fn started(sim: &mut Sim, n: usize) {
         let start = sim.nodes[n].engine().map_or(0, |e| e.reader().position());
         if start > 0 {
             sim.check_agreement(n, start);
         }
+        sim.note_dark(n);
     }
 
     fn note(sim: &mut Sim, _n: usize, act: Act) {
