@@ -65,10 +65,14 @@ pub struct EngineConfig {
 }
 
 /// How an engine gathers the checks due into dispatches, so that one wake-up of the engine and of a worker
-/// carries many checks instead of one each (a wake-up costs as much as several tcp checks). A check due
-/// waits until `batch` checks are due, or until it has waited `linger`, whichever comes first; then every
-/// check due by then leaves together. So no check starts more than `linger` late on the engine's account,
-/// and at high rates a dispatch leaves as soon as it is full, before the linger.
+/// carries many checks instead of one each (a wake-up costs as much as several tcp checks). A check due waits
+/// for others only while the batch it gathers is worth it: when at least a quarter of `batch` checks fall due
+/// within `linger` of it, until the `batch`-th is due or it has waited `linger`, whichever comes first; when
+/// fewer (`n`), only `linger` x (n / (batch / 4))², a small part of it; then every check due by then leaves
+/// together. So no check starts more than `linger` late on the engine's account; at high rates a dispatch leaves
+/// as soon as it is full, and at low rates, where a batch would gather a few checks and save a few wake-ups, a
+/// check barely waits (with `-check-linger 50ms` and `-check-batch 128`: at 100 checks a second 1 ms, not 50; from
+/// about 640 a second on, as before).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckBatching {
     /// The longest a check due waits for others; zero dispatches each check at its own time.
@@ -83,16 +87,28 @@ impl CheckBatching {
     /// What the `jaque` binary ships with (`-check-linger 50ms`, `-check-batch 128`).
     pub const SHIPPED: CheckBatching = CheckBatching { linger: Duration::from_millis(50), batch: 128 };
 
-    /// When the checks due at `due` (ascending times) should be dispatched: when the `batch`-th of them is
-    /// due or when the first has waited `linger`, whichever is earlier.
+    /// When the checks due at `due` (ascending times) should be dispatched: when the `batch`-th of them is due or
+    /// the first has waited `linger`, if at least a quarter batch falls due within the linger; else after
+    /// `linger` x (n / quarter)² for the `n` that do.
     pub fn dispatch_at(&self, mut due: impl Iterator<Item = Time>) -> Option<Time> {
         let first = due.next()?;
         if self.linger.is_zero() || self.batch <= 1 {
             return Some(first);
         }
         let latest = first + self.linger;
-        // The `batch`-th due is `batch - 2` past the one after the first.
-        Some(due.nth(self.batch - 2).map_or(latest, |t| t.min(latest)))
+        let quarter = (self.batch / 4).max(1);
+        let mut n = 1;
+        for t in due.take_while(|t| *t <= latest) {
+            n += 1;
+            if n == self.batch {
+                return Some(t);
+            }
+        }
+        if n >= quarter {
+            return Some(latest);
+        }
+        let wait = crate::time::millis(self.linger) * (n * n) as u64 / (quarter * quarter) as u64;
+        Some(first + Duration::from_millis(wait))
     }
 }
 

@@ -476,15 +476,25 @@ fn a_check_dispatched_after_its_slot_reports_how_late_it_left_and_a_busy_one_is_
 }
 
 #[test]
-fn batching_dispatches_when_the_batch_is_due_or_the_first_has_lingered() {
+fn batching_waits_for_a_full_batch_or_the_linger_once_a_quarter_batch_falls_due_in_it() {
     let b = CheckBatching { linger: Duration::from_millis(50), batch: 3 };
     let at = |due: &[u64]| b.dispatch_at(due.iter().map(|t| Time(*t)));
     assert_eq!(at(&[]), None);
-    assert_eq!(at(&[100]), Some(Time(150)), "alone: after the linger");
+    assert_eq!(at(&[100]), Some(Time(150)), "alone: after the linger (a batch of 3 has a quarter of 1)");
     assert_eq!(at(&[100, 120]), Some(Time(150)));
     assert_eq!(at(&[100, 120, 130, 140]), Some(Time(130)), "the third due fills the batch");
     assert_eq!(at(&[100, 120, 170]), Some(Time(150)), "never past the linger");
     assert_eq!(at(&[100, 100, 100]), Some(Time(100)), "a full batch due at once leaves at once");
+    // The shipped setting (a quarter batch is 32): below 32 due within the linger, a check waits a small part of
+    // it, (n / 32)² of 50 ms.
+    let shipped = |step: u64| {
+        let due: Vec<Time> = (0..200).map(|i| Time(1_000 + i * step)).collect();
+        CheckBatching::SHIPPED.dispatch_at(due.into_iter()).unwrap().0 - 1_000
+    };
+    assert_eq!(shipped(10), 1, "100 checks a second: 6 due within 50 ms, wait 1 ms");
+    assert_eq!(shipped(2), 33, "500 a second: 26 due, wait 33 ms");
+    assert_eq!(shipped(1), 50, "1,000 a second: 51 due, the whole linger as before");
+    assert_eq!(shipped(0), 0, "a burst fills the batch at once");
     for none in
         [CheckBatching::NONE, CheckBatching { linger: Duration::ZERO, batch: 128 }, CheckBatching { batch: 1, ..b }]
     {
