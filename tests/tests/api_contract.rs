@@ -5,7 +5,7 @@
 //!
 //! `GET /api/stream` is left out (`--exclude-operation-id eventStream`): it answers a stream that never ends by
 //! design, which schemathesis would wait on until its request timeout and report; the unit tests of
-//! `shell/src/openapi.rs` check its status and content type against the document, and `tests/status_page.rs`
+//! `shell/src/ui/openapi.rs` check its status and content type against the document, and `tests/status_page.rs`
 //! what it carries.
 //!
 //! `positive_data_acceptance` (everything the document allows is accepted) is off for three operations whose

@@ -1,4 +1,4 @@
-//! Snapshots and compaction (issue 11), carried out for the core as the shell does (`shell/src/snapshots.rs`,
+//! Snapshots and compaction (issue 11), carried out for the core as the shell does (`shell/src/follow/snapshots.rs`,
 //! the `WriteSnapshot`, `Purge` and `NeedSnapshot` arms of its role loops), and the checker of invariant 11.
 //!
 //! **The store** keeps snapshots by position, the newest two (`SNAPSHOTS_KEPT` in `shell/src/coord`), so a

@@ -729,7 +729,7 @@ fn p12() {
         }
         let raw_rate = M as f64 / s.elapsed().as_secs_f64();
         // How a notifier that gains objects reads their records: one KV get per record, 64 at once (what
-        // shell/src/progress.rs does), beside one ordered consumer over the endpoint's records (last per key).
+        // shell/src/notifier/progress.rs does), beside one ordered consumer over the endpoint's records (last per key).
         let kv = js.get_key_value("jaque_membership").await.unwrap();
         let ep = jaque_core::notifier::EndpointId::of(&hook);
         let keys: Vec<String> = (0..400)

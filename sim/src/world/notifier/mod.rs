@@ -119,7 +119,7 @@ impl Sends {
     }
 }
 
-/// The shell's bound on waiting for a leaving member's delete (`flush_leave` in `shell/src/follow.rs`): a
+/// The shell's bound on waiting for a leaving member's delete (`flush_leave` in `shell/src/follow/heartbeat.rs`): a
 /// delete still on its way when the process exits after it is lost with the connection.
 const LEAVE_FLUSH_MS: u64 = 2_000;
 
