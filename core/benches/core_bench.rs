@@ -2,6 +2,7 @@
 //! in the same run. Run: `cargo bench -p jaque-core` (prints a table; ratios are what to compare).
 
 use jaque_core::hrw::{self, Ownership};
+use jaque_core::Life;
 use jaque_core::*;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -228,7 +229,7 @@ fn engine_epoch_change(ids: &[String], members: &[MemberRef]) -> Duration {
         .map(|_| {
             let mut e = loaded_engine(ids, members);
             let start = Instant::now();
-            e.handle(Time(1000), Input::Log { seq: ids.len() as u64 + 2, entry: record.clone() });
+            e.handle(Time(1000), Input::Life(Life::Log { seq: ids.len() as u64 + 2, entry: record.clone() }));
             let t = start.elapsed();
             black_box(e.owned_count());
             t
@@ -243,10 +244,10 @@ fn loaded_engine(ids: &[String], members: &[MemberRef]) -> Engine {
     let me = members[0].clone();
     let def = ObjectDef { probe: Probe::Tcp { addr: "h:1".into() }, interval_ms: 60_000, timeout_ms: 1000 };
     let mut e = Engine::new(EngineConfig::new(me.clone(), Duration::from_secs(9)));
-    e.handle(Time(0), Input::Start);
-    e.handle(Time(0), Input::CaughtUp);
+    e.handle(Time(0), Input::Life(Life::Start));
+    e.handle(Time(0), Input::Life(Life::CaughtUp));
     let first = EpochRecord { epoch: 1, members: members.to_vec(), members_rev: 1, idempotency_window_ms: None };
-    e.handle(Time(0), Input::Log { seq: 1, entry: LogEntry::Epoch(first) });
+    e.handle(Time(0), Input::Life(Life::Log { seq: 1, entry: LogEntry::Epoch(first) }));
     for (i, id) in ids.iter().enumerate() {
         let put = Event {
             object: ObjectId::new(id.as_str()).unwrap(),
@@ -256,7 +257,7 @@ fn loaded_engine(ids: &[String], members: &[MemberRef]) -> Engine {
             command_id: None,
             body: EventBody::Put { def: def.clone() },
         };
-        e.handle(Time(0), Input::Log { seq: i as u64 + 2, entry: LogEntry::Event(put) });
+        e.handle(Time(0), Input::Life(Life::Log { seq: i as u64 + 2, entry: LogEntry::Event(put) }));
     }
     while e.poll_output().is_some() {}
     e

@@ -15,6 +15,7 @@ use jaque_core::sink::{Input as SInput, Output as SOutput, Sink, SinkConfig};
 use jaque_core::{
     Bucket, EpochRecord, Event, EventBody, LogEntry, LogReader, MemberId, MemberRef, ObjectDef, ObjectId, Probe, Time,
 };
+use jaque_core::{Life, LifeOutput};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
@@ -141,18 +142,18 @@ fn engine(n: usize) {
     let base = mark();
     let m = me("e1");
     let mut e = Engine::new(EngineConfig::new(m.clone(), Duration::from_secs(3)));
-    e.handle(NOW, EInput::Start);
-    e.handle(NOW, EInput::Member(up(Bucket::Engine, &m, 1)));
+    e.handle(NOW, EInput::Life(Life::Start));
+    e.handle(NOW, EInput::Life(Life::Member(up(Bucket::Engine, &m, 1))));
     let last = n as u64 + 1;
     for seq in 1..=last {
-        e.handle(NOW, EInput::Log { seq, entry: entry(seq) });
+        e.handle(NOW, EInput::Life(Life::Log { seq, entry: entry(seq) }));
     }
-    e.handle(NOW, EInput::CaughtUp);
+    e.handle(NOW, EInput::Life(Life::CaughtUp));
     let mut seq = last;
     while let Some(out) = e.poll_output() {
         if let EOutput::ProposeEpoch { record, .. } = out {
             seq += 1;
-            e.handle(NOW, EInput::Log { seq, entry: LogEntry::Epoch(record) });
+            e.handle(NOW, EInput::Life(Life::Log { seq, entry: LogEntry::Epoch(record) }));
         }
     }
     assert_eq!(e.counters.epochs_proposed, 1);
@@ -166,18 +167,18 @@ fn notifier(n: usize) {
     let m = me("n1");
     let endpoint = Endpoint::new("http://127.0.0.1:9/hook");
     let mut x = Notifier::new(NotifierConfig::new(m.clone(), Duration::from_secs(3), vec![endpoint.clone()]));
-    x.handle(NOW, NInput::Start);
-    x.handle(NOW, NInput::Member(up(Bucket::Notifier, &m, 1)));
+    x.handle(NOW, NInput::Life(Life::Start));
+    x.handle(NOW, NInput::Life(Life::Member(up(Bucket::Notifier, &m, 1))));
     let last = n as u64 + 1;
     for seq in 1..=last {
-        x.handle(NOW, NInput::Log { seq, entry: entry(seq) });
+        x.handle(NOW, NInput::Life(Life::Log { seq, entry: entry(seq) }));
     }
-    x.handle(NOW, NInput::CaughtUp);
+    x.handle(NOW, NInput::Life(Life::CaughtUp));
     let mut answered = 0;
     while let Some(out) = x.poll_output() {
         match out {
-            NOutput::Membership(MembershipOutput::PutHeartbeat { .. }) => {
-                x.handle(NOW, NInput::HeartbeatWritten { ok: true })
+            NOutput::Life(LifeOutput::Membership(MembershipOutput::PutHeartbeat { .. })) => {
+                x.handle(NOW, NInput::Life(Life::HeartbeatWritten { ok: true }))
             }
             NOutput::ReadStarts { propose, .. } => {
                 x.handle(NOW, NInput::Starts { result: Ok(vec![(endpoint.id, propose)]) })
@@ -200,17 +201,17 @@ fn sink(n: usize) {
     let base = mark();
     let m = me("s1");
     let mut s = Sink::new(SinkConfig::new(m.clone(), Duration::from_secs(3)));
-    s.handle(NOW, SInput::Start);
-    s.handle(NOW, SInput::Member(up(Bucket::Sink, &m, 1)));
+    s.handle(NOW, SInput::Life(Life::Start));
+    s.handle(NOW, SInput::Life(Life::Member(up(Bucket::Sink, &m, 1))));
     let last = n as u64 + 1;
     for seq in 1..=last {
-        s.handle(NOW, SInput::Log { seq, entry: entry(seq) });
+        s.handle(NOW, SInput::Life(Life::Log { seq, entry: entry(seq) }));
     }
-    s.handle(NOW, SInput::CaughtUp);
+    s.handle(NOW, SInput::Life(Life::CaughtUp));
     let mut written = 0;
     while let Some(out) = s.poll_output() {
         match out {
-            SOutput::Membership(_) => {}
+            SOutput::Life(LifeOutput::Membership(_)) => {}
             SOutput::QueryProgress { token, .. } => s.handle(NOW, SInput::Progress { token, result: Ok(Vec::new()) }),
             SOutput::Replay { token, from, to } => {
                 let entries = (from..=to.min(last)).map(|seq| (seq, entry(seq))).collect();

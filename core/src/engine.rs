@@ -10,7 +10,9 @@
 //! every `Forward` output gets exactly one `ForwardResult`; every `ProposeEpoch` at
 //! most one `ProposeResult` (a lost one is retried after `propose_timeout`); every `PutHeartbeat` one
 //! `HeartbeatWritten`, in order; log entries arrive in log order, each once (repeats are skipped); `CaughtUp`
-//! is sent once the log backlog and the membership snapshot that existed at start have been delivered.
+//! is sent once the log backlog and the membership snapshot that existed at start have been delivered. After
+//! `Leave`, the driver exits once `is_done()`: what was in flight is answered (verdicts within `reply_timeout`,
+//! forwards within `forward_timeout`), or `leave_timeout` passed.
 //!
 //! Ingress: the driver is a member of the ingress queue group while `takes_ingress(now)` holds after a step
 //! (ready, not leaving, and its own key surely alive: a heartbeat acknowledged within the last ttl), and hands
@@ -21,11 +23,11 @@
 
 use crate::compact::{SnapshotConfig, Snapshotter};
 use crate::deadlines::Deadlines;
-use crate::follow::Follower;
+use crate::follow::{Follower, Life, LifeOutput};
 use crate::forward::{route, Route};
 use crate::hrw;
 use crate::log::{Effect, LogReader, Read, ReaderSnapshot, Verdict};
-use crate::membership::{Lease, MemberObservation, Membership, MembershipOutput};
+use crate::membership::Membership;
 use crate::model::{
     Bucket, Command, CommandId, CommandKind, EpochRecord, Event, EventBody, LogEntry, MemberRef, ObjectId, Outcome,
     Probe, State,
@@ -139,6 +141,13 @@ impl EngineConfig {
         self.reply_timeout + Duration::from_secs(1)
     }
 
+    /// How long a leaving engine waits for what it has in flight before it is done anyway: everything is
+    /// answered sooner (a verdict or `unavailable` within `reply_timeout`, a forward within `forward_timeout`)
+    /// by a driver that keeps its contract; this bounds the leave of one that does not.
+    pub fn leave_timeout(&self) -> Duration {
+        self.forward_timeout() + Duration::from_secs(1)
+    }
+
     /// How long a caller (the ui) waits for a write's outcome: longer than a forward, so the engine's own
     /// `unavailable` for a lost forward reaches the caller before the caller gives up.
     pub fn write_timeout(&self) -> Duration {
@@ -195,15 +204,9 @@ impl CheckResult {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
-    /// Begin: join the engine bucket.
-    Start,
-    /// The log backlog and membership snapshot present at start have been delivered.
-    CaughtUp,
-    Member(MemberObservation),
-    Log {
-        seq: u64,
-        entry: LogEntry,
-    },
+    /// The inputs every member that follows the log takes (`Life::Leave`: delete the key, stop scheduling,
+    /// answer what is in flight).
+    Life(Life),
     /// The compare-and-set append of the proposal for `epoch` won (`won`) or lost to another proposal.
     ProposeResult {
         epoch: u64,
@@ -225,10 +228,6 @@ pub enum Input {
         reply: ReplyTo,
         cmd: Command,
     },
-    /// The oldest `PutHeartbeat` not answered yet reached the store (`ok`) or failed.
-    HeartbeatWritten {
-        ok: bool,
-    },
     ForwardResult {
         id: ForwardId,
         result: Result<Outcome, String>,
@@ -239,20 +238,12 @@ pub enum Input {
         position: u64,
         result: Result<(), String>,
     },
-    /// The entry at this log position could not be decoded: passed over by every reader alike.
-    LogUnreadable {
-        seq: u64,
-    },
-    /// A reader restored from the latest stored snapshot, after `NeedSnapshot`. Taken if it is ahead of this
-    /// engine's; the driver then follows the log again from the position after it.
-    Restore(Box<LogReader>),
-    /// Leave the bucket cleanly (SIGTERM): delete the key, stop scheduling, answer what is in flight.
-    Leave,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
-    Membership(MembershipOutput),
+    /// What every member that follows the log asks of its driver (heartbeats, a snapshot past a hole).
+    Life(LifeOutput),
     /// Append `record` only if the log's last epoch record is still the one at `after_seq` (compare-and-set).
     ProposeEpoch {
         record: EpochRecord,
@@ -286,11 +277,6 @@ pub enum Output {
     Purge {
         below: u64,
     },
-    /// The log has a hole this engine cannot read past: load the latest snapshot (it should be at `covering`
-    /// or later) and hand it in as `Restore`. Asked again at every heartbeat while the hole is there.
-    NeedSnapshot {
-        covering: u64,
-    },
 }
 
 /// Which sub-machine set the deadline `poll_timeout` returns.
@@ -302,6 +288,8 @@ pub enum Timer {
     ReplyDeadline,
     ProposeRetry,
     Snapshot,
+    /// A leaving engine's bound on what it still has in flight.
+    LeaveDeadline,
 }
 
 /// Engine counters (the page's metrics and the ones an operator needs next to them).
@@ -440,8 +428,9 @@ pub struct Engine {
 
     proposing: Option<(u64, Time)>,
     snapshots: Snapshotter,
-    /// Whether this engine's own key is surely alive: claims are taken only while it is.
-    lease: Lease,
+    /// Leaving: when it is done even with something still in flight (`EngineConfig::leave_timeout`); taken
+    /// off when it passes.
+    leave_deadline: Option<Time>,
     pub counters: EngineCounters,
 }
 
@@ -455,7 +444,6 @@ impl Engine {
     pub fn with_reader(cfg: EngineConfig, reader: LogReader) -> Engine {
         let snapshots = Snapshotter::new(cfg.snapshots.clone(), reader.position());
         let follow = Follower::with_reader(Bucket::Engine, cfg.me.clone(), cfg.ttl, reader);
-        let cfg_ttl = cfg.ttl;
         Engine {
             snapshots,
             cfg,
@@ -471,7 +459,7 @@ impl Engine {
             check_deadlines: Deadlines::new(),
             next_check: 0,
             proposing: None,
-            lease: Lease::new(cfg_ttl),
+            leave_deadline: None,
             counters: EngineCounters::default(),
         }
     }
@@ -540,7 +528,7 @@ impl Engine {
             Some("the engine waits for a snapshot past a hole in the log")
         } else if self.follow.reader().epoch() == 0 {
             Some("no epoch yet")
-        } else if !self.lease.holds(now) {
+        } else if !self.follow.lease().holds(now) {
             Some("the engine is out of touch: no heartbeat of its own acknowledged within its ttl")
         } else {
             None
@@ -552,9 +540,14 @@ impl Engine {
         self.claim_refusal(now).is_none()
     }
 
-    /// Nothing in flight that a caller waits for: a leaving engine may exit.
+    /// Nothing in flight that a caller waits for.
     pub fn is_idle(&self) -> bool {
         self.waiting.is_empty() && self.forwards.is_empty()
+    }
+
+    /// A leaving engine has answered what it had in flight, or its leave deadline passed: the driver exits.
+    pub fn is_done(&self) -> bool {
+        self.follow.is_leaving() && (self.is_idle() || self.leave_deadline.is_none())
     }
 
     /// When the object's next check is due, if it is owned here and scheduled.
@@ -566,25 +559,7 @@ impl Engine {
 
     pub fn handle(&mut self, now: Time, input: Input) {
         match input {
-            Input::Start => {
-                // Once: a restart is a new Engine with a new incarnation, and a left engine stays left.
-                self.follow.start(now);
-            }
-            Input::CaughtUp => {
-                self.follow.catch_up();
-                self.recompute_ownership(now);
-                self.maybe_propose(now);
-            }
-            Input::Member(obs) => {
-                self.follow.observe(now, &obs);
-                self.maybe_propose(now);
-            }
-            Input::Log { seq, entry } => self.handle_log(now, seq, entry),
-            Input::LogUnreadable { seq } => {
-                let had_hole = self.follow.hole().is_some();
-                self.follow.skip(seq);
-                self.note_hole(had_hole);
-            }
+            Input::Life(life) => self.handle_life(now, life),
             Input::ProposeResult { epoch, won } => {
                 if self.proposing.is_some_and(|(e, _)| e == epoch) {
                     self.proposing = None;
@@ -597,7 +572,6 @@ impl Engine {
             Input::AppendFailed { event, reason } => self.handle_append_failed(event, reason),
             Input::Command { reply, cmd } => self.submit(now, reply, cmd),
             Input::Claim { reply, cmd } => self.claim(now, reply, cmd),
-            Input::HeartbeatWritten { ok } => self.lease.written(ok),
             Input::ForwardResult { id, result } => {
                 let Some(reply) = self.forwards.remove(&id) else { return };
                 let outcome = match result {
@@ -624,25 +598,57 @@ impl Engine {
                     self.outputs.push_back(Output::Purge { below });
                 }
             }
-            Input::Restore(reader) => self.restore(now, *reader),
-            Input::Leave => {
+        }
+        self.maybe_snapshot(now);
+        self.drain_membership();
+    }
+
+    fn handle_life(&mut self, now: Time, life: Life) {
+        match life {
+            Life::Start => {
+                // Once: a restart is a new Engine with a new incarnation, and a left engine stays left.
+                self.follow.start(now);
+            }
+            Life::CaughtUp => {
+                self.follow.catch_up();
+                self.recompute_ownership(now);
+                self.maybe_propose(now);
+            }
+            Life::Member(obs) => {
+                self.follow.observe(now, &obs);
+                self.maybe_propose(now);
+            }
+            Life::Log { seq, entry } => self.handle_log(now, seq, entry),
+            Life::LogUnreadable { seq } => {
+                let had_hole = self.follow.hole().is_some();
+                self.follow.skip(seq);
+                self.note_hole(had_hole);
+            }
+            Life::HeartbeatWritten { ok } => self.follow.heartbeat_written(ok),
+            Life::Restore(reader) => self.restore(now, *reader),
+            Life::Leave => {
+                if !self.follow.is_leaving() {
+                    self.leave_deadline = Some(now + self.cfg.leave_timeout());
+                }
                 self.follow.leave();
                 // Stop checking: our objects are about to move to the others, whose first checks would race ours.
                 self.owned.clear();
                 self.due.clear();
             }
         }
-        self.maybe_snapshot(now);
-        self.drain_membership(now);
     }
 
     pub fn handle_timeout(&mut self, now: Time) {
+        if self.leave_deadline.is_some_and(|t| t <= now) {
+            // Done, whatever is still in flight (`is_done`).
+            self.leave_deadline = None;
+        }
         let heartbeat_due = self.follow.handle_timeout(now);
         if heartbeat_due {
             // Also the periodic chance to retry a proposal whose trigger was missed.
             self.maybe_propose(now);
             if let Some(covering) = self.follow.hole() {
-                self.outputs.push_back(Output::NeedSnapshot { covering });
+                self.outputs.push_back(Output::Life(LifeOutput::NeedSnapshot { covering }));
             }
         }
         if self.proposing.is_some_and(|(_, deadline)| deadline <= now) {
@@ -670,7 +676,7 @@ impl Engine {
             self.run_due(now, t, object);
         }
         self.maybe_snapshot(now);
-        self.drain_membership(now);
+        self.drain_membership();
     }
 
     // ---- outputs ----
@@ -687,6 +693,7 @@ impl Engine {
             (self.reply_deadlines.first(), Timer::ReplyDeadline),
             (self.proposing.map(|(_, t)| t), Timer::ProposeRetry),
             (self.snapshot_deadline(), Timer::Snapshot),
+            (self.leave_deadline.filter(|_| !self.is_idle()), Timer::LeaveDeadline),
         ];
         candidates.into_iter().filter_map(|(t, timer)| t.map(|t| (t, timer))).min()
     }
@@ -745,12 +752,9 @@ impl Engine {
 
     // ---- membership and epochs ----
 
-    fn drain_membership(&mut self, now: Time) {
+    fn drain_membership(&mut self) {
         while let Some(o) = self.follow.poll_membership() {
-            if matches!(o, MembershipOutput::PutHeartbeat { .. }) {
-                self.lease.sent(now);
-            }
-            self.outputs.push_back(Output::Membership(o));
+            self.outputs.push_back(Output::Life(LifeOutput::Membership(o)));
         }
     }
 
@@ -848,7 +852,7 @@ impl Engine {
     fn note_hole(&mut self, had_hole: bool) {
         if let (false, Some(covering)) = (had_hole, self.follow.hole()) {
             self.counters.log_gaps += 1;
-            self.outputs.push_back(Output::NeedSnapshot { covering });
+            self.outputs.push_back(Output::Life(LifeOutput::NeedSnapshot { covering }));
         }
     }
 

@@ -5,7 +5,7 @@
 //! leaving. The roles put their own decisions on top.
 
 use crate::log::{LogReader, Read};
-use crate::membership::{MemberObservation, Membership, MembershipOutput};
+use crate::membership::{Lease, MemberObservation, Membership, MembershipOutput};
 use crate::model::{Bucket, LogEntry, MemberRef};
 use crate::time::Time;
 use std::time::Duration;
@@ -77,12 +77,62 @@ impl Tail {
     }
 }
 
+/// The inputs of a member's life, the same for every role that follows the log (engine, sink, notifier): each
+/// role's input enum carries them as `Input::Life`, so a driver hands them in one way whatever the role
+/// (`docs/adding-a-role.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Life {
+    /// Begin: join the bucket. Once: a restart is a new machine with a new incarnation, and a left one stays
+    /// left.
+    Start,
+    /// The log backlog and the membership snapshot present at start have been delivered.
+    CaughtUp,
+    /// A membership observation (any bucket; only the member's own counts).
+    Member(MemberObservation),
+    Log {
+        seq: u64,
+        entry: LogEntry,
+    },
+    /// The entry at this log position could not be decoded: passed over by every reader alike.
+    LogUnreadable {
+        seq: u64,
+    },
+    /// A reader restored from a stored snapshot (the one a process starts from, or the latest, loaded after
+    /// `NeedSnapshot`): taken if it is ahead of this member's; the driver then follows the log from the
+    /// position after it.
+    Restore(Box<LogReader>),
+    /// The oldest `PutHeartbeat` not answered yet reached the store (`ok`) or failed: the driver answers every
+    /// put once, in order. The member's lease (`Follower::lease`) rests on these.
+    HeartbeatWritten {
+        ok: bool,
+    },
+    /// Leave the bucket cleanly (SIGTERM): the role finishes or gives back what it must, deletes its key and
+    /// then says `is_done()`; the driver exits on that alone.
+    Leave,
+}
+
+/// What a member's life asks of its driver, the same for every role: each role's output enum carries it as
+/// `Output::Life`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LifeOutput {
+    /// Put or delete the member's heartbeat key (answer each put with `Life::HeartbeatWritten`).
+    Membership(MembershipOutput),
+    /// The log has a hole this member cannot read past (purged events it had not read): load the latest
+    /// snapshot (at `covering` or later) and hand it in as `Life::Restore`. Asked again at every heartbeat while
+    /// the hole is there.
+    NeedSnapshot { covering: u64 },
+}
+
 #[derive(Clone, Debug)]
 pub struct Follower {
     membership: Membership,
     tail: Tail,
     started: bool,
     caught_up: bool,
+    /// Held while a heartbeat the store acknowledged was sent within its span (the ttl unless the role says).
+    lease: Lease,
+    /// The time of the latest input that may have made a heartbeat put: when the put goes out.
+    now: Time,
 }
 
 impl Follower {
@@ -97,7 +147,15 @@ impl Follower {
             tail: Tail::new(reader),
             started: false,
             caught_up: false,
+            lease: Lease::new(ttl),
+            now: Time::ZERO,
         }
+    }
+
+    /// The same, with a lease of `span` instead of the ttl.
+    pub fn with_lease_span(mut self, span: Duration) -> Follower {
+        self.lease = Lease::new(span);
+        self
     }
 
     // ---- getters ----
@@ -126,6 +184,11 @@ impl Follower {
         self.membership.is_leaving()
     }
 
+    /// Whether this member's own key is surely alive (see `Lease`).
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
     // ---- inputs ----
 
     /// Joins the bucket, once: a restart is a new follower with a new incarnation, and a left one stays left.
@@ -135,6 +198,7 @@ impl Follower {
             return false;
         }
         self.started = true;
+        self.now = now;
         self.membership.join(now);
         true
     }
@@ -146,6 +210,7 @@ impl Follower {
 
     /// A membership observation (any bucket; only ours counts). Returns whether our bucket's live set changed.
     pub fn observe(&mut self, now: Time, obs: &MemberObservation) -> bool {
+        self.now = now;
         self.membership.handle_observation(now, obs)
     }
 
@@ -181,9 +246,15 @@ impl Follower {
 
     /// Returns whether a heartbeat was due (the periodic moment roles use to retry what they missed).
     pub fn handle_timeout(&mut self, now: Time) -> bool {
+        self.now = now;
         let due = self.membership.poll_timeout().is_some_and(|t| t <= now);
         self.membership.handle_timeout(now);
         due
+    }
+
+    /// The oldest heartbeat put not answered yet was written (`ok`) or failed.
+    pub fn heartbeat_written(&mut self, ok: bool) {
+        self.lease.written(ok);
     }
 
     // ---- outputs ----
@@ -195,7 +266,11 @@ impl Follower {
 
     #[must_use]
     pub fn poll_membership(&mut self) -> Option<MembershipOutput> {
-        self.membership.poll_output()
+        let out = self.membership.poll_output();
+        if let Some(MembershipOutput::PutHeartbeat { .. }) = &out {
+            self.lease.sent(self.now);
+        }
+        out
     }
 }
 
@@ -219,6 +294,30 @@ mod tests {
         let mut g = Follower::new(Bucket::Sink, me(), Duration::from_secs(9));
         g.leave();
         assert!(!g.start(Time(0)), "a follower that left before starting never joins");
+    }
+
+    #[test]
+    fn its_lease_runs_from_the_emission_of_each_heartbeat_the_store_acknowledged() {
+        let ttl = Duration::from_secs(9);
+        let mut f = Follower::new(Bucket::Engine, me(), ttl).with_lease_span(Duration::from_secs(6));
+        assert!(f.start(Time(1_000)));
+        assert!(matches!(f.poll_membership(), Some(MembershipOutput::PutHeartbeat { .. })));
+        assert!(!f.lease().holds(Time(1_000)), "nothing is acknowledged yet");
+        f.heartbeat_written(true);
+        assert!(f.lease().holds(Time(6_999)));
+        assert!(!f.lease().holds(Time(7_000)), "the span runs from when the put went out, not from the answer");
+        // The next heartbeat goes out when the timer says; it fails: the lease is not extended.
+        let due = f.poll_timeout().expect("a heartbeat timer");
+        assert!(f.handle_timeout(due));
+        assert!(matches!(f.poll_membership(), Some(MembershipOutput::PutHeartbeat { .. })));
+        f.heartbeat_written(false);
+        assert_eq!(f.lease().until(), Some(Time(7_000)));
+        // The one after it is written: held again from its emission.
+        let next = f.poll_timeout().expect("a heartbeat timer");
+        assert!(f.handle_timeout(next));
+        assert!(matches!(f.poll_membership(), Some(MembershipOutput::PutHeartbeat { .. })));
+        f.heartbeat_written(true);
+        assert_eq!(f.lease().until(), Some(next + Duration::from_secs(6)));
     }
 
     #[test]

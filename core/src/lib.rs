@@ -57,6 +57,7 @@ pub use engine::{
     CheckBatching, CheckResult, CheckWork, Engine, EngineConfig, EngineCounters, ForwardId, Input, Lateness, Output,
     ReplyTo, Timer, CHECK_GRACE, LATENESS_BOUNDS_MS,
 };
+pub use follow::{Life, LifeOutput};
 pub use log::{Effect, Fence, LogReader, Read, ReaderSnapshot, StaleReason, Verdict};
 pub use membership::{LiveSet, MemberChange, MemberObservation, Membership, MembershipOutput};
 pub use model::*;

@@ -16,10 +16,10 @@
 //! then drain `take_work()` and `poll_output()`, and re-arm the timer from `poll_timeout()`.
 
 use crate::backoff::Backoff;
-use crate::follow::Follower;
+use crate::follow::{Follower, LifeOutput};
 use crate::hrw::{self, Ownership};
 use crate::log::{LogReader, ObjectView, Read};
-use crate::membership::{MemberObservation, Membership, MembershipOutput};
+use crate::membership::{MemberObservation, Membership};
 use crate::model::{Bucket, Event, LogEntry, MemberRef, ObjectId};
 use crate::time::Time;
 use std::collections::{BTreeSet, VecDeque};
@@ -38,6 +38,9 @@ pub struct RoleConfig {
     pub me: MemberRef,
     /// `-heartbeat-ttl`.
     pub ttl: Duration,
+    /// How long after a heartbeat the store acknowledged the member's key is surely alive (`Follower::lease`):
+    /// the ttl unless the role needs a margin.
+    pub lease_span: Duration,
     /// Log entries read per replay request.
     pub replay_chunk: u64,
     /// Events of resuming objects held while their replay runs; past this they are read again instead.
@@ -53,6 +56,7 @@ impl RoleConfig {
             bucket,
             me,
             ttl,
+            lease_span: ttl,
             replay_chunk: 1000,
             max_held: 10_000,
             retry_base: Duration::from_millis(200),
@@ -64,7 +68,7 @@ impl RoleConfig {
 /// What the role asks its driver to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RoleOutput {
-    Membership(MembershipOutput),
+    Life(LifeOutput),
     /// Ask the role's store, for each object, the last log position it holds for it (0: nothing). Answer with
     /// `handle_progress`.
     QueryProgress {
@@ -77,12 +81,6 @@ pub enum RoleOutput {
         token: u64,
         from: u64,
         to: u64,
-    },
-    /// The log has a hole this member cannot read past (purged events it had not read): load the latest
-    /// snapshot (at `covering` or later) and hand it in with `handle_restore`. Asked again at every heartbeat
-    /// while the hole is there.
-    NeedSnapshot {
-        covering: u64,
     },
 }
 
@@ -243,7 +241,7 @@ impl LogRole {
     pub fn with_reader(cfg: RoleConfig, reader: LogReader) -> LogRole {
         let salt = hrw::key(cfg.me.id.as_str()) ^ cfg.me.incarnation;
         LogRole {
-            follow: Follower::with_reader(cfg.bucket, cfg.me.clone(), cfg.ttl, reader),
+            follow: Follower::with_reader(cfg.bucket, cfg.me.clone(), cfg.ttl, reader).with_lease_span(cfg.lease_span),
             backoff: Backoff::new(cfg.retry_base, cfg.retry_max, salt),
             cfg,
             owners: Ownership::default(),
@@ -287,6 +285,12 @@ impl LogRole {
 
     pub fn is_leaving(&self) -> bool {
         self.follow.is_leaving()
+    }
+
+    /// Whether this member's own key is surely alive at `now` (a heartbeat the store acknowledged went out
+    /// within `RoleConfig::lease_span`).
+    pub fn lease_holds(&self, now: Time) -> bool {
+        self.follow.lease().holds(now)
     }
 
     /// Whether this member owns `object` under its view of its bucket (and is not leaving).
@@ -417,7 +421,7 @@ impl LogRole {
     fn note_hole(&mut self, had_hole: bool) {
         if let (false, Some(covering)) = (had_hole, self.follow.hole()) {
             self.counters.log_gaps += 1;
-            self.outputs.push_back(RoleOutput::NeedSnapshot { covering });
+            self.outputs.push_back(RoleOutput::Life(LifeOutput::NeedSnapshot { covering }));
         }
     }
 
@@ -548,6 +552,11 @@ impl LogRole {
         self.push_resume(owned);
     }
 
+    /// The oldest heartbeat put not answered yet was written (`ok`) or failed.
+    pub fn handle_heartbeat_written(&mut self, ok: bool) {
+        self.follow.heartbeat_written(ok);
+    }
+
     /// Leave the bucket: the key is deleted, resumes stop, nothing new comes out.
     pub fn handle_leave(&mut self) {
         self.follow.leave();
@@ -559,7 +568,7 @@ impl LogRole {
     pub fn handle_timeout(&mut self, now: Time) {
         if self.follow.handle_timeout(now) {
             if let Some(covering) = self.follow.hole() {
-                self.outputs.push_back(RoleOutput::NeedSnapshot { covering });
+                self.outputs.push_back(RoleOutput::Life(LifeOutput::NeedSnapshot { covering }));
             }
         }
         if self.retry_at.is_some_and(|t| t <= now) {
@@ -627,7 +636,7 @@ impl LogRole {
 
     fn drain_membership(&mut self) {
         while let Some(m) = self.follow.poll_membership() {
-            self.outputs.push_back(RoleOutput::Membership(m));
+            self.outputs.push_back(RoleOutput::Life(LifeOutput::Membership(m)));
         }
     }
 

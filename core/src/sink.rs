@@ -19,9 +19,9 @@
 //! `Replay` one `Replayed`. A leaving sink may exit once `is_done()`.
 
 use crate::backoff::Backoff;
+use crate::follow::{Life, LifeOutput};
 use crate::hrw;
-use crate::log::{LogReader, ObjectView};
-use crate::membership::{MemberObservation, MembershipOutput};
+use crate::log::ObjectView;
 use crate::model::{Bucket, CommandId, EventBody, LogEntry, MemberId, MemberRef, ObjectDef, ObjectId, Probe, State};
 use crate::role::{After, LogRole, Owned, RoleConfig, RoleOutput, RoleTimer, Work};
 use crate::time::Time;
@@ -128,42 +128,21 @@ pub enum StoreError {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
-    Start,
-    Member(MemberObservation),
-    Log {
-        seq: u64,
-        entry: LogEntry,
-    },
-    /// The entry at this log position could not be decoded: passed over by every reader alike.
-    LogUnreadable {
-        seq: u64,
-    },
-    /// The latest snapshot, loaded after `NeedSnapshot`: taken if it is ahead of this member's reader (the
-    /// driver then follows the log from after its position).
-    Restore(Box<LogReader>),
-    /// The log backlog and the membership snapshot present at start have been delivered.
-    CaughtUp,
+    /// The inputs every member that follows the log takes (`Life::Leave`: write what is pending, within
+    /// `SinkConfig::leave_timeout`, then `is_done()`).
+    Life(Life),
     /// The answer to `QueryProgress`: each asked object's last stored position (absent: none).
-    Progress {
-        token: u64,
-        result: Result<Vec<(ObjectId, u64)>, StoreError>,
-    },
+    Progress { token: u64, result: Result<Vec<(ObjectId, u64)>, StoreError> },
     /// The answer to `Replay`: the last position the read covered and the entries it found.
-    Replayed {
-        token: u64,
-        result: Result<(u64, Vec<(u64, LogEntry)>), String>,
-    },
+    Replayed { token: u64, result: Result<(u64, Vec<(u64, LogEntry)>), String> },
     /// The answer to `Write`.
-    Written {
-        batch: u64,
-        result: Result<(), StoreError>,
-    },
-    Leave,
+    Written { batch: u64, result: Result<(), StoreError> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
-    Membership(MembershipOutput),
+    /// What every member that follows the log asks of its driver (heartbeats, a snapshot past a hole).
+    Life(LifeOutput),
     QueryProgress {
         token: u64,
         objects: Vec<ObjectId>,
@@ -174,11 +153,6 @@ pub enum Output {
         to: u64,
     },
     Write(Batch),
-    /// The log has a hole this sink cannot read past: load the latest snapshot (at `covering` or later) and
-    /// hand it in as `Restore`.
-    NeedSnapshot {
-        covering: u64,
-    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -414,19 +388,7 @@ impl Sink {
 
     pub fn handle(&mut self, now: Time, input: Input) {
         match input {
-            Input::Start => {
-                self.started = true;
-                self.role.handle_start(now);
-            }
-            Input::Member(obs) => self.role.handle_member(now, &obs),
-            Input::Log { seq, entry } => {
-                self.role.handle_log(seq, &entry);
-            }
-            Input::LogUnreadable { seq } => self.role.handle_unreadable(seq),
-            Input::Restore(reader) => {
-                self.role.handle_restore(*reader);
-            }
-            Input::CaughtUp => self.role.handle_caught_up(),
+            Input::Life(life) => self.handle_life(now, life),
             Input::Progress { token, result } => {
                 let result = result.map_err(|e| {
                     self.store_failed(e.clone());
@@ -439,14 +401,33 @@ impl Sink {
             }
             Input::Replayed { token, result } => self.role.handle_replayed(now, token, result),
             Input::Written { batch, result } => self.handle_written(now, batch, result),
-            Input::Leave => {
+        }
+        self.step();
+    }
+
+    fn handle_life(&mut self, now: Time, life: Life) {
+        match life {
+            Life::Start => {
+                self.started = true;
+                self.role.handle_start(now);
+            }
+            Life::Member(obs) => self.role.handle_member(now, &obs),
+            Life::Log { seq, entry } => {
+                self.role.handle_log(seq, &entry);
+            }
+            Life::LogUnreadable { seq } => self.role.handle_unreadable(seq),
+            Life::Restore(reader) => {
+                self.role.handle_restore(*reader);
+            }
+            Life::CaughtUp => self.role.handle_caught_up(),
+            Life::Leave => {
                 if !self.role.is_leaving() {
                     self.role.handle_leave();
                     self.leave_deadline = Some(now + self.cfg.leave_timeout);
                 }
             }
+            Life::HeartbeatWritten { ok } => self.role.handle_heartbeat_written(ok),
         }
-        self.step();
     }
 
     pub fn handle_timeout(&mut self, now: Time) {
@@ -507,10 +488,9 @@ impl Sink {
             self.role.drive(self.pending.len() < self.cfg.max_batch);
             while let Some(out) = self.role.poll_output() {
                 self.outputs.push_back(match out {
-                    RoleOutput::Membership(m) => Output::Membership(m),
+                    RoleOutput::Life(life) => Output::Life(life),
                     RoleOutput::QueryProgress { token, objects } => Output::QueryProgress { token, objects },
                     RoleOutput::Replay { token, from, to } => Output::Replay { token, from, to },
-                    RoleOutput::NeedSnapshot { covering } => Output::NeedSnapshot { covering },
                 });
             }
             // Driving a resume may finish one at once (nothing to replay), which brings more work.

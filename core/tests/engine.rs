@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use jaque_core::Life;
 use jaque_core::*;
 use std::time::Duration;
 
@@ -123,7 +124,7 @@ fn a_command_id_is_applied_at_most_once_even_after_the_owner_changes() {
     let r2 = w.submit("c", cmd("put-1", &obj, CommandKind::Put { def: def(60) }));
     assert_eq!(applied(w.outcome(r2)), first);
     // The owner leaves; the retry reaches the new owner, which rebuilt the applied ids from the log.
-    w.engines.get_mut("b").unwrap().handle(w.now, Input::Leave);
+    w.engines.get_mut("b").unwrap().handle(w.now, Input::Life(Life::Leave));
     w.run();
     w.remove_engine("b");
     w.advance(Duration::from_millis(10));
@@ -166,7 +167,7 @@ fn an_invalid_definition_is_rejected_without_touching_the_log() {
 #[test]
 fn an_engine_that_has_not_caught_up_answers_unavailable() {
     let mut e = Engine::new(EngineConfig::new(member("a", 1), TTL));
-    e.handle(Time(0), Input::Start);
+    e.handle(Time(0), Input::Life(Life::Start));
     e.handle(Time(0), Input::Command { reply: ReplyTo(7), cmd: cmd("c", "web", CommandKind::Delete) });
     let replies: Vec<Output> =
         std::iter::from_fn(|| e.poll_output()).filter(|o| matches!(o, Output::Reply { .. })).collect();
@@ -181,7 +182,7 @@ fn a_clean_leave_hands_objects_over_without_waiting_for_the_ttl() {
         w.submit("a", cmd(&format!("p{i}"), o, CommandKind::Put { def: def(30) }));
     }
     let epoch = w.engines["a"].epoch();
-    w.engines.get_mut("c").unwrap().handle(w.now, Input::Leave);
+    w.engines.get_mut("c").unwrap().handle(w.now, Input::Life(Life::Leave));
     w.run();
     // No time passed: the delete reached the others, who bumped the epoch and took the objects.
     assert_eq!(w.engines["a"].epoch(), epoch + 1);
@@ -297,12 +298,12 @@ fn failover_continues_the_schedule_without_a_burst() {
 #[test]
 fn memory_mode_forwards_nothing() {
     let mut e = Engine::new(EngineConfig { forwarding: false, ..EngineConfig::new(member("a", 1), TTL) });
-    e.handle(Time(0), Input::Start);
+    e.handle(Time(0), Input::Life(Life::Start));
     // Another engine appears in an epoch record it reads (it cannot in memory mode, but the rule holds).
-    e.handle(Time(0), Input::CaughtUp);
+    e.handle(Time(0), Input::Life(Life::CaughtUp));
     e.handle(
         Time(0),
-        Input::Log {
+        Input::Life(Life::Log {
             seq: 1,
             entry: LogEntry::Epoch(EpochRecord {
                 epoch: 1,
@@ -310,7 +311,7 @@ fn memory_mode_forwards_nothing() {
                 members_rev: 1,
                 idempotency_window_ms: None,
             }),
-        },
+        }),
     );
     std::iter::from_fn(|| e.poll_output()).for_each(drop);
     let obj =
@@ -333,7 +334,7 @@ fn a_repeated_command_id_on_another_object_changes_nothing() {
     // An event reusing the applied id "reused" for another object folds as a duplicate.
     w.engines.get_mut("a").unwrap().handle(
         w.now,
-        Input::Log {
+        Input::Life(Life::Log {
             seq: log_len as u64 + 1,
             entry: LogEntry::Event(Event {
                 object: oid("web"),
@@ -343,7 +344,7 @@ fn a_repeated_command_id_on_another_object_changes_nothing() {
                 command_id: Some(CommandId::new("reused").unwrap()),
                 body: EventBody::Delete,
             }),
-        },
+        }),
     );
     w.check();
     assert!(w.engines["a"].owns(&oid("web")), "the duplicate delete did not unschedule web");
@@ -385,18 +386,22 @@ fn epochs_grow_by_one_and_only_on_a_membership_change() {
 #[test]
 fn an_engine_does_not_propose_from_a_view_older_than_the_record() {
     let mut e = Engine::new(EngineConfig::new(member("a", 1), TTL));
-    e.handle(Time(0), Input::Start);
-    e.handle(Time(0), Input::CaughtUp);
+    e.handle(Time(0), Input::Life(Life::Start));
+    e.handle(Time(0), Input::Life(Life::CaughtUp));
     let record = EpochRecord {
         epoch: 1,
         members: vec![member("a", 1), member("b", 1)],
         members_rev: 10,
         idempotency_window_ms: None,
     };
-    e.handle(Time(0), Input::Log { seq: 1, entry: LogEntry::Epoch(record) });
+    e.handle(Time(0), Input::Life(Life::Log { seq: 1, entry: LogEntry::Epoch(record) }));
     // Its watcher has only reached revision 5, where b had not joined yet.
     let up = |rev, id| {
-        Input::Member(MemberObservation { bucket: Bucket::Engine, rev, change: MemberChange::Up(member(id, 1)) })
+        Input::Life(Life::Member(MemberObservation {
+            bucket: Bucket::Engine,
+            rev,
+            change: MemberChange::Up(member(id, 1)),
+        }))
     };
     e.handle(Time(0), up(5, "a"));
     let proposals = |e: &mut Engine| {
@@ -431,8 +436,8 @@ fn a_left_engine_stays_left_even_if_started_again() {
     w.submit("a", cmd("c1", "web", CommandKind::Put { def: def(30) }));
     let now = w.now;
     let e = w.engines.get_mut("a").unwrap();
-    e.handle(now, Input::Leave);
-    e.handle(now, Input::Start);
+    e.handle(now, Input::Life(Life::Leave));
+    e.handle(now, Input::Life(Life::Start));
     assert!(e.is_leaving());
     w.run();
     w.check();
@@ -531,4 +536,50 @@ fn checks_due_leave_together_once_a_batch_is_due_or_the_first_has_lingered() {
     assert_eq!(sent(&w)[4..], [("x".into(), 10_020), ("y".into(), 10_020), ("z".into(), 10_020), ("w".into(), 11_050)]);
     let l = &w.engines["a"].counters.check_start_lateness;
     assert_eq!((l.count, l.sum_ms, l.max_ms), (8, 20 + 10 + 50 + 20 + 10 + 50, 50));
+}
+
+#[test]
+fn a_leaving_engine_is_done_once_what_it_had_in_flight_is_answered_or_at_its_leave_deadline() {
+    // Two engines in the record; commands for b's objects are forwarded. Each case leaves with one forward out.
+    let engine_with_a_forward_out = || {
+        let mut e = Engine::new(EngineConfig::new(member("a", 1), TTL));
+        e.handle(Time(0), Input::Life(Life::Start));
+        e.handle(Time(0), Input::Life(Life::CaughtUp));
+        let record = EpochRecord {
+            epoch: 1,
+            members: vec![member("a", 1), member("b", 1)],
+            members_rev: 1,
+            idempotency_window_ms: None,
+        };
+        e.handle(Time(0), Input::Life(Life::Log { seq: 1, entry: LogEntry::Epoch(record) }));
+        let obj =
+            (0..100).map(|i| format!("o{i}")).find(|o| e.reader().owner(&oid(o)).unwrap().id.as_str() == "b").unwrap();
+        e.handle(Time(0), Input::Command { reply: ReplyTo(1), cmd: cmd("c", &obj, CommandKind::Delete) });
+        let id = std::iter::from_fn(|| e.poll_output())
+            .find_map(|o| if let Output::Forward { id, .. } = o { Some(id) } else { None })
+            .expect("forwarded to b");
+        e.handle(Time(10), Input::Life(Life::Leave));
+        assert!(e.is_leaving() && !e.is_done(), "a forward is out: the caller waits for it");
+        (e, id)
+    };
+    let deadline = Time(10) + EngineConfig::new(member("a", 1), TTL).leave_timeout();
+
+    // Answered: done at once, and no leave timer is left armed.
+    let (mut e, id) = engine_with_a_forward_out();
+    assert_eq!(e.poll_timeout(), Some((deadline, Timer::LeaveDeadline)));
+    e.handle(Time(20), Input::ForwardResult { id, result: Ok(Outcome::NotOwned) });
+    assert!(e.is_done());
+    assert_eq!(e.poll_timeout(), None);
+
+    // Never answered (a driver that broke its contract): done at the deadline, not before.
+    let (mut e, _) = engine_with_a_forward_out();
+    e.handle_timeout(deadline - Duration::from_millis(1));
+    assert!(!e.is_done());
+    e.handle_timeout(deadline);
+    assert!(e.is_done());
+
+    // An engine that never started and is told to leave is done at once.
+    let mut e = Engine::new(EngineConfig::new(member("a", 1), TTL));
+    e.handle(Time(0), Input::Life(Life::Leave));
+    assert!(e.is_done());
 }

@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use jaque_core::Life;
 use jaque_core::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -67,7 +68,7 @@ proptest! {
                     if w.engines.len() > 1 && w.engines.contains_key(NAMES[i]) && !w.paused.iter().any(|p| p == NAMES[i]) {
                         let now = w.now;
                         let e = w.engines.get_mut(NAMES[i]).unwrap();
-                        e.handle(now, Input::Leave);
+                        e.handle(now, Input::Life(Life::Leave));
                         w.run();
                         // Wait for what it has in flight, as the shell does, then it exits.
                         w.advance(Duration::from_secs(6));

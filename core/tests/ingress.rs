@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use jaque_core::Life;
 use jaque_core::*;
 use std::time::Duration;
 
@@ -41,12 +42,12 @@ fn an_outcome_known_at_once_goes_without_a_claim() {
 fn an_engine_not_ready_or_leaving_declines() {
     let mut w = World::new();
     let mut e = Engine::new(EngineConfig::new(member("a", 1), TTL));
-    e.handle(w.now, Input::Start);
+    e.handle(w.now, Input::Life(Life::Start));
     e.handle(w.now, Input::Claim { reply: ReplyTo(7), cmd: cmd("c1", "web", CommandKind::Ack) });
     let out: Vec<Output> = std::iter::from_fn(|| e.poll_output()).collect();
     assert!(out.contains(&Output::Declined { to: ReplyTo(7), reason: "the engine is reading the log" }), "{out:?}");
     w.add_engine("b", 1);
-    w.engines.get_mut("b").unwrap().handle(w.now, Input::Leave);
+    w.engines.get_mut("b").unwrap().handle(w.now, Input::Life(Life::Leave));
     w.run();
     let r = w.submit_claim("b", cmd("c2", "web", CommandKind::Ack));
     assert_eq!(w.declined.get(&r), Some(&"the engine is leaving"));

@@ -128,7 +128,7 @@ impl World {
         cfg.retry_base = Duration::from_millis(500);
         cfg.retry_max = Duration::from_secs(8);
         let mut n = Notifier::new(cfg);
-        n.handle(self.now, Input::Start);
+        n.handle(self.now, Input::Life(Life::Start));
         self.procs.insert(id.to_string(), Proc { n, inc, cursor: 0, members_rev: 0, caught_up: false });
         self.carry_out(id);
     }
@@ -183,12 +183,12 @@ impl World {
     fn leave(&mut self, id: &str) {
         if self.procs.contains_key(id) {
             self.left_at.entry(id.to_string()).or_insert(self.now);
-            self.input(id, Input::Leave);
+            self.input(id, Input::Life(Life::Leave));
         }
     }
 
     fn input(&mut self, id: &str, input: Input) {
-        if matches!(input, Input::HeartbeatWritten { .. }) {
+        if matches!(input, Input::Life(Life::HeartbeatWritten { .. })) {
             let inc = self.procs.get(id).map_or(0, |p| p.inc);
             if let Some((member, ttl)) = self.puts.get_mut(&(id.to_string(), inc)).and_then(|q| q.pop_front()) {
                 self.kv.put(member, ttl, self.now);
@@ -214,13 +214,13 @@ impl World {
             let answer = match o {
                 // The key is written when the store answers (a heartbeat takes a while, as on a real network): a
                 // notifier resuming from a pause runs its timers before its key is back.
-                Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => {
+                Output::Life(LifeOutput::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. })) => {
                     self.puts.entry((id.to_string(), inc)).or_default().push_back((member, ttl));
-                    Input::HeartbeatWritten { ok: true }
+                    Input::Life(Life::HeartbeatWritten { ok: true })
                 }
                 // A key deleted while claims are still out after a leave that timed out: a fault for those sends. A
                 // clean leave deletes its key only once its claims are finished, so it permits nothing.
-                Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
+                Output::Life(LifeOutput::Membership(MembershipOutput::DeleteHeartbeat { member, .. })) => {
                     if self.left_at.get(id).is_some_and(|t| self.now.saturating_since(*t) >= LEAVE_TIMEOUT) {
                         self.fault(id);
                     }
@@ -262,10 +262,10 @@ impl World {
                     };
                     Input::Written { op, result }
                 }
-                Output::NeedSnapshot { covering } => {
+                Output::Life(LifeOutput::NeedSnapshot { covering }) => {
                     let snapshot = self.log.snapshot();
                     assert!(snapshot.position() >= covering, "the test's snapshot is the whole log");
-                    Input::Restore(Box::new(snapshot))
+                    Input::Life(Life::Restore(Box::new(snapshot)))
                 }
                 Output::Send(d) => {
                     let site = self.sites.iter_mut().find(|s| s.endpoint.id == d.endpoint).expect("a configured site");
@@ -326,19 +326,23 @@ impl World {
             let ids: Vec<String> = self.procs.keys().filter(|id| !self.paused.contains(*id)).cloned().collect();
             for id in ids {
                 let p = self.procs.get_mut(&id).unwrap();
-                let mut inputs: Vec<Input> =
-                    self.kv.since(p.members_rev, Bucket::Notifier).into_iter().map(Input::Member).collect();
+                let mut inputs: Vec<Input> = self
+                    .kv
+                    .since(p.members_rev, Bucket::Notifier)
+                    .into_iter()
+                    .map(|o| Input::Life(Life::Member(o)))
+                    .collect();
                 p.members_rev = self.kv.rev;
                 while p.cursor < self.log.len() {
                     p.cursor += 1;
                     // A purged event is not delivered: the next entry stands past a hole.
                     if let Some(entry) = self.log.get(p.cursor as u64) {
-                        inputs.push(Input::Log { seq: p.cursor as u64, entry: entry.clone() });
+                        inputs.push(Input::Life(Life::Log { seq: p.cursor as u64, entry: entry.clone() }));
                     }
                 }
                 if !p.caught_up {
                     p.caught_up = true;
-                    inputs.push(Input::CaughtUp);
+                    inputs.push(Input::Life(Life::CaughtUp));
                 }
                 busy |= !inputs.is_empty();
                 for i in inputs {
@@ -654,7 +658,7 @@ fn a_crash_mid_send_repeats_at_most_the_sends_in_flight_with_their_ids() {
         while p.cursor < w.log.len() {
             p.cursor += 1;
             let entry = w.log.entries[p.cursor - 1].clone();
-            p.n.handle(w.now, Input::Log { seq: p.cursor as u64, entry });
+            p.n.handle(w.now, Input::Life(Life::Log { seq: p.cursor as u64, entry }));
         }
         w.carry_out(id);
     }

@@ -9,6 +9,7 @@ mod roles;
 use jaque_core::hrw::Ownership;
 use jaque_core::sink::{self, Batch, EventRow, Input, ObjectRow, Output, Sink, SinkConfig, StoreError};
 use jaque_core::*;
+use jaque_core::{Life, LifeOutput};
 use proptest::prelude::*;
 use roles::{def, member, oid, transition, Kv, TestLog};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -133,7 +134,7 @@ impl World {
         let inc = self.next_inc;
         self.next_inc += 1;
         let mut sink = Sink::new(self.cfg(id, inc));
-        sink.handle(self.now, Input::Start);
+        sink.handle(self.now, Input::Life(Life::Start));
         self.sinks.insert(id.to_string(), Proc { sink, inc, cursor: 0, members_rev: 0, caught_up: false });
         self.carry_out(id);
     }
@@ -146,8 +147,8 @@ impl World {
         let reader = self.log.snapshot();
         let cursor = reader.position() as usize;
         let mut sink = Sink::new(self.cfg(id, inc));
-        sink.handle(self.now, Input::Restore(Box::new(reader)));
-        sink.handle(self.now, Input::Start);
+        sink.handle(self.now, Input::Life(Life::Restore(Box::new(reader))));
+        sink.handle(self.now, Input::Life(Life::Start));
         self.sinks.insert(id.to_string(), Proc { sink, inc, cursor, members_rev: 0, caught_up: false });
         self.carry_out(id);
     }
@@ -159,7 +160,7 @@ impl World {
     }
 
     fn leave(&mut self, id: &str) {
-        self.input(id, Input::Leave);
+        self.input(id, Input::Life(Life::Leave));
     }
 
     fn input(&mut self, id: &str, input: Input) {
@@ -181,10 +182,12 @@ impl World {
         self.max_pending_seen = self.max_pending_seen.max(p.sink.lag() as usize);
         for o in outs {
             match o {
-                Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => {
+                Output::Life(LifeOutput::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. })) => {
                     self.kv.put(member, ttl, self.now)
                 }
-                Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => self.kv.delete(&member),
+                Output::Life(LifeOutput::Membership(MembershipOutput::DeleteHeartbeat { member, .. })) => {
+                    self.kv.delete(&member)
+                }
                 Output::QueryProgress { token, objects } => {
                     let result = self.store.last_seqs(&objects);
                     self.queue.push_back((id.to_string(), inc, Input::Progress { token, result }));
@@ -197,11 +200,11 @@ impl World {
                     let result = self.store.write(&batch);
                     self.queue.push_back((id.to_string(), inc, Input::Written { batch: batch.id, result }));
                 }
-                Output::NeedSnapshot { covering } => {
+                Output::Life(LifeOutput::NeedSnapshot { covering }) => {
                     self.snapshots_asked += 1;
                     let snapshot = self.log.snapshot();
                     assert!(snapshot.position() >= covering, "the test's snapshot is the whole log");
-                    self.queue.push_back((id.to_string(), inc, Input::Restore(Box::new(snapshot))));
+                    self.queue.push_back((id.to_string(), inc, Input::Life(Life::Restore(Box::new(snapshot)))));
                 }
             }
         }
@@ -217,18 +220,20 @@ impl World {
             for id in ids {
                 let p = self.sinks.get_mut(&id).unwrap();
                 let mut inputs = Vec::new();
-                inputs.extend(self.kv.since(p.members_rev, Bucket::Sink).into_iter().map(Input::Member));
+                inputs.extend(
+                    self.kv.since(p.members_rev, Bucket::Sink).into_iter().map(|o| Input::Life(Life::Member(o))),
+                );
                 p.members_rev = self.kv.rev;
                 while p.cursor < self.log.len() {
                     p.cursor += 1;
                     // A purged event is not delivered: the next entry stands past a hole.
                     if let Some(entry) = self.log.get(p.cursor as u64) {
-                        inputs.push(Input::Log { seq: p.cursor as u64, entry: entry.clone() });
+                        inputs.push(Input::Life(Life::Log { seq: p.cursor as u64, entry: entry.clone() }));
                     }
                 }
                 if !p.caught_up {
                     p.caught_up = true;
-                    inputs.push(Input::CaughtUp);
+                    inputs.push(Input::Life(Life::CaughtUp));
                 }
                 busy |= !inputs.is_empty();
                 for i in inputs {
@@ -493,11 +498,13 @@ fn a_resume_counts_the_history_it_lost_before_it_hands_out_an_event_past_the_hol
     cfg.role.replay_chunk = 2;
     let mut sink = Sink::new(cfg);
     let mut inputs = VecDeque::from([
-        Input::Start,
-        Input::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) }),
+        Input::Life(Life::Start),
+        Input::Life(Life::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) })),
     ]);
-    inputs.extend((1..=log.len() as u64).filter_map(|seq| log.get(seq).map(|e| Input::Log { seq, entry: e.clone() })));
-    inputs.push_back(Input::CaughtUp);
+    inputs.extend(
+        (1..=log.len() as u64).filter_map(|seq| log.get(seq).map(|e| Input::Life(Life::Log { seq, entry: e.clone() }))),
+    );
+    inputs.push_back(Input::Life(Life::CaughtUp));
     let mut past_the_hole = 0;
     while let Some(input) = inputs.pop_front() {
         sink.handle(now, input);
@@ -509,7 +516,9 @@ fn a_resume_counts_the_history_it_lost_before_it_hands_out_an_event_past_the_hol
                 Output::Replay { token, from, to } => {
                     inputs.push_back(Input::Replayed { token, result: Ok(log.range(from, to)) })
                 }
-                Output::NeedSnapshot { .. } => inputs.push_back(Input::Restore(Box::new(log.snapshot()))),
+                Output::Life(LifeOutput::NeedSnapshot { .. }) => {
+                    inputs.push_back(Input::Life(Life::Restore(Box::new(log.snapshot()))))
+                }
                 Output::Write(b) => {
                     // Once the store holds an event past the hole, the gap before it must have been said: a
                     // sink that stops before its resume ends would otherwise leave it unsaid for good (the
@@ -527,7 +536,7 @@ fn a_resume_counts_the_history_it_lost_before_it_hands_out_an_event_past_the_hol
                     }
                     inputs.push_back(Input::Written { batch: b.id, result: Ok(()) });
                 }
-                Output::Membership(_) => {}
+                Output::Life(LifeOutput::Membership(_)) => {}
             }
         }
     }
@@ -548,11 +557,11 @@ fn a_resume_whose_range_grows_past_the_history_it_said_lost_says_the_rest_too() 
     cfg.role.max_held = 4;
     let mut sink = Sink::new(cfg);
     let mut inputs = VecDeque::from([
-        Input::Start,
-        Input::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) }),
+        Input::Life(Life::Start),
+        Input::Life(Life::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) })),
     ]);
-    inputs.extend((1..=3).filter_map(|seq| log.get(seq).map(|e| Input::Log { seq, entry: e.clone() })));
-    inputs.push_back(Input::CaughtUp);
+    inputs.extend((1..=3).filter_map(|seq| log.get(seq).map(|e| Input::Life(Life::Log { seq, entry: e.clone() }))));
+    inputs.push_back(Input::Life(Life::CaughtUp));
     // The store has nothing; the put is purged (once read live) before the sink's resume reads it again.
     log.purged_below = 3;
     let mut grown = false;
@@ -565,7 +574,7 @@ fn a_resume_whose_range_grows_past_the_history_it_said_lost_says_the_rest_too() 
             for to in [State::Critical, State::Ok, State::Warning, State::Critical, State::Ok] {
                 log.event(&own, 0, transition(to), None, now);
                 let seq = log.len() as u64;
-                sink.handle(now, Input::Log { seq, entry: log.get(seq).unwrap().clone() });
+                sink.handle(now, Input::Life(Life::Log { seq, entry: log.get(seq).unwrap().clone() }));
             }
             log.purged_below = log.len() as u64;
         }
@@ -576,7 +585,7 @@ fn a_resume_whose_range_grows_past_the_history_it_said_lost_says_the_rest_too() 
                     inputs.push_back(Input::Replayed { token, result: Ok(log.range(from, to)) })
                 }
                 Output::Write(b) => inputs.push_back(Input::Written { batch: b.id, result: Ok(()) }),
-                Output::NeedSnapshot { .. } | Output::Membership(_) => {}
+                Output::Life(LifeOutput::NeedSnapshot { .. }) | Output::Life(LifeOutput::Membership(_)) => {}
             }
         }
     }
@@ -607,12 +616,15 @@ fn a_jump_past_a_hole_keeps_what_a_running_resume_has_read() {
     let mut cfg = SinkConfig::new(me.clone(), TTL);
     cfg.role.replay_chunk = 1;
     let mut sink = Sink::new(cfg);
-    sink.handle(now, Input::Start);
-    sink.handle(now, Input::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) }));
+    sink.handle(now, Input::Life(Life::Start));
+    sink.handle(
+        now,
+        Input::Life(Life::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) })),
+    );
     for seq in 1..=log.len() as u64 {
-        sink.handle(now, Input::Log { seq, entry: log.get(seq).unwrap().clone() });
+        sink.handle(now, Input::Life(Life::Log { seq, entry: log.get(seq).unwrap().clone() }));
     }
-    sink.handle(now, Input::CaughtUp);
+    sink.handle(now, Input::Life(Life::CaughtUp));
     // The store has nothing: the resume replays the whole log, one position per read. Answer half of it.
     let mut reads = 0;
     let mut inputs = VecDeque::new();
@@ -625,7 +637,7 @@ fn a_jump_past_a_hole_keeps_what_a_running_resume_has_read() {
                     inputs.push_back(Input::Replayed { token, result: Ok(log.range(from, to)) })
                 }
                 Output::Write(b) => inputs.push_back(Input::Written { batch: b.id, result: Ok(()) }),
-                Output::NeedSnapshot { .. } | Output::Membership(_) => {}
+                Output::Life(LifeOutput::NeedSnapshot { .. }) | Output::Life(LifeOutput::Membership(_)) => {}
             }
         }
         if sink.role().replaying_from().is_some_and(|next| next > until) {
@@ -643,8 +655,8 @@ fn a_jump_past_a_hole_keeps_what_a_running_resume_has_read() {
     log.event(&own, 0, transition(State::Critical), None, now);
     log.purged_below = log.len() as u64;
     let seq = log.len() as u64;
-    sink.handle(now, Input::Log { seq, entry: log.get(seq).unwrap().clone() });
-    sink.handle(now, Input::Restore(Box::new(log.snapshot())));
+    sink.handle(now, Input::Life(Life::Log { seq, entry: log.get(seq).unwrap().clone() }));
+    sink.handle(now, Input::Life(Life::Restore(Box::new(log.snapshot()))));
     assert_eq!(sink.role().counters.restores, 1);
     let after = sink.role().replaying_from().expect("still replaying");
     assert!(after >= before, "the resume started over at {after} after reading up to {before}");

@@ -42,9 +42,9 @@
 mod lanes;
 
 use crate::backoff::Backoff;
+use crate::follow::{Life, LifeOutput};
 use crate::hrw;
-use crate::log::LogReader;
-use crate::membership::{Lease, LiveSet, MemberObservation, MembershipOutput};
+use crate::membership::LiveSet;
 use crate::model::{Bucket, EventBody, LogEntry, MemberId, MemberRef, ObjectId, State};
 use crate::role::{LogRole, RoleConfig, RoleOutput, RoleTimer, Work};
 use crate::time::{rfc3339_millis, Time};
@@ -192,24 +192,9 @@ pub struct Notification {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
-    Start,
-    Member(MemberObservation),
-    Log {
-        seq: u64,
-        entry: LogEntry,
-    },
-    /// The entry at this log position could not be decoded: passed over by every reader alike.
-    LogUnreadable {
-        seq: u64,
-    },
-    /// The latest snapshot, loaded after `NeedSnapshot`: taken if it is ahead of this member's reader (the
-    /// driver then follows the log from after its position).
-    Restore(Box<LogReader>),
-    CaughtUp,
-    /// The oldest `PutHeartbeat` not yet answered reached the store (`ok`) or failed.
-    HeartbeatWritten {
-        ok: bool,
-    },
+    /// The inputs every member that follows the log takes (`Life::Leave`: finish or give back every claim,
+    /// within `NotifierConfig::leave_timeout`, then delete the key and `is_done()`).
+    Life(Life),
     /// The answer to `ReadStarts`: where each endpoint's notifications begin.
     Starts {
         result: Result<Vec<(EndpointId, u64)>, String>,
@@ -232,12 +217,12 @@ pub enum Input {
         op: u64,
         result: SendResult,
     },
-    Leave,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
-    Membership(MembershipOutput),
+    /// What every member that follows the log asks of its driver (heartbeats, a snapshot past a hole).
+    Life(LifeOutput),
     /// For each endpoint: create its start record at `propose` if it has none; answer what it holds.
     ReadStarts {
         endpoints: Vec<EndpointId>,
@@ -262,11 +247,6 @@ pub enum Output {
         expect: Option<u64>,
     },
     Send(Delivery),
-    /// The log has a hole this notifier cannot read past: load the latest snapshot (at `covering` or later)
-    /// and hand it in as `Restore`.
-    NeedSnapshot {
-        covering: u64,
-    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -328,7 +308,6 @@ pub struct Notifier {
     starts_retry: Option<Time>,
     store_backoff: Backoff,
     /// Claims are started only while the member's key is surely alive.
-    lease: Lease,
     started: bool,
     leave_deadline: Option<Time>,
     timed_out: bool,
@@ -347,7 +326,8 @@ impl Notifier {
         cfg.max_pending = cfg.max_pending.max(Notifier::resume_room(&cfg));
         let n = cfg.endpoints.len();
         let salt = hrw::key(cfg.role.me.id.as_str()) ^ cfg.role.me.incarnation.rotate_left(29);
-        let lease_span = cfg.role.ttl * 2 / 3;
+        // Two thirds of the ttl: a margin for the store's expiry running early against this process's clock.
+        cfg.role.lease_span = cfg.role.ttl * 2 / 3;
         Notifier {
             role: LogRole::new(cfg.role.clone()),
             store_backoff: Backoff::new(cfg.store_retry_base, cfg.store_retry_max, salt),
@@ -365,7 +345,6 @@ impl Notifier {
             starts_asked: false,
             draining: false,
             starts_retry: None,
-            lease: Lease::new(lease_span),
             started: false,
             leave_deadline: None,
             timed_out: false,
@@ -527,29 +506,7 @@ impl Notifier {
 
     pub fn handle(&mut self, now: Time, input: Input) {
         match input {
-            Input::Start => {
-                self.started = true;
-                self.role.handle_start(now);
-            }
-            Input::Member(obs) => {
-                self.role.handle_member(now, &obs);
-                self.ownership_changed(now);
-            }
-            Input::Log { seq, entry } => {
-                self.role.handle_log(seq, &entry);
-            }
-            Input::LogUnreadable { seq } => self.role.handle_unreadable(seq),
-            Input::Restore(reader) => {
-                // The hole's transitions were never queued; what is queued is read again after the jump, so
-                // every owned object is resumed from its records (a running resume too: what it read is dropped).
-                if reader.position() > self.role.reader().position() {
-                    self.drop_queued();
-                    self.role.handle_restore(*reader);
-                    self.role.resume_all_owned();
-                }
-            }
-            Input::CaughtUp => self.role.handle_caught_up(),
-            Input::HeartbeatWritten { ok } => self.lease.written(ok),
+            Input::Life(life) => self.handle_life(now, life),
             Input::Starts { result } => match result {
                 Ok(v) => {
                     let by: BTreeMap<EndpointId, u64> = v.into_iter().collect();
@@ -579,7 +536,36 @@ impl Notifier {
             Input::Replayed { token, result } => self.role.handle_replayed(now, token, result),
             Input::Written { op, result } => self.handle_written(now, op, result),
             Input::Sent { op, result } => self.handle_sent(now, op, result),
-            Input::Leave => {
+        }
+        self.step(now);
+    }
+
+    fn handle_life(&mut self, now: Time, life: Life) {
+        match life {
+            Life::Start => {
+                self.started = true;
+                self.role.handle_start(now);
+            }
+            Life::Member(obs) => {
+                self.role.handle_member(now, &obs);
+                self.ownership_changed(now);
+            }
+            Life::Log { seq, entry } => {
+                self.role.handle_log(seq, &entry);
+            }
+            Life::LogUnreadable { seq } => self.role.handle_unreadable(seq),
+            Life::Restore(reader) => {
+                // The hole's transitions were never queued; what is queued is read again after the jump, so
+                // every owned object is resumed from its records (a running resume too: what it read is dropped).
+                if reader.position() > self.role.reader().position() {
+                    self.drop_queued();
+                    self.role.handle_restore(*reader);
+                    self.role.resume_all_owned();
+                }
+            }
+            Life::CaughtUp => self.role.handle_caught_up(),
+            Life::HeartbeatWritten { ok } => self.role.handle_heartbeat_written(ok),
+            Life::Leave => {
                 if !self.draining && !self.role.is_leaving() {
                     // Finish what is claimed before the key goes: the objects stay ours (nobody takes them over
                     // and repeats a send of ours) until every claim is recorded or given back.
@@ -589,7 +575,6 @@ impl Notifier {
                 }
             }
         }
-        self.step(now);
     }
 
     pub fn handle_timeout(&mut self, now: Time) {
@@ -655,12 +640,7 @@ impl Notifier {
             }
             while let Some(out) = self.role.poll_output() {
                 match out {
-                    RoleOutput::Membership(m) => {
-                        if matches!(m, MembershipOutput::PutHeartbeat { .. }) {
-                            self.lease.sent(now);
-                        }
-                        self.outputs.push_back(Output::Membership(m));
-                    }
+                    RoleOutput::Life(life) => self.outputs.push_back(Output::Life(life)),
                     RoleOutput::QueryProgress { token, objects } => {
                         // The lanes of these objects that are not held are read when the answer comes.
                         self.role_queries.insert(token, objects.clone());
@@ -669,7 +649,6 @@ impl Notifier {
                     RoleOutput::Replay { token, from, to } => {
                         self.outputs.push_back(Output::Replay { token, from, to })
                     }
-                    RoleOutput::NeedSnapshot { covering } => self.outputs.push_back(Output::NeedSnapshot { covering }),
                 }
             }
             if self.role.has_work() {
@@ -934,7 +913,8 @@ impl Notifier {
 
     /// Starts claims on ready lanes while each endpoint has room.
     fn pump(&mut self, now: Time) {
-        let may_claim = self.starts.is_some() && self.role.is_caught_up() && !self.leaving() && self.lease.holds(now);
+        let may_claim =
+            self.starts.is_some() && self.role.is_caught_up() && !self.leaving() && self.role.lease_holds(now);
         if !may_claim {
             return;
         }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use jaque_core::*;
+use jaque_core::{Life, LifeOutput};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -97,7 +98,7 @@ impl World {
         }
         let start = reader.position() as usize;
         let mut e = Engine::with_reader(cfg, reader);
-        e.handle(self.now, Input::Start);
+        e.handle(self.now, Input::Life(Life::Start));
         self.engines.insert(id.to_string(), e);
         self.cursor.insert(id.to_string(), start);
         // A new watcher gets a snapshot of the live keys.
@@ -119,7 +120,7 @@ impl World {
         self.watch.insert(id.to_string(), snapshot.collect());
         self.run();
         let e = self.engines.get_mut(id).unwrap();
-        e.handle(self.now, Input::CaughtUp);
+        e.handle(self.now, Input::Life(Life::CaughtUp));
         self.run();
     }
 
@@ -193,7 +194,7 @@ impl World {
             // Then membership observations.
             if let Some(obs) = self.watch.get_mut(&id).and_then(|q| q.pop_front()) {
                 progress = true;
-                self.engines.get_mut(&id).unwrap().handle(self.now, Input::Member(obs));
+                self.engines.get_mut(&id).unwrap().handle(self.now, Input::Life(Life::Member(obs)));
             }
             // Then the log; purged events are not there (epoch records always are).
             let mut c = self.cursor[&id];
@@ -205,7 +206,10 @@ impl World {
                 progress = true;
                 let entry = self.log[c].clone();
                 self.cursor.insert(id.clone(), c + 1);
-                self.engines.get_mut(&id).unwrap().handle(self.now, Input::Log { seq: c as u64 + 1, entry });
+                self.engines
+                    .get_mut(&id)
+                    .unwrap()
+                    .handle(self.now, Input::Life(Life::Log { seq: c as u64 + 1, entry }));
             }
         }
         progress
@@ -218,15 +222,15 @@ impl World {
     fn carry_out(&mut self, from: &str, out: Output) {
         let now = self.now;
         match out {
-            Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => {
+            Output::Life(LifeOutput::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. })) => {
                 let ok = !self.heartbeats_fail;
                 if ok {
                     self.kv.insert(member.id.to_string(), (member.incarnation, now + ttl));
                     self.kv_change(MemberChange::Up(member));
                 }
-                self.engines.get_mut(from).unwrap().handle(now, Input::HeartbeatWritten { ok });
+                self.engines.get_mut(from).unwrap().handle(now, Input::Life(Life::HeartbeatWritten { ok }));
             }
-            Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
+            Output::Life(LifeOutput::Membership(MembershipOutput::DeleteHeartbeat { member, .. })) => {
                 self.kv.remove(member.id.as_str());
                 self.kv_change(MemberChange::Down(member.id));
             }
@@ -277,12 +281,12 @@ impl World {
                 self.purges.push(below);
                 self.purged_below = self.purged_below.max(below);
             }
-            Output::NeedSnapshot { covering } => {
+            Output::Life(LifeOutput::NeedSnapshot { covering }) => {
                 if let Some(s) = self.snapshots.values().next_back().filter(|s| s.position >= covering) {
                     let reader = LogReader::from_snapshot(s.clone()).expect("a stored snapshot restores");
                     let position = reader.position() as usize;
                     let e = self.engines.get_mut(from).unwrap();
-                    e.handle(now, Input::Restore(Box::new(reader)));
+                    e.handle(now, Input::Life(Life::Restore(Box::new(reader))));
                     // The driver follows the log again from after the position the engine jumped to.
                     if e.reader().position() as usize == position {
                         self.cursor.insert(from.to_string(), position);

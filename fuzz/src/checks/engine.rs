@@ -27,6 +27,7 @@ use jaque_core::{
     EventBody, ForwardId, Input, LogEntry, LogReader, MemberChange, MemberId, MemberObservation, MemberRef,
     MembershipOutput, ObjectDef, ObjectId, Outcome, Output, Probe, ReplyTo, State, Time,
 };
+use jaque_core::{Life, LifeOutput};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -103,7 +104,9 @@ impl World {
             }
             wire_round_trip(&out);
             match out {
-                Output::Membership(m) => puts += usize::from(matches!(m, MembershipOutput::PutHeartbeat { .. })),
+                Output::Life(LifeOutput::Membership(m)) => {
+                    puts += usize::from(matches!(m, MembershipOutput::PutHeartbeat { .. }))
+                }
                 Output::Claimed { to } => {
                     assert!(!self.replies.contains_key(&to.0), "a claim after the reply");
                     assert!(!self.declined.contains(&to.0), "a claim of a declined caller");
@@ -153,7 +156,7 @@ impl World {
                     assert!(below > self.purged_below, "a purge that removes nothing new");
                     self.purged_below = below;
                 }
-                Output::NeedSnapshot { covering } => {
+                Output::Life(LifeOutput::NeedSnapshot { covering }) => {
                     panic!("a snapshot asked for at {covering} in a log without holes")
                 }
             }
@@ -163,7 +166,7 @@ impl World {
         }
         for _ in 0..puts {
             let ok = !self.heartbeats_fail;
-            self.handle(Input::HeartbeatWritten { ok });
+            self.handle(Input::Life(Life::HeartbeatWritten { ok }));
         }
     }
 
@@ -185,13 +188,13 @@ impl World {
             let (seq, entry) = self.log[self.delivered].clone();
             self.delivered += 1;
             self.plain.read(seq, &entry);
-            self.handle(Input::Log { seq, entry });
+            self.handle(Input::Life(Life::Log { seq, entry }));
             self.same_reader();
         }
         let from = self.delivered - again.min(self.delivered);
         for i in from..self.delivered {
             let (seq, entry) = self.log[i].clone();
-            self.handle(Input::Log { seq, entry });
+            self.handle(Input::Life(Life::Log { seq, entry }));
         }
         self.same_reader();
     }
@@ -273,7 +276,7 @@ impl World {
 /// Every message the engine makes survives the wire: what the shell sends, the receiving side decodes.
 fn wire_round_trip(out: &Output) {
     match out {
-        Output::Membership(_) | Output::Claimed { .. } => {}
+        Output::Life(LifeOutput::Membership(_)) | Output::Claimed { .. } => {}
         Output::Declined { reason, .. } => {
             let answer = wire::Answer::Declined { by: MemberId::new("e").unwrap(), reason: reason.to_string() };
             assert_eq!(wire::decode_answer(&wire::encode_answer(&answer)).expect("a decline decodes"), answer);
@@ -300,7 +303,7 @@ fn wire_round_trip(out: &Output) {
             let reader = wire::decode_snapshot(&wire::encode_snapshot(snapshot)).expect("a snapshot decodes");
             assert_eq!(&reader.snapshot(), &**snapshot, "a snapshot changed on the wire");
         }
-        Output::Purge { .. } | Output::NeedSnapshot { .. } => {}
+        Output::Purge { .. } | Output::Life(LifeOutput::NeedSnapshot { .. }) => {}
     }
 }
 
@@ -338,7 +341,7 @@ pub fn check(data: &[u8]) {
         purged_below: 0,
     };
     // The driver's first input, as in the shell and the simulator.
-    w.handle(Input::Start);
+    w.handle(Input::Life(Life::Start));
     let mut caught_up = false;
 
     let mut ops = 0;
@@ -347,7 +350,7 @@ pub fn check(data: &[u8]) {
         match b.u8() % 16 {
             0 if !caught_up => {
                 caught_up = true;
-                w.handle(Input::CaughtUp);
+                w.handle(Input::Life(Life::CaughtUp));
             }
             0..=2 => {
                 // A membership change in the engine bucket; revisions mostly grow.
@@ -359,7 +362,7 @@ pub fn check(data: &[u8]) {
                     MemberChange::Down(member(usize::from(c >> 1) & 3, 1).id)
                 };
                 let obs = MemberObservation { bucket: Bucket::Engine, rev: w.member_rev, change };
-                w.handle(Input::Member(obs));
+                w.handle(Input::Life(Life::Member(obs)));
             }
             3 => {
                 // The log's compare-and-set decides a proposal.
@@ -454,7 +457,7 @@ pub fn check(data: &[u8]) {
             _ => {
                 let c = b.u8();
                 if c & 0x1f == 0 {
-                    w.handle(Input::Leave);
+                    w.handle(Input::Life(Life::Leave));
                 } else if c & 0x1f == 1 {
                     // The store stops (or starts again) acknowledging heartbeats.
                     w.heartbeats_fail = !w.heartbeats_fail;

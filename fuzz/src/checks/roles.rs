@@ -17,6 +17,7 @@ use jaque_core::{
     Bucket, EpochRecord, Event, EventBody, LogEntry, LogReader, MemberChange, MemberId, MemberObservation, MemberRef,
     ObjectDef, ObjectId, Probe, State, Time,
 };
+use jaque_core::{Life, LifeOutput};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -83,15 +84,15 @@ impl World {
 
     fn member(&mut self, obs: MemberObservation) {
         match &self.node {
-            Node::Sink(_) => self.handle_sink(sink::Input::Member(obs)),
-            Node::Notifier(_) => self.handle_notifier(notifier::Input::Member(obs)),
+            Node::Sink(_) => self.handle_sink(sink::Input::Life(Life::Member(obs))),
+            Node::Notifier(_) => self.handle_notifier(notifier::Input::Life(Life::Member(obs))),
         }
     }
 
     fn log_entry(&mut self, seq: u64, entry: LogEntry) {
         match &self.node {
-            Node::Sink(_) => self.handle_sink(sink::Input::Log { seq, entry }),
-            Node::Notifier(_) => self.handle_notifier(notifier::Input::Log { seq, entry }),
+            Node::Sink(_) => self.handle_sink(sink::Input::Life(Life::Log { seq, entry })),
+            Node::Notifier(_) => self.handle_notifier(notifier::Input::Life(Life::Log { seq, entry })),
         }
     }
 
@@ -119,14 +120,14 @@ impl World {
                 }
                 while let Some(o) = s.poll_output() {
                     self.pending.push_back(match o {
-                        sink::Output::Membership(_) => continue,
+                        sink::Output::Life(LifeOutput::Membership(_)) => continue,
                         sink::Output::QueryProgress { token, objects } => Pending::Progress { token, objects },
                         sink::Output::Replay { token, from, to } => Pending::Replay { token, from, to },
                         sink::Output::Write(b) => {
                             assert!(b.rows() > 0, "an empty transaction");
                             Pending::Write { batch: b.id }
                         }
-                        sink::Output::NeedSnapshot { covering } => Pending::Snapshot { covering },
+                        sink::Output::Life(LifeOutput::NeedSnapshot { covering }) => Pending::Snapshot { covering },
                     });
                 }
             }
@@ -136,10 +137,10 @@ impl World {
                 }
                 while let Some(o) = n.poll_output() {
                     self.pending.push_back(match o {
-                        notifier::Output::Membership(jaque_core::MembershipOutput::PutHeartbeat { .. }) => {
-                            Pending::Heartbeat
-                        }
-                        notifier::Output::Membership(_) => continue,
+                        notifier::Output::Life(LifeOutput::Membership(
+                            jaque_core::MembershipOutput::PutHeartbeat { .. },
+                        )) => Pending::Heartbeat,
+                        notifier::Output::Life(LifeOutput::Membership(_)) => continue,
                         notifier::Output::ReadStarts { endpoints, propose } => Pending::Starts { endpoints, propose },
                         notifier::Output::ReadProgress { token, objects } => Pending::Records { token, objects },
                         notifier::Output::Replay { token, from, to } => Pending::Replay { token, from, to },
@@ -148,7 +149,7 @@ impl World {
                             assert!(d.webhook_id.starts_with("jaque-"), "{}", d.webhook_id);
                             Pending::Send { op: d.op }
                         }
-                        notifier::Output::NeedSnapshot { covering } => Pending::Snapshot { covering },
+                        notifier::Output::Life(LifeOutput::NeedSnapshot { covering }) => Pending::Snapshot { covering },
                     });
                 }
             }
@@ -253,7 +254,9 @@ impl World {
                 };
                 self.handle_notifier(notifier::Input::Sent { op, result });
             }
-            Pending::Heartbeat => self.handle_notifier(notifier::Input::HeartbeatWritten { ok: how & 1 == 0 }),
+            Pending::Heartbeat => {
+                self.handle_notifier(notifier::Input::Life(Life::HeartbeatWritten { ok: how & 1 == 0 }))
+            }
             Pending::Snapshot { covering } => {
                 // The log's state up to the hole or past it (good), or one that does not reach it (bad).
                 let upto = if how % 2 == 0 { self.delivered.max(covering as usize) } else { covering as usize / 2 };
@@ -263,8 +266,8 @@ impl World {
                 }
                 let restored = reader.position() as usize;
                 match &self.node {
-                    Node::Sink(_) => self.handle_sink(sink::Input::Restore(Box::new(reader))),
-                    Node::Notifier(_) => self.handle_notifier(notifier::Input::Restore(Box::new(reader))),
+                    Node::Sink(_) => self.handle_sink(sink::Input::Life(Life::Restore(Box::new(reader)))),
+                    Node::Notifier(_) => self.handle_notifier(notifier::Input::Life(Life::Restore(Box::new(reader)))),
                 }
                 // The driver follows the log from after where the node now stands.
                 let position = match &self.node {
@@ -314,8 +317,8 @@ pub fn check(data: &[u8]) {
         endpoints,
     };
     match &w.node {
-        Node::Sink(_) => w.handle_sink(sink::Input::Start),
-        Node::Notifier(_) => w.handle_notifier(notifier::Input::Start),
+        Node::Sink(_) => w.handle_sink(sink::Input::Life(Life::Start)),
+        Node::Notifier(_) => w.handle_notifier(notifier::Input::Life(Life::Start)),
     }
     let bucket = w.bucket();
     let mut member_rev = 0u64;
@@ -393,8 +396,8 @@ pub fn check(data: &[u8]) {
                 }
             }
             7 => match &w.node {
-                Node::Sink(_) => w.handle_sink(sink::Input::CaughtUp),
-                Node::Notifier(_) => w.handle_notifier(notifier::Input::CaughtUp),
+                Node::Sink(_) => w.handle_sink(sink::Input::Life(Life::CaughtUp)),
+                Node::Notifier(_) => w.handle_notifier(notifier::Input::Life(Life::CaughtUp)),
             },
             8 => {
                 w.now = w.now + Duration::from_millis(u64::from(b.u16()));
@@ -406,8 +409,8 @@ pub fn check(data: &[u8]) {
             _ => {
                 if b.below(4) == 0 {
                     match &w.node {
-                        Node::Sink(_) => w.handle_sink(sink::Input::Leave),
-                        Node::Notifier(_) => w.handle_notifier(notifier::Input::Leave),
+                        Node::Sink(_) => w.handle_sink(sink::Input::Life(Life::Leave)),
+                        Node::Notifier(_) => w.handle_notifier(notifier::Input::Life(Life::Leave)),
                     }
                 }
             }

@@ -7,7 +7,7 @@ mod commands;
 
 use crate::clock::{far_future, instant_at, now};
 use crate::coord::{AppendAck, Coordination};
-use crate::follow::{snapshots, spawn_heartbeat_writer_acked, Buckets, Followed, HeartbeatWriter, Subscription};
+use crate::follow::{snapshots, spawn_heartbeat_writer, Buckets, Followed, HeartbeatWriter, Subscription};
 use crate::metrics::{self, Exposition};
 use crate::nats::subjects::{cmd_subject, results_subject, INGRESS_GROUP, INGRESS_SUBJECT, WORK_SUBJECT};
 use crate::nats::NatsLink;
@@ -21,8 +21,8 @@ use jaque_core::{
     CheckResult, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef, Outcome,
     Output, ReplyTo, Time,
 };
+use jaque_core::{Life, LifeOutput};
 use std::collections::HashMap;
-use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// Where check work goes.
@@ -87,8 +87,8 @@ impl EngineLoop {
         // Every heartbeat put is answered to the core: its lease (whether it may claim ingress writes) runs
         // from the acknowledged ones.
         let acks = done_tx.clone();
-        let heartbeats = spawn_heartbeat_writer_acked(coord.clone(), move |ok| {
-            let _ = acks.send(Done::Core(Input::HeartbeatWritten { ok }));
+        let heartbeats = spawn_heartbeat_writer(coord.clone(), move |ok| {
+            let _ = acks.send(Done::Core(Input::Life(Life::HeartbeatWritten { ok })));
         });
         EngineLoop {
             engine: Engine::new(cfg),
@@ -134,8 +134,7 @@ impl EngineLoop {
         let mut follow = Subscription::start(&self.coord, self.engine.reader().position() + 1).await?;
         self.subscribe().await?;
 
-        let mut leave_by: Option<tokio::time::Instant> = None;
-        self.engine.handle(now(), Input::Start);
+        self.engine.handle(now(), Input::Life(Life::Start));
         self.drain();
         // One timer for the loop's life, moved only when the core's next deadline moves: most turns of the
         // loop (a result, a log entry) leave it where it is.
@@ -169,21 +168,23 @@ impl EngineLoop {
                 Some(req) = ui.recv() => self.handle_ui(req, &follow),
                 _ = &mut timer, if armed.is_some() => {
                     armed = None;
+                    if let Some((_, timer)) = self.engine.poll_timeout() {
+                        tracing::debug!(?timer, "engine: timer due");
+                    }
                     self.engine.handle_timeout(now());
                 }
-                _ = shutdown.changed(), if leave_by.is_none() => {
+                _ = shutdown.changed(), if !self.engine.is_leaving() => {
                     tracing::info!(member = %self.engine.me(), "leaving the engine bucket");
-                    self.engine.handle(now(), Input::Leave);
+                    self.engine.handle(now(), Input::Life(Life::Leave));
                     if let Some(leave) = self.ingress.take() {
                         let _ = leave.send(());
                     }
-                    leave_by = Some(tokio::time::Instant::now() + Duration::from_secs(3));
                 }
-                _ = tokio::time::sleep_until(leave_by.unwrap_or_else(far_future)), if leave_by.is_some() => break,
             }
             self.drain();
-            self.ingress_membership(&follow, leave_by.is_some()).await?;
-            if leave_by.is_some() && self.engine.is_idle() {
+            self.ingress_membership(&follow, self.engine.is_leaving()).await?;
+            // What was in flight is answered, or the core's leave deadline passed.
+            if self.engine.is_done() {
                 break;
             }
         }
@@ -197,7 +198,7 @@ impl EngineLoop {
         self.restores.answered();
         let Some(reader) = reader else { return Ok(()) };
         let before = self.engine.reader().position();
-        self.engine.handle(now(), Input::Restore(reader));
+        self.engine.handle(now(), Input::Life(Life::Restore(reader)));
         let position = self.engine.reader().position();
         if position > before {
             tracing::info!(from = before, to = position, "jumped past a hole in the log to a snapshot");
@@ -215,12 +216,12 @@ impl EngineLoop {
                 if let Some(feed) = &mut self.feed {
                     feed.members(buckets, obs.bucket);
                 }
-                self.engine.handle(now(), Input::Member(obs))
+                self.engine.handle(now(), Input::Life(Life::Member(obs)))
             }
             Followed::Log { seq, entry } => {
                 let epoch = self.engine.epoch();
                 let before = self.feed.as_ref().and_then(|f| f.before(self.engine.reader(), &entry));
-                self.engine.handle(now(), Input::Log { seq, entry });
+                self.engine.handle(now(), Input::Life(Life::Log { seq, entry }));
                 if let Some(feed) = &self.feed {
                     feed.after(before, seq, self.engine.reader());
                 }
@@ -235,10 +236,10 @@ impl EngineLoop {
                     );
                 }
             }
-            Followed::Unreadable { seq } => self.engine.handle(now(), Input::LogUnreadable { seq }),
+            Followed::Unreadable { seq } => self.engine.handle(now(), Input::Life(Life::LogUnreadable { seq })),
             Followed::CaughtUp => {
                 tracing::info!(epoch = self.engine.epoch(), position = self.engine.reader().position(), "caught up");
-                self.engine.handle(now(), Input::CaughtUp);
+                self.engine.handle(now(), Input::Life(Life::CaughtUp));
                 if let Some(feed) = &self.feed {
                     feed.reload("caught up with the log");
                 }
@@ -386,7 +387,7 @@ impl EngineLoop {
     fn drain(&mut self) {
         while let Some(out) = self.engine.poll_output() {
             match out {
-                Output::Membership(m) => {
+                Output::Life(LifeOutput::Membership(m)) => {
                     self.heartbeats.write(m);
                 }
                 Output::ProposeEpoch { record, after_seq } => {
@@ -420,7 +421,7 @@ impl EngineLoop {
                     });
                 }
                 Output::Purge { below } => snapshots::spawn_purge(self.coord.clone(), below),
-                Output::NeedSnapshot { covering } => {
+                Output::Life(LifeOutput::NeedSnapshot { covering }) => {
                     let tx = self.done_tx.clone();
                     self.restores.ask(&self.coord, covering, move |reader| {
                         let _ = tx.send(Done::Restored(reader.map(Box::new)));

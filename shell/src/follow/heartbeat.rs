@@ -35,14 +35,10 @@ impl HeartbeatWriter {
     }
 }
 
-/// Writes heartbeats and deletes one at a time, in order, so a late put never resurrects a deleted key.
-pub fn spawn_heartbeat_writer(coord: Coordination) -> HeartbeatWriter {
-    spawn_heartbeat_writer_acked(coord, |_| {})
-}
-
-/// Like `spawn_heartbeat_writer`, and tells `on_put` whether each heartbeat put reached the store, in the
-/// order they were queued (a notifier's lease runs from the store's acknowledgements).
-pub fn spawn_heartbeat_writer_acked(coord: Coordination, on_put: impl Fn(bool) + Send + 'static) -> HeartbeatWriter {
+/// Writes heartbeats and deletes one at a time, in order, so a late put never resurrects a deleted key, and
+/// tells `on_put` whether each put reached the store, in the order they were queued: the core's
+/// `Life::HeartbeatWritten`, which its lease runs from.
+pub fn spawn_heartbeat_writer(coord: Coordination, on_put: impl Fn(bool) + Send + 'static) -> HeartbeatWriter {
     let (tx, mut rx) = mpsc::unbounded_channel::<HeartbeatJob>();
     tokio::spawn(async move {
         while let Some(job) = rx.recv().await {

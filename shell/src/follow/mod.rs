@@ -8,6 +8,6 @@ mod reading;
 pub mod snapshots;
 mod subscription;
 
-pub use heartbeat::{spawn_heartbeat_writer_acked, HeartbeatWriter};
+pub use heartbeat::{spawn_heartbeat_writer, HeartbeatWriter};
 pub use reading::{Reading, RoleHandle, RoleQuery, Wake};
 pub use subscription::{Buckets, Followed, Subscription};

@@ -2,20 +2,21 @@
 //! the `Subscription` (membership watch and log follower), the heartbeat writer and its leave flush, replays of a
 //! range of the log (a resume reading again what an object's previous owner may not have handled), each
 //! bounded in time, loads of the latest snapshot after a hole in the log, the role's own I/O answers, the
-//! core's single timer, the signal to leave (and, if the role bounds it, the end of its leave), and the HTTP
-//! side's questions (health, metrics) — all as one cancel-safe `next()` for the role's loop, which only says
-//! what each wake-up means to its core.
+//! core's single timer, the signal to leave, and the HTTP side's questions (health, metrics) — all as one
+//! cancel-safe `next()` for the role's loop, which only says what each wake-up means to its core. Everything of
+//! the life reaches the loop as one `Wake::Life(Life)`, handed to the core as its role's `Input::Life`; the loop
+//! ends when the core's `is_done()` says so (each core bounds its own leave).
 //!
 //! The engine's loop is still its own (`engine/`): it waits on more than this (commands, check results, the
-//! ui's requests) and its leave is not yet the core's `is_done`.
+//! ui's requests); its life reaches its core as the same `Life` inputs and it ends on the same `is_done()`.
 
-use super::heartbeat::{spawn_heartbeat_writer, spawn_heartbeat_writer_acked, HeartbeatWriter};
+use super::heartbeat::{spawn_heartbeat_writer, HeartbeatWriter};
 use super::snapshots::Restores;
-use super::subscription::{Buckets, Followed, Subscription};
+use super::subscription::{Buckets, Subscription};
 use crate::clock::{far_future, instant_at};
 use crate::coord::Coordination;
 use jaque_core::membership::MembershipOutput;
-use jaque_core::{LogEntry, LogReader, Time};
+use jaque_core::{Life, LogEntry, LogReader, Time};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -63,7 +64,9 @@ pub type Replayed = Result<(u64, Vec<(u64, LogEntry)>), String>;
 
 /// What woke the role's loop.
 pub enum Wake<T> {
-    Followed(Followed),
+    /// An input of the member's life: a membership change, a log entry, caught up, a heartbeat put's answer
+    /// (every put is answered, in order; `Life::HeartbeatWritten`).
+    Life(Life),
     Replayed {
         token: u64,
         result: Replayed,
@@ -77,8 +80,6 @@ pub enum Wake<T> {
     Timeout,
     /// The process is shutting down: the role leaves its bucket (once).
     Leave,
-    /// The role's leave took longer than its bound (`bound_leave`): it exits anyway.
-    LeaveOverdue,
 }
 
 /// How long one replay read may take before the core is told it failed (and retries after its backoff).
@@ -88,6 +89,8 @@ pub struct Reading<T> {
     coord: Coordination,
     follow: Option<Subscription>,
     heartbeats: HeartbeatWriter,
+    /// Whether each heartbeat put reached the store, in the order they were queued.
+    acks: mpsc::UnboundedReceiver<bool>,
     replays_tx: mpsc::UnboundedSender<(u64, Replayed)>,
     replays: mpsc::UnboundedReceiver<(u64, Replayed)>,
     /// Loads of the latest snapshot, one at a time.
@@ -100,8 +103,6 @@ pub struct Reading<T> {
     shutdown: watch::Receiver<bool>,
     left: bool,
     /// How long the role's leave may take, and when that runs out once it left.
-    leave_bound: Option<Duration>,
-    leave_by: Option<tokio::time::Instant>,
     empty: Buckets,
 }
 
@@ -110,39 +111,17 @@ impl<T: Send + 'static> Reading<T> {
     /// questions and the shutdown meanwhile, and calls `follow` when it is ready to read.
     pub fn new(coord: Coordination, queries: mpsc::Receiver<RoleQuery>, shutdown: watch::Receiver<bool>) -> Self {
         let (done_tx, done) = mpsc::unbounded_channel();
-        let heartbeats = spawn_heartbeat_writer(coord.clone());
-        Self::over(coord, heartbeats, (done_tx, done), queries, shutdown)
-    }
-
-    /// Like `new`, and tells the role whether each heartbeat put reached the store, in the order they were
-    /// queued, as `Wake::Done(ack(ok))` (a lease runs from the store's acknowledgements).
-    pub fn acking_heartbeats(
-        coord: Coordination,
-        queries: mpsc::Receiver<RoleQuery>,
-        shutdown: watch::Receiver<bool>,
-        ack: impl Fn(bool) -> T + Send + 'static,
-    ) -> Self {
-        let (done_tx, done) = mpsc::unbounded_channel();
-        let acks = done_tx.clone();
-        let heartbeats = spawn_heartbeat_writer_acked(coord.clone(), move |ok| {
-            let _ = acks.send(ack(ok));
+        let (acks_tx, acks) = mpsc::unbounded_channel();
+        let heartbeats = spawn_heartbeat_writer(coord.clone(), move |ok| {
+            let _ = acks_tx.send(ok);
         });
-        Self::over(coord, heartbeats, (done_tx, done), queries, shutdown)
-    }
-
-    fn over(
-        coord: Coordination,
-        heartbeats: HeartbeatWriter,
-        (done_tx, done): (mpsc::UnboundedSender<T>, mpsc::UnboundedReceiver<T>),
-        queries: mpsc::Receiver<RoleQuery>,
-        shutdown: watch::Receiver<bool>,
-    ) -> Self {
         let (replays_tx, replays) = mpsc::unbounded_channel();
         let (restored_tx, restored) = mpsc::unbounded_channel();
         Reading {
             coord,
             follow: None,
             heartbeats,
+            acks,
             replays_tx,
             replays,
             restores: Restores::default(),
@@ -153,17 +132,8 @@ impl<T: Send + 'static> Reading<T> {
             queries,
             shutdown,
             left: false,
-            leave_bound: None,
-            leave_by: None,
             empty: Buckets::default(),
         }
-    }
-
-    /// Bounds the role's leave: `bound` after `Wake::Leave`, `next` says `Wake::LeaveOverdue` if the role is
-    /// still there.
-    pub fn bound_leave(mut self, bound: Duration) -> Self {
-        self.leave_bound = Some(bound);
-        self
     }
 
     /// Starts watching membership and following the log from position `from` (1, or the position after the
@@ -256,7 +226,8 @@ impl<T: Send + 'static> Reading<T> {
         let timer = deadline.map(instant_at);
         let following = self.follow.is_some();
         tokio::select! {
-            f = async { self.follow.as_mut().expect("following").next().await }, if following => f.map(Wake::Followed),
+            f = async { self.follow.as_mut().expect("following").next().await }, if following => f.map(|f| Wake::Life(f.into())),
+            Some(ok) = self.acks.recv() => Some(Wake::Life(Life::HeartbeatWritten { ok })),
             Some((token, result)) = self.replays.recv() => Some(Wake::Replayed { token, result }),
             Some(reader) = self.restored.recv() => {
                 self.restores.answered();
@@ -267,12 +238,7 @@ impl<T: Send + 'static> Reading<T> {
             _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => Some(Wake::Timeout),
             _ = self.shutdown.wait_for(|s| *s), if !self.left => {
                 self.left = true;
-                self.leave_by = self.leave_bound.map(|bound| tokio::time::Instant::now() + bound);
                 Some(Wake::Leave)
-            }
-            _ = tokio::time::sleep_until(self.leave_by.unwrap_or_else(far_future)), if self.leave_by.is_some() => {
-                self.leave_by = None;
-                Some(Wake::LeaveOverdue)
             }
         }
     }

@@ -21,6 +21,19 @@ pub enum Followed {
     CaughtUp,
 }
 
+/// Each is an input of a member's life, the same for every role.
+impl From<Followed> for jaque_core::Life {
+    fn from(f: Followed) -> jaque_core::Life {
+        use jaque_core::Life;
+        match f {
+            Followed::Member(obs) => Life::Member(obs),
+            Followed::Log { seq, entry } => Life::Log { seq, entry },
+            Followed::Unreadable { seq } => Life::LogUnreadable { seq },
+            Followed::CaughtUp => Life::CaughtUp,
+        }
+    }
+}
+
 /// The membership watch and the log follower of one role, as one cancel-safe stream. Either may be lost and
 /// made again underneath (the store restarted, the connection dropped): the log goes on from where it was, the
 /// watch starts over with a fresh snapshot, and `resyncing` says so until each has caught up again.

@@ -11,17 +11,15 @@ pub use webhook::Secret;
 
 use crate::clock::now;
 use crate::coord::Coordination;
-use crate::follow::{snapshots, Buckets, Followed, Reading, RoleQuery, Wake};
+use crate::follow::{snapshots, Buckets, Reading, RoleQuery, Wake};
 use crate::metrics::Exposition;
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult};
 use jaque_core::secret::redact_url;
+use jaque_core::{Life, LifeOutput};
 use jaque_core::{LogReader, MemberRef};
 use progress::Records;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-
-/// How long past the core's own leave deadline the process waits for the last answers before it goes anyway.
-const LEAVE_GRACE: Duration = Duration::from_secs(5);
 
 pub struct NotifierConfigShell {
     pub me: MemberRef,
@@ -56,13 +54,10 @@ impl NotifierLoop {
         if cfg.secret.is_none() {
             tracing::warn!("no -notify-secret: webhook deliveries are sent unsigned (no webhook-signature header)");
         }
-        let leave_bound = core.leave_timeout + LEAVE_GRACE;
         Ok(NotifierLoop {
             n: Notifier::new(core),
             progress: Records::of(&coord),
-            // The core's lease runs from the heartbeat puts the store acknowledged.
-            reading: Reading::acking_heartbeats(coord, queries, shutdown, |ok| Input::HeartbeatWritten { ok })
-                .bound_leave(leave_bound),
+            reading: Reading::new(coord, queries, shutdown),
             sender: webhook::Sender::new(cfg.secret, webhook::REQUEST_TIMEOUT)?,
             endpoints: endpoints.iter().map(|e| e.id).collect(),
             expose_members: cfg.expose_members,
@@ -74,13 +69,13 @@ impl NotifierLoop {
     pub async fn run(mut self) -> Result<(), String> {
         // Start from the latest snapshot, and read only the log after it.
         if let Some(reader) = snapshots::latest_reader(self.reading.coord()).await {
-            self.n.handle(now(), Input::Restore(Box::new(reader)));
+            self.n.handle(now(), Input::Life(Life::Restore(Box::new(reader))));
         }
         self.reading.follow(self.n.role().reader().position() + 1).await?;
         for (ep, url) in self.endpoints.iter().zip(self.n.config().endpoints.iter().map(|e| &e.url)) {
             tracing::info!(endpoint = %ep, url = %redact_url(url), "notifying");
         }
-        self.n.handle(now(), Input::Start);
+        self.n.handle(now(), Input::Life(Life::Start));
         self.drain();
         loop {
             let failed = self.n.counters.failed;
@@ -89,19 +84,25 @@ impl NotifierLoop {
                 return Err("the notifier's log follower ended".into());
             };
             match wake {
-                Wake::Followed(f) => self.followed(f),
+                Wake::Life(life) => {
+                    if life == Life::CaughtUp {
+                        tracing::info!(position = self.n.role().reader().position(), "notifier caught up");
+                    }
+                    self.n.handle(now(), Input::Life(life));
+                }
                 Wake::Replayed { token, result } => self.n.handle(now(), Input::Replayed { token, result }),
                 Wake::Restored(reader) => self.restored(reader).await?,
                 Wake::Done(input) => self.n.handle(now(), input),
                 Wake::Query(q) => self.answer(q),
-                Wake::Timeout => self.n.handle_timeout(now()),
+                Wake::Timeout => {
+                    if let Some((_, timer)) = self.n.poll_timeout() {
+                        tracing::debug!(?timer, "notifier: timer due");
+                    }
+                    self.n.handle_timeout(now());
+                }
                 Wake::Leave => {
                     tracing::info!(member = %self.n.me(), "leaving the notifier bucket: finishing the sends in flight");
-                    self.n.handle(now(), Input::Leave);
-                }
-                Wake::LeaveOverdue => {
-                    tracing::warn!("the notifier's leave did not finish in time; exiting anyway");
-                    break;
+                    self.n.handle(now(), Input::Life(Life::Leave));
                 }
             }
             if self.n.counters.failed > failed {
@@ -122,24 +123,11 @@ impl NotifierLoop {
         Ok(())
     }
 
-    fn followed(&mut self, f: Followed) {
-        let input = match f {
-            Followed::Member(obs) => Input::Member(obs),
-            Followed::Log { seq, entry } => Input::Log { seq, entry },
-            Followed::Unreadable { seq } => Input::LogUnreadable { seq },
-            Followed::CaughtUp => {
-                tracing::info!(position = self.n.role().reader().position(), "notifier caught up");
-                Input::CaughtUp
-            }
-        };
-        self.n.handle(now(), input);
-    }
-
     /// Hands a loaded snapshot to the core and, if it jumped to it, follows the log from after it.
     async fn restored(&mut self, reader: Option<Box<LogReader>>) -> Result<(), String> {
         let Some(reader) = reader else { return Ok(()) };
         let before = self.n.role().reader().position();
-        self.n.handle(now(), Input::Restore(reader));
+        self.n.handle(now(), Input::Life(Life::Restore(reader)));
         let position = self.n.role().reader().position();
         if position > before {
             tracing::info!(from = before, to = position, "jumped past a hole in the log to a snapshot");
@@ -165,7 +153,7 @@ impl NotifierLoop {
         while let Some(out) = self.n.poll_output() {
             let tx = self.reading.done();
             match out {
-                Output::Membership(m) => self.reading.heartbeat(m),
+                Output::Life(LifeOutput::Membership(m)) => self.reading.heartbeat(m),
                 Output::ReadStarts { endpoints, propose } => {
                     let progress = self.progress.clone();
                     tokio::spawn(async move {
@@ -197,7 +185,7 @@ impl NotifierLoop {
                         let _ = tx.send(Input::Written { op, result });
                     });
                 }
-                Output::NeedSnapshot { covering } => self.reading.restore(covering),
+                Output::Life(LifeOutput::NeedSnapshot { covering }) => self.reading.restore(covering),
                 Output::Send(d) => {
                     let sender = self.sender.clone();
                     tokio::spawn(async move {

@@ -7,9 +7,10 @@ pub mod store;
 
 use crate::clock::now;
 use crate::coord::Coordination;
-use crate::follow::{snapshots, Followed, Reading, RoleQuery, Wake};
+use crate::follow::{snapshots, Reading, RoleQuery, Wake};
 use crate::metrics::Exposition;
 use jaque_core::sink::{Input, Output, Sink, SinkConfig, StoreError};
+use jaque_core::{Life, LifeOutput};
 use jaque_core::{LogReader, ObjectId, Time};
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,7 +92,7 @@ impl SinkLoop {
             };
             let lost = self.sink.role().counters.objects_lost_history;
             match wake {
-                Wake::Followed(f) => self.sink.handle(now(), followed(f)),
+                Wake::Life(life) => self.sink.handle(now(), Input::Life(life)),
                 Wake::Replayed { token, result } => self.sink.handle(now(), Input::Replayed { token, result }),
                 Wake::Restored(reader) => self.restored(reader).await?,
                 Wake::Done(Done::Schema(r)) => self.schema_done(r).await?,
@@ -108,7 +109,12 @@ impl SinkLoop {
                     self.sink.handle(now(), Input::Progress { token, result });
                 }
                 Wake::Query(q) => self.answer(q),
-                Wake::Timeout if self.reading.is_following() => self.sink.handle_timeout(now()),
+                Wake::Timeout if self.reading.is_following() => {
+                    if let Some((_, timer)) = self.sink.poll_timeout() {
+                        tracing::debug!(?timer, "sink: timer due");
+                    }
+                    self.sink.handle_timeout(now());
+                }
                 Wake::Timeout => {
                     self.schema_retry_at = None;
                     self.try_schema();
@@ -118,10 +124,8 @@ impl SinkLoop {
                         return Ok(());
                     }
                     tracing::info!(member = %self.sink.me(), "leaving the sink bucket");
-                    self.sink.handle(now(), Input::Leave);
+                    self.sink.handle(now(), Input::Life(Life::Leave));
                 }
-                // The sink does not bound its leave (`Reading::bound_leave`): the core's own deadline does.
-                Wake::LeaveOverdue => break,
             }
             snapshots::warn_history_lost("sink", lost, self.sink.role().counters.objects_lost_history);
             self.drain();
@@ -157,10 +161,10 @@ impl SinkLoop {
                 tracing::info!(store = %self.store.what(), "sink: the store's schema is ready; following the log");
                 // Start from the latest snapshot, and read only the log after it.
                 if let Some(reader) = snapshots::latest_reader(self.reading.coord()).await {
-                    self.sink.handle(now(), Input::Restore(Box::new(reader)));
+                    self.sink.handle(now(), Input::Life(Life::Restore(Box::new(reader))));
                 }
                 self.reading.follow(self.sink.role().reader().position() + 1).await?;
-                self.sink.handle(now(), Input::Start);
+                self.sink.handle(now(), Input::Life(Life::Start));
                 Ok(())
             }
             Err(SchemaError::Fatal(msg)) => Err(msg),
@@ -179,7 +183,7 @@ impl SinkLoop {
     async fn restored(&mut self, reader: Option<Box<LogReader>>) -> Result<(), String> {
         let Some(reader) = reader else { return Ok(()) };
         let before = self.sink.role().reader().position();
-        self.sink.handle(now(), Input::Restore(reader));
+        self.sink.handle(now(), Input::Life(Life::Restore(reader)));
         let position = self.sink.role().reader().position();
         if position > before {
             tracing::info!(from = before, to = position, "sink: jumped past a hole in the log to a snapshot");
@@ -192,7 +196,7 @@ impl SinkLoop {
     fn drain(&mut self) {
         while let Some(out) = self.sink.poll_output() {
             match out {
-                Output::Membership(m) => self.reading.heartbeat(m),
+                Output::Life(LifeOutput::Membership(m)) => self.reading.heartbeat(m),
                 Output::QueryProgress { token, objects } => {
                     let (store, tx) = (self.store.clone(), self.reading.done());
                     tokio::spawn(async move {
@@ -201,7 +205,7 @@ impl SinkLoop {
                     });
                 }
                 Output::Replay { token, from, to } => self.reading.replay(token, from, to),
-                Output::NeedSnapshot { covering } => self.reading.restore(covering),
+                Output::Life(LifeOutput::NeedSnapshot { covering }) => self.reading.restore(covering),
                 Output::Write(batch) => {
                     let (store, tx) = (self.store.clone(), self.reading.done());
                     tokio::spawn(async move {
@@ -317,14 +321,5 @@ impl SinkLoop {
             self.reading.buckets().expose(&mut m);
         }
         m.0
-    }
-}
-
-fn followed(f: Followed) -> Input {
-    match f {
-        Followed::Member(obs) => Input::Member(obs),
-        Followed::Log { seq, entry } => Input::Log { seq, entry },
-        Followed::Unreadable { seq } => Input::LogUnreadable { seq },
-        Followed::CaughtUp => Input::CaughtUp,
     }
 }

@@ -9,6 +9,7 @@ use super::log::brief_entry;
 use super::process::{Process, Who};
 use super::{ms, Category, Sim};
 use crate::params::{stream, Params, Stream};
+use jaque_core::{Life, LifeOutput};
 
 use jaque_core::{
     CommandId, Engine, EngineConfig, Input, LogReader, MemberId, MemberRef, MembershipOutput, Output, ReplyTo, Time,
@@ -161,11 +162,9 @@ impl Role for EngineRole {
         sim.net.forget(n, inc);
     }
 
-    /// Once idle, or after the drain limit (the engine's reply timeout, a forward's, 1 s).
+    /// When the core says so: once idle, or at its leave deadline (`EngineConfig::leave_timeout`).
     fn may_exit(sim: &Sim, n: usize) -> bool {
-        let idle = sim.nodes[n].engine().is_some_and(|e| e.is_idle());
-        let started = sim.nodes[n].leave_started.unwrap_or(sim.now);
-        idle || sim.now.saturating_since(started).as_millis() as u64 >= sim.drain_limit_ms()
+        sim.nodes[n].engine().is_some_and(|e| e.is_done())
     }
 
     fn before_step(sim: &mut Sim, _n: usize, _input: &Option<Input>) {
@@ -202,10 +201,10 @@ impl Role for EngineRole {
 
     fn carry_out(sim: &mut Sim, n: usize, out: Output) {
         match out {
-            Output::Membership(MembershipOutput::PutHeartbeat { bucket, member, ttl }) => {
+            Output::Life(LifeOutput::Membership(MembershipOutput::PutHeartbeat { bucket, member, ttl })) => {
                 sim.send_heartbeat(n, bucket, member, ttl)
             }
-            Output::Membership(MembershipOutput::DeleteHeartbeat { bucket, member }) => {
+            Output::Life(LifeOutput::Membership(MembershipOutput::DeleteHeartbeat { bucket, member })) => {
                 sim.send_delete(n, bucket, member)
             }
             Output::ProposeEpoch { record, after_seq } => sim.send_proposal(n, record, after_seq),
@@ -217,7 +216,7 @@ impl Role for EngineRole {
             Output::Dispatch(work) => sim.dispatch_check(n, work),
             Output::WriteSnapshot(snapshot) => sim.write_snapshot(n, snapshot),
             Output::Purge { below } => sim.send_purge(n, below),
-            Output::NeedSnapshot { covering } => sim.need_snapshot(Who::Engine(n), covering),
+            Output::Life(LifeOutput::NeedSnapshot { covering }) => sim.need_snapshot(Who::Engine(n), covering),
         }
     }
 
@@ -240,7 +239,9 @@ impl Sim {
         self.step_as::<EngineRole>(n, input)
     }
 
-    /// A leaving engine exits once idle, or after this long (the engine's reply timeout, a forward's, 1 s).
+    /// A leaving engine has exited at the latest this long after its leave: its core's leave deadline
+    /// (`EngineConfig::leave_timeout`, the reply timeout + 2 s) is never later, whatever the network's forward
+    /// timeout. The faults and the workload budget wait this long.
     pub(super) fn drain_limit_ms(&self) -> u64 {
         ms(self.core.reply_timeout) + self.params.forward_timeout_ms + 1_000
     }
@@ -248,12 +249,12 @@ impl Sim {
 
 fn brief_input(i: &Input) -> String {
     match i {
-        Input::Log { seq, entry } => format!("log {seq} {}", brief_entry(entry)),
-        Input::Member(o) => format!("member rev {} {:?}", o.rev, o.change),
+        Input::Life(Life::Log { seq, entry }) => format!("log {seq} {}", brief_entry(entry)),
+        Input::Life(Life::Member(o)) => format!("member rev {} {:?}", o.rev, o.change),
         Input::Command { reply, cmd } => {
             format!("command {} {} on {} hop {} (caller {})", cmd.id, cmd.kind.name(), cmd.object, cmd.hop, reply.0)
         }
-        Input::Restore(r) => format!("restore: the snapshot at {}", r.position()),
+        Input::Life(Life::Restore(r)) => format!("restore: the snapshot at {}", r.position()),
         other => format!("{other:?}"),
     }
 }

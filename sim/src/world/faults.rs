@@ -8,7 +8,7 @@
 //! where its peers differ: a peer partition cuts two engines apart (one way or both), a sink from its database, a
 //! notifier from the endpoints, and isolate-one cuts a process from the store and from all its peers.
 
-use super::lifecycle::{by_role, Act, Life, Role};
+use super::lifecycle::{by_role, Act, LifeEv, Role};
 use super::process::{Peer, Who};
 use super::{exp, Ev, Phase, Sim, TICK};
 use crate::params::{stream, FaultKind, Stream};
@@ -155,7 +155,7 @@ impl Sim {
     /// A restart of `who` after a crash or a leave, if it comes back (dropped once healed: the heal decides).
     fn back_after(&mut self, who: Who, ms: Option<u64>) {
         if let Some(ms) = ms {
-            self.after(ms, Ev::Life(who, Life::Restart { healing: false }));
+            self.after(ms, Ev::Life(who, LifeEv::Restart { healing: false }));
         }
     }
 

@@ -17,26 +17,11 @@
 use super::process::{Process, Who};
 use super::{Ev, Phase, Sim, TICK};
 use jaque_core::role::LogRole;
-use jaque_core::{LogEntry, LogReader, MemberObservation, Time};
+use jaque_core::{Life, LogReader, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::fmt::Debug;
 use std::time::Duration;
-
-/// The inputs of a process's life, which every role's core takes (each in its own input enum today).
-pub(super) enum LifeInput {
-    Start,
-    /// The watcher's snapshot and the log's backlog present at start have been handed in.
-    CaughtUp,
-    Leave,
-    Member(MemberObservation),
-    Log {
-        seq: u64,
-        entry: LogEntry,
-    },
-    /// A snapshot's reader: the one a process starts from, or the latest loaded after `NeedSnapshot`.
-    Restore(Box<LogReader>),
-}
 
 /// What the simulator needs of a core state machine (`Engine`, `Sink`, `Notifier`): sans-IO, time as a value.
 pub(super) trait Machine {
@@ -47,8 +32,8 @@ pub(super) trait Machine {
     fn handle_timeout(&mut self, now: Time);
     fn poll_output(&mut self) -> Option<Self::Output>;
     fn poll_timeout(&self) -> Option<(Time, Self::Timer)>;
-    /// The role's input for an input of the life.
-    fn life(input: LifeInput) -> Self::Input;
+    /// The role's input for an input of the life (core's `Life`, which every role's input carries).
+    fn life(input: Life) -> Self::Input;
     /// Its log reader.
     fn reader(&self) -> &LogReader;
     /// The log-reading role underneath (sinks and notifiers), whose resumes say which objects lost history.
@@ -60,9 +45,8 @@ pub(super) trait Machine {
     fn brief_output(output: &Self::Output) -> String;
 }
 
-/// `impl Machine` for a core type: the three cores have the same sans-IO shape and the same inputs of the life,
-/// each in enums of its own (until core has one lifecycle contract, issue 32 point 1), so the adapter is written
-/// once. `$reader` and `$log_role` say where the core keeps its reader and its log-reading role; the trace lines
+/// `impl Machine` for a core type: the three cores have the same sans-IO shape and take the inputs of the life
+/// as `Input::Life`, so the adapter is written once. `$reader` and `$log_role` say where the core keeps its reader and its log-reading role; the trace lines
 /// are the invoking module's `brief_input` and `brief_output`.
 macro_rules! machine {
     ($core:ty, $input:ty, $output:ty, $timer:ty, reader: |$c:ident| $reader:expr, log_role: |$l:ident| $log_role:expr) => {
@@ -87,17 +71,8 @@ macro_rules! machine {
                 <$core>::poll_timeout(self)
             }
 
-            fn life(input: $crate::world::lifecycle::LifeInput) -> $input {
-                use $crate::world::lifecycle::LifeInput as Life;
-                type In = $input;
-                match input {
-                    Life::Start => In::Start,
-                    Life::CaughtUp => In::CaughtUp,
-                    Life::Leave => In::Leave,
-                    Life::Member(obs) => In::Member(obs),
-                    Life::Log { seq, entry } => In::Log { seq, entry },
-                    Life::Restore(reader) => In::Restore(reader),
-                }
+            fn life(input: jaque_core::Life) -> $input {
+                <$input>::Life(input)
             }
 
             fn reader(&self) -> &jaque_core::LogReader {
@@ -204,7 +179,7 @@ pub(super) trait Role: Sized {
 /// The lifecycle events of one process (inside `Ev::Life`, with whose they are). Those for an incarnation that
 /// is gone are dropped; those for a paused one wait in its buffers, but its timer, which is re-armed on resume.
 #[derive(Clone, Debug)]
-pub(super) enum Life {
+pub(super) enum LifeEv {
     /// A (re)start. `healing`: issued by the heal; other restarts, scheduled by faults, are dropped once healed.
     Restart { healing: bool },
     /// The watcher's snapshot and the log's backlog are due.
@@ -221,15 +196,15 @@ pub(super) enum Life {
     Exit { inc: u64 },
 }
 
-impl Life {
+impl LifeEv {
     /// The incarnation the event is for, if it waits while that process is paused.
     pub fn held_for(&self) -> Option<u64> {
         match self {
-            Life::Boot { inc }
-            | Life::Timer { inc, .. }
-            | Life::LogDeliver { inc, .. }
-            | Life::MemberDeliver { inc, .. } => Some(*inc),
-            Life::Restart { .. } | Life::Resume { .. } | Life::Exit { .. } => None,
+            LifeEv::Boot { inc }
+            | LifeEv::Timer { inc, .. }
+            | LifeEv::LogDeliver { inc, .. }
+            | LifeEv::MemberDeliver { inc, .. } => Some(*inc),
+            LifeEv::Restart { .. } | LifeEv::Resume { .. } | LifeEv::Exit { .. } => None,
         }
     }
 
@@ -237,14 +212,14 @@ impl Life {
     /// one life (a notifier's hashes its family's code, 28, then its own), so the hash has not moved.
     pub fn code(&self, who: Who) -> (u64, Option<u64>) {
         let (engine, sink, notifier) = match self {
-            Life::Timer { .. } => (1, 101, 103),
-            Life::Boot { .. } => (2, 102, 102),
-            Life::LogDeliver { .. } => (3, 103, 104),
-            Life::MemberDeliver { .. } => (4, 104, 105),
-            Life::Resume { .. } => (22, 110, 110),
-            Life::Restart { .. } => (23, 109, 101),
+            LifeEv::Timer { .. } => (1, 101, 103),
+            LifeEv::Boot { .. } => (2, 102, 102),
+            LifeEv::LogDeliver { .. } => (3, 103, 104),
+            LifeEv::MemberDeliver { .. } => (4, 104, 105),
+            LifeEv::Resume { .. } => (22, 110, 110),
+            LifeEv::Restart { .. } => (23, 109, 101),
             // A sink exits at the end of the step that leaves it done: it never has this event.
-            Life::Exit { .. } => (24, 114, 111),
+            LifeEv::Exit { .. } => (24, 114, 111),
         };
         match who {
             Who::Engine(_) => (engine, None),
@@ -324,7 +299,7 @@ impl Sim {
     // ---- routing ----
 
     /// A lifecycle event of process `who`.
-    pub(super) fn life_event(&mut self, who: Who, ev: Life) {
+    pub(super) fn life_event(&mut self, who: Who, ev: LifeEv) {
         by_role!(who, |R, slot| self.life_event_as::<R>(slot, ev))
     }
 
@@ -337,7 +312,7 @@ impl Sim {
             if !(p.is_current(inc) && p.is_paused()) {
                 return Some(ev);
             }
-            if !matches!(ev, Ev::Life(_, Life::Timer { .. })) {
+            if !matches!(ev, Ev::Life(_, LifeEv::Timer { .. })) {
                 p.hold(ev);
             }
             None
@@ -354,46 +329,46 @@ impl Sim {
         by_role!(who, |R, slot| R::slots(self)[slot].is_current(inc))
     }
 
-    fn life_event_as<R: Role>(&mut self, slot: usize, ev: Life) {
+    fn life_event_as<R: Role>(&mut self, slot: usize, ev: LifeEv) {
         let p = &R::slots(self)[slot];
         match ev {
-            Life::Restart { healing } => {
+            LifeEv::Restart { healing } => {
                 if self.phase != Phase::Safety && !healing {
                     // The heal decided who comes back.
                 } else if !p.is_running() {
                     self.start_as::<R>(slot);
                 } else if p.is_leaving() {
                     // Still draining after a leave: come back once it has exited.
-                    self.after(1_000, Ev::Life(R::who(slot), Life::Restart { healing }));
+                    self.after(1_000, Ev::Life(R::who(slot), LifeEv::Restart { healing }));
                 }
             }
-            Life::Boot { inc } => {
+            LifeEv::Boot { inc } => {
                 if p.is_current(inc) {
                     self.boot::<R>(slot);
                 }
             }
-            Life::Timer { inc, deadline } => {
+            LifeEv::Timer { inc, deadline } => {
                 if p.is_current(inc) && p.armed == Some(deadline) {
                     R::slots_mut(self)[slot].armed = None;
                     self.step_as::<R>(slot, None);
                 }
             }
-            Life::LogDeliver { inc, upto } => {
+            LifeEv::LogDeliver { inc, upto } => {
                 if p.is_current(inc) && p.booted && p.can_recv() && !p.log_held {
                     self.deliver_log::<R>(slot, upto);
                 }
             }
-            Life::MemberDeliver { inc, upto } => {
+            LifeEv::MemberDeliver { inc, upto } => {
                 if p.is_current(inc) && p.booted && p.can_recv() && !p.watch_held {
                     self.deliver_members::<R>(slot, upto);
                 }
             }
-            Life::Resume { inc } => {
+            LifeEv::Resume { inc } => {
                 if p.is_current(inc) && p.pause_over(self.now) {
                     self.resume::<R>(slot);
                 }
             }
-            Life::Exit { inc } => self.exit_if_done::<R>(slot, inc),
+            LifeEv::Exit { inc } => self.exit_if_done::<R>(slot, inc),
         }
     }
 
@@ -413,12 +388,12 @@ impl Sim {
         self.tr(|| format!("{who} starts as incarnation {inc}"));
         R::started(self, slot);
         if let Some(reader) = restore {
-            self.step_as::<R>(slot, Some(R::Core::life(LifeInput::Restore(Box::new(reader)))));
+            self.step_as::<R>(slot, Some(R::Core::life(Life::Restore(Box::new(reader)))));
         }
-        self.step_as::<R>(slot, Some(R::Core::life(LifeInput::Start)));
+        self.step_as::<R>(slot, Some(R::Core::life(Life::Start)));
         let max = self.params.boot_delay_max_ms;
         let d = R::slots_mut(self)[slot].rng.random_range(0..=max);
-        self.after(d, Ev::Life(who, Life::Boot { inc }));
+        self.after(d, Ev::Life(who, LifeEv::Boot { inc }));
     }
 
     /// The watcher's snapshot (the last entry of every key, in revision order), the log's backlog, `CaughtUp`;
@@ -427,11 +402,11 @@ impl Sim {
         let who = R::who(slot);
         if !R::slots(self)[slot].can_recv() {
             let inc = R::slots(self)[slot].inc;
-            self.after(500, Ev::Life(who, Life::Boot { inc }));
+            self.after(500, Ev::Life(who, LifeEv::Boot { inc }));
             return;
         }
         for obs in self.store.snapshot() {
-            self.step_as::<R>(slot, Some(R::Core::life(LifeInput::Member(obs))));
+            self.step_as::<R>(slot, Some(R::Core::life(Life::Member(obs))));
         }
         R::slots_mut(self)[slot].members.cursor = self.store.rev();
         let end = self.log.len();
@@ -441,7 +416,7 @@ impl Sim {
             return;
         }
         self.tr(|| format!("{who} caught up at log {end}"));
-        self.step_as::<R>(slot, Some(R::Core::life(LifeInput::CaughtUp)));
+        self.step_as::<R>(slot, Some(R::Core::life(Life::CaughtUp)));
     }
 
     /// One step of process `slot`: an input (or its timer), the role's checks, every output carried out, the
@@ -490,7 +465,7 @@ impl Sim {
     }
 
     /// The step of an input of the life.
-    pub(super) fn step_life<R: Role>(&mut self, slot: usize, input: LifeInput) {
+    pub(super) fn step_life<R: Role>(&mut self, slot: usize, input: Life) {
         self.step_as::<R>(slot, Some(R::Core::life(input)));
     }
 
@@ -504,7 +479,7 @@ impl Sim {
             if let Some(t) = t {
                 let inc = p.inc;
                 let at = p.global(t);
-                self.push(at, Ev::Life(R::who(slot), Life::Timer { inc, deadline: t }));
+                self.push(at, Ev::Life(R::who(slot), LifeEv::Timer { inc, deadline: t }));
             }
         }
     }
@@ -518,7 +493,7 @@ impl Sim {
                 let due = self.now + Duration::from_millis(lag);
                 let at = R::slots_mut(self)[slot].log.schedule(due);
                 let inc = R::slots(self)[slot].inc;
-                self.push(at, Ev::Life(R::who(slot), Life::LogDeliver { inc, upto: seq }));
+                self.push(at, Ev::Life(R::who(slot), LifeEv::LogDeliver { inc, upto: seq }));
             }
         }
     }
@@ -532,7 +507,7 @@ impl Sim {
                 let due = self.now + Duration::from_millis(lag);
                 let at = R::slots_mut(self)[slot].members.schedule(due);
                 let inc = R::slots(self)[slot].inc;
-                self.push(at, Ev::Life(R::who(slot), Life::MemberDeliver { inc, upto: rev }));
+                self.push(at, Ev::Life(R::who(slot), LifeEv::MemberDeliver { inc, upto: rev }));
             }
         }
     }
@@ -548,13 +523,13 @@ impl Sim {
                 continue;
             }
             let entry = self.log.entry(seq).clone();
-            self.step_life::<R>(slot, LifeInput::Log { seq, entry });
+            self.step_life::<R>(slot, Life::Log { seq, entry });
             R::read(self, slot, seq);
         }
         let cur = R::slots(self)[slot].log.cursor;
         if cur > 0 && R::slots(self)[slot].is_running() && self.duplicate::<R>(slot) && self.log.present(cur) {
             let entry = self.log.entry(cur).clone();
-            self.step_life::<R>(slot, LifeInput::Log { seq: cur, entry });
+            self.step_life::<R>(slot, Life::Log { seq: cur, entry });
             R::read(self, slot, cur);
         }
     }
@@ -570,13 +545,13 @@ impl Sim {
             let rev = R::slots(self)[slot].members.cursor + 1;
             R::slots_mut(self)[slot].members.cursor = rev;
             if let Some(obs) = self.store.observation(rev) {
-                self.step_life::<R>(slot, LifeInput::Member(obs));
+                self.step_life::<R>(slot, Life::Member(obs));
             }
         }
         let cur = R::slots(self)[slot].members.cursor;
         if cur > 0 && R::slots(self)[slot].is_running() && self.duplicate::<R>(slot) {
             if let Some(obs) = self.store.observation(cur) {
-                self.step_life::<R>(slot, LifeInput::Member(obs));
+                self.step_life::<R>(slot, Life::Member(obs));
             }
         }
     }
@@ -591,8 +566,8 @@ impl Sim {
         R::slots_mut(self)[slot].members.schedule(at);
         let inc = R::slots(self)[slot].inc;
         let (log, rev) = (self.log.len(), self.store.rev());
-        self.push(at, Ev::Life(R::who(slot), Life::MemberDeliver { inc, upto: rev }));
-        self.push(at, Ev::Life(R::who(slot), Life::LogDeliver { inc, upto: log }));
+        self.push(at, Ev::Life(R::who(slot), LifeEv::MemberDeliver { inc, upto: rev }));
+        self.push(at, Ev::Life(R::who(slot), LifeEv::LogDeliver { inc, upto: log }));
     }
 
     /// One message's latency through NATS to or from process `slot` (a clogged one holds messages for seconds).
@@ -624,7 +599,7 @@ impl Sim {
         let who = R::who(slot);
         self.tr(|| format!("{who} pauses until {until}"));
         let inc = R::slots(self)[slot].inc;
-        self.push(until, Ev::Life(who, Life::Resume { inc }));
+        self.push(until, Ev::Life(who, LifeEv::Resume { inc }));
     }
 
     /// What waits in its buffers is handled first, then the timers that expired meanwhile.
@@ -639,7 +614,7 @@ impl Sim {
         let p = &R::slots(self)[slot];
         if let Some(t) = p.armed {
             let (inc, at) = (p.inc, p.global(t));
-            self.push(at, Ev::Life(who, Life::Timer { inc, deadline: t }));
+            self.push(at, Ev::Life(who, LifeEv::Timer { inc, deadline: t }));
         }
     }
 
@@ -667,10 +642,10 @@ impl Sim {
         R::slots_mut(self)[slot].leave_started = Some(self.now);
         let who = R::who(slot);
         self.tr(|| format!("{who} leaves"));
-        self.step_life::<R>(slot, LifeInput::Leave);
+        self.step_life::<R>(slot, Life::Leave);
         if R::EXIT == Exit::Polled {
             let inc = R::slots(self)[slot].inc;
-            self.after(TICK, Ev::Life(who, Life::Exit { inc }));
+            self.after(TICK, Ev::Life(who, LifeEv::Exit { inc }));
         }
     }
 
@@ -681,7 +656,7 @@ impl Sim {
         if R::may_exit(self, slot) {
             self.exit::<R>(slot);
         } else {
-            self.after(TICK, Ev::Life(R::who(slot), Life::Exit { inc }));
+            self.after(TICK, Ev::Life(R::who(slot), LifeEv::Exit { inc }));
         }
     }
 
@@ -711,7 +686,7 @@ impl Sim {
             }
         }
         if up == 0 {
-            self.after(1_000, Ev::Life(R::who(0), Life::Restart { healing: true }));
+            self.after(1_000, Ev::Life(R::who(0), LifeEv::Restart { healing: true }));
         }
     }
 }

@@ -73,7 +73,7 @@ use jaque_core::{
     Bucket, CheckResult, Command, Engine, EngineConfig, EpochRecord, Event, LogEntry, MemberId, MemberRef, ObjectDef,
     ObjectId, Outcome, State, Time,
 };
-use lifecycle::Life;
+use lifecycle::LifeEv;
 use log::Log;
 use net::{Net, Waiter};
 use notifier::{NEv, Notify};
@@ -118,7 +118,7 @@ pub enum Phase {
 #[derive(Clone, Debug)]
 enum Ev {
     /// The life of process `Who` (`lifecycle.rs`): its (re)start, boot, timer, deliveries, resume and exit.
-    Life(Who, Life),
+    Life(Who, LifeEv),
     HeartbeatLand {
         bucket: Bucket,
         member: MemberRef,
@@ -443,7 +443,7 @@ impl Sim {
     pub fn start_swarm(&mut self) {
         for n in 0..self.nodes.len() {
             let at = self.nodes[n].rng.random_range(0..=2_000);
-            self.push(Time(at), Ev::Life(Who::Engine(n), Life::Restart { healing: false }));
+            self.push(Time(at), Ev::Life(Who::Engine(n), LifeEv::Restart { healing: false }));
         }
         if !self.work.objects.is_empty() || self.params.command_every_ms > 0 {
             self.push(Time(500), Ev::Submit);
@@ -570,7 +570,7 @@ impl Sim {
             Ev::HeartbeatDelete { bucket, member } => self.kv_delete_own(bucket, &member),
             Ev::HeartbeatAck { node, inc, ok } => {
                 if self.alive(node, inc) {
-                    self.step(node, Some(jaque_core::Input::HeartbeatWritten { ok }));
+                    self.step(node, Some(jaque_core::Input::Life(jaque_core::Life::HeartbeatWritten { ok })));
                 }
             }
             Ev::Expire { bucket, id, gen } => self.kv_expire(bucket, id, gen),

@@ -24,12 +24,13 @@
 //! Readers started from snapshots are checked against invariant 11 by `checks/snapshots.rs`. Engines that jumped
 //! are held to invariants 1–8 as any engine (agreement is checked at the position they jumped to).
 
-use super::lifecycle::{by_role, Life, LifeInput, Machine, Role};
+use super::lifecycle::{by_role, LifeEv, Machine, Role};
 use super::process::Process;
 use super::process::Who;
 use super::{Category, Ev, Phase, Sim};
 use crate::params::{stream, Stream};
 use jaque_core::log::{LogReader, ReaderSnapshot};
+use jaque_core::Life;
 use jaque_core::{wire, ObjectId, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -365,7 +366,7 @@ impl Sim {
         };
         let Some(reader) = self.through_wire(&snapshot, &format!("the snapshot {who} loaded")) else { return };
         let before = self.reader_position(who);
-        by_role!(who, |R, slot| self.step_life::<R>(slot, LifeInput::Restore(Box::new(reader))));
+        by_role!(who, |R, slot| self.step_life::<R>(slot, Life::Restore(Box::new(reader))));
         let Some(after) = self.reader_position(who).filter(|a| Some(*a) > before) else { return };
         self.snaps.stats.jumps += 1;
         self.tr(|| format!("{who} jumped to the snapshot at {after}; follows the log from {}", after + 1));
@@ -395,7 +396,7 @@ impl Sim {
             p.log.cursor = position;
             (p.inc, p.log.schedule(due))
         });
-        self.push(at, Ev::Life(who, Life::LogDeliver { inc, upto: end }));
+        self.push(at, Ev::Life(who, LifeEv::LogDeliver { inc, upto: end }));
     }
 
     /// The objects a step of a log-reading role found with lost history (their counter went from `before`).

@@ -19,7 +19,7 @@ pub(in crate::world) mod endpoint;
 pub(in crate::world) mod kv;
 
 use crate::params::{stream, Params, Stream};
-use crate::world::lifecycle::{machine, Act, Exit, Life, Role};
+use crate::world::lifecycle::{machine, Act, Exit, LifeEv, Role};
 use crate::world::log::brief_entry;
 use crate::world::process::{Peer, Process, Who};
 use crate::world::snapshots::lost_so_far;
@@ -27,6 +27,7 @@ use crate::world::{exp, Category, Ev, Sim};
 use endpoint::{Request, SimEndpoint};
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult, Timer};
 use jaque_core::{Bucket, LogReader, MemberId, MemberRef, MembershipOutput, Time};
+use jaque_core::{Life, LifeOutput};
 use kv::StoreOp;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -189,7 +190,7 @@ impl NEv {
     }
 
     /// The trace hash's code of the event, after the notifiers' family code (the lifecycle's are
-    /// `Life::code`'s).
+    /// `LifeEv::code`'s).
     pub fn code(&self) -> u64 {
         match self {
             NEv::Answer { .. } => 106,
@@ -393,9 +394,11 @@ impl Role for NotifierRole {
 
     fn carry_out(sim: &mut Sim, s: usize, out: Output) {
         match out {
-            Output::NeedSnapshot { covering } => sim.need_snapshot(Who::Notifier(s), covering),
-            Output::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. }) => sim.nheartbeat(s, member, ttl),
-            Output::Membership(MembershipOutput::DeleteHeartbeat { member, .. }) => {
+            Output::Life(LifeOutput::NeedSnapshot { covering }) => sim.need_snapshot(Who::Notifier(s), covering),
+            Output::Life(LifeOutput::Membership(MembershipOutput::PutHeartbeat { member, ttl, .. })) => {
+                sim.nheartbeat(s, member, ttl)
+            }
+            Output::Life(LifeOutput::Membership(MembershipOutput::DeleteHeartbeat { member, .. })) => {
                 let now = sim.now;
                 sim.notify.slots[s].role.as_mut().expect("running").deleting = Some(now);
                 if sim.notify.slots[s].can_send() {
@@ -455,7 +458,7 @@ impl Sim {
         self.stats.notify.notifiers = n as u64;
         for slot in 0..n {
             let at = self.notify.rng.random_range(0..=self.params.notify.start_max_ms);
-            self.push(Time(at), Ev::Life(Who::Notifier(slot), Life::Restart { healing: false }));
+            self.push(Time(at), Ev::Life(Who::Notifier(slot), LifeEv::Restart { healing: false }));
         }
         if !self.params.notify.faults.is_empty() {
             let at = exp(&mut self.notify.rng, self.params.notify.fault_every_ms) + 2_000;
@@ -552,7 +555,7 @@ impl Sim {
         let p = &mut self.notify.slots[s];
         let at = p.hb_answers.schedule(self.now + Duration::from_millis(after));
         let inc = p.inc;
-        let input = Box::new(Input::HeartbeatWritten { ok });
+        let input = Box::new(Input::Life(Life::HeartbeatWritten { ok }));
         self.push(at, Ev::Notify(NEv::Answer { slot: s, inc, input }));
     }
 
@@ -601,12 +604,12 @@ impl Sim {
 
 fn brief_input(i: &Input) -> String {
     match i {
-        Input::Log { seq, entry } => format!("log {seq} {}", brief_entry(entry)),
-        Input::Member(o) => format!("member rev {} {:?}", o.rev, o.change),
+        Input::Life(Life::Log { seq, entry }) => format!("log {seq} {}", brief_entry(entry)),
+        Input::Life(Life::Member(o)) => format!("member rev {} {:?}", o.rev, o.change),
         Input::Replayed { token, result: Ok((upto, entries)) } => {
             format!("replayed #{token} up to {upto}: {} entries", entries.len())
         }
-        Input::Restore(r) => format!("restore: the snapshot at {}", r.position()),
+        Input::Life(Life::Restore(r)) => format!("restore: the snapshot at {}", r.position()),
         other => format!("{other:?}"),
     }
 }

@@ -18,6 +18,7 @@ use crate::world::snapshots::lost_so_far;
 use crate::world::{exp, Category, Ev, Phase, Sim};
 use jaque_core::sink::{Batch, Input, Output, Sink, SinkConfig, StoreError, Timer};
 use jaque_core::{hrw, LogEntry, LogReader, MemberId, MemberRef, MembershipOutput, ObjectId, State, Time};
+use jaque_core::{Life, LifeOutput};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use sql::{Answer, Pending, Req, Sql};
@@ -50,6 +51,12 @@ pub(in crate::world) enum SinkEv {
         token: u64,
         result: Result<(u64, Vec<(u64, LogEntry)>), String>,
     },
+    /// The store's answer to a sink's heartbeat put (answers reach it in the order of the puts).
+    HeartbeatAck {
+        s: usize,
+        inc: u64,
+        ok: bool,
+    },
     SqlLand {
         req: u64,
     },
@@ -75,14 +82,15 @@ impl SinkEv {
     /// The sink incarnation an event is for: it waits while that process is paused.
     pub fn held_for(&self) -> Option<(Who, u64)> {
         match self {
-            SinkEv::Replayed { s, inc, .. } | SinkEv::SqlAnswer { s, inc, .. } | SinkEv::SqlTimeout { s, inc, .. } => {
-                Some((Who::Sink(*s), *inc))
-            }
+            SinkEv::Replayed { s, inc, .. }
+            | SinkEv::HeartbeatAck { s, inc, .. }
+            | SinkEv::SqlAnswer { s, inc, .. }
+            | SinkEv::SqlTimeout { s, inc, .. } => Some((Who::Sink(*s), *inc)),
             _ => None,
         }
     }
 
-    /// The trace hash's code of the event (within the sinks' range; the lifecycle's are `Life::code`'s).
+    /// The trace hash's code of the event (within the sinks' range; the lifecycle's are `LifeEv::code`'s).
     pub fn code(&self) -> u64 {
         match self {
             SinkEv::Replayed { .. } => 5,
@@ -91,6 +99,7 @@ impl SinkEv {
             SinkEv::SqlTimeout { .. } => 8,
             SinkEv::DownTick => 12,
             SinkEv::Up { .. } => 13,
+            SinkEv::HeartbeatAck { .. } => 14,
         }
     }
 }
@@ -280,18 +289,29 @@ impl Role for SinkRole {
 
     fn carry_out(sim: &mut Sim, s: usize, out: Output) {
         match out {
-            Output::NeedSnapshot { covering } => sim.need_snapshot(Who::Sink(s), covering),
-            Output::Membership(MembershipOutput::PutHeartbeat { bucket, member, ttl }) => {
+            Output::Life(LifeOutput::NeedSnapshot { covering }) => sim.need_snapshot(Who::Sink(s), covering),
+            Output::Life(LifeOutput::Membership(MembershipOutput::PutHeartbeat { bucket, member, ttl })) => {
                 let p = &sim.sinks.procs[s];
                 let (hb_loss, can_send) = (p.hb_loss > 0, p.can_send());
                 let lost = hb_loss && sim.sinks.rng.random_bool(sim.params.heartbeat_loss);
+                // Answered `ok` once the ack is back within the publish timeout, else failed at the timeout, in
+                // the order of the puts, as the engines' are. The way back takes as long as the way there: no
+                // draw of its own, so the sinks' random streams, and what they do, are as before the answers.
+                let mut answer = (sim.params.append_timeout_ms, false);
                 if can_send && !lost {
                     let d = sim.hop::<SinkRole>(s);
                     let ttl_ms = ttl.as_millis() as u64;
                     sim.after(d, Ev::HeartbeatLand { bucket, member, ttl_ms });
+                    if sim.sinks.procs[s].can_recv() && 2 * d <= answer.0 {
+                        answer = (2 * d, true);
+                    }
                 }
+                let (after, ok) = answer;
+                let p = &mut sim.sinks.procs[s];
+                let (inc, at) = (p.inc, p.hb_answers.schedule(sim.now + Duration::from_millis(after)));
+                sim.push(at, Ev::Sink(SinkEv::HeartbeatAck { s, inc, ok }));
             }
-            Output::Membership(MembershipOutput::DeleteHeartbeat { bucket, member }) => {
+            Output::Life(LifeOutput::Membership(MembershipOutput::DeleteHeartbeat { bucket, member })) => {
                 if sim.sinks.procs[s].can_send() {
                     let d = sim.hop::<SinkRole>(s);
                     sim.after(d, Ev::HeartbeatDelete { bucket, member });
@@ -370,6 +390,11 @@ impl Sim {
                     self.step_as::<SinkRole>(s, Some(Input::Replayed { token, result }));
                 }
             }
+            SinkEv::HeartbeatAck { s, inc, ok } => {
+                if self.sinks.procs[s].is_current(inc) {
+                    self.step_as::<SinkRole>(s, Some(Input::Life(Life::HeartbeatWritten { ok })));
+                }
+            }
             SinkEv::SqlLand { req } => self.sql_land(req),
             SinkEv::SqlAnswer { s, inc, req, answer } => self.sql_answer(req, s, inc, Some(answer)),
             SinkEv::SqlTimeout { s, inc, req } => self.sql_answer(req, s, inc, None),
@@ -386,7 +411,7 @@ impl Sim {
     pub(in crate::world) fn start_sinks(&mut self) {
         for s in 0..self.sinks.len() {
             let at = self.sinks.procs[s].rng.random_range(0..=2_000);
-            self.push(Time(at), Ev::Life(Who::Sink(s), super::lifecycle::Life::Restart { healing: false }));
+            self.push(Time(at), Ev::Life(Who::Sink(s), super::lifecycle::LifeEv::Restart { healing: false }));
         }
         if self.sinks.len() > 0 && self.params.sink.down_every_ms > 0 {
             let at = exp(&mut self.sinks.rng, self.params.sink.down_every_ms) + 2_000;
@@ -477,8 +502,8 @@ impl Sim {
 
 fn brief_input(i: &Input) -> String {
     match i {
-        Input::Log { seq, entry } => format!("log {seq} {}", brief_entry(entry)),
-        Input::Member(o) => format!("member rev {} {:?} {:?}", o.rev, o.bucket, o.change),
+        Input::Life(Life::Log { seq, entry }) => format!("log {seq} {}", brief_entry(entry)),
+        Input::Life(Life::Member(o)) => format!("member rev {} {:?} {:?}", o.rev, o.bucket, o.change),
         Input::Progress { token, result } => match result {
             Ok(v) => format!("progress {token}: {} objects stored", v.len()),
             Err(e) => format!("progress {token}: {e}"),
@@ -488,7 +513,7 @@ fn brief_input(i: &Input) -> String {
             Err(e) => format!("replayed {token}: {e}"),
         },
         Input::Written { batch, result } => format!("written {batch}: {result:?}"),
-        Input::Restore(r) => format!("restore: the snapshot at {}", r.position()),
+        Input::Life(Life::Restore(r)) => format!("restore: the snapshot at {}", r.position()),
         other => format!("{other:?}"),
     }
 }
