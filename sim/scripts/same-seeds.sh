@@ -8,12 +8,14 @@
 #   e.g. git stash; cargo build --release -p jaque-sim; cp target/release/jaque-sim /tmp/jaque-sim.old
 #        git stash pop; cargo build --release -p jaque-sim
 #        sim/scripts/same-seeds.sh /tmp/jaque-sim.old target/release/jaque-sim 4000
+# A seed that differs is explained from the two builds' whole traces: `cargo run --release -p jaque-sim --example
+# trace -- SEED` in each, diffed.
 # WITHOUT_NOTIFIERS=1 compares only the seeds the new binary runs without notifiers (for a change that moves
 # the worlds with notifiers only, such as the one that added them); WITHOUT_SNAPSHOTS=1 likewise the seeds it
 # runs with snapshots off.
 set -euo pipefail
 if [ $# -lt 2 ]; then
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 64
 fi
 old=$1 new=$2 count=${3:-400} first=${4:-1}
