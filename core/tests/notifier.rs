@@ -58,6 +58,22 @@ struct Progress {
     writes: u64,
 }
 
+impl Progress {
+    /// The records of `objects` that exist (a resume's question and a lane's recheck read alike).
+    fn read(&self, down: bool, objects: &[ObjectId]) -> Result<Vec<(ObjectId, EndpointId, Stored)>, String> {
+        if down {
+            return Err("store down".to_string());
+        }
+        let asked: BTreeSet<&ObjectId> = objects.iter().collect();
+        Ok(self
+            .records
+            .iter()
+            .filter(|((o, _), _)| asked.contains(o))
+            .map(|((o, e), (r, rev))| (o.clone(), *e, Stored { record: r.clone(), rev: *rev }))
+            .collect())
+    }
+}
+
 struct Proc {
     n: Notifier,
     inc: u64,
@@ -236,19 +252,10 @@ impl World {
                     Input::Starts { result }
                 }
                 Output::ReadProgress { token, objects } => {
-                    let result = if down {
-                        Err("store down".to_string())
-                    } else {
-                        let asked: BTreeSet<&ObjectId> = objects.iter().collect();
-                        Ok(self
-                            .store
-                            .records
-                            .iter()
-                            .filter(|((o, _), _)| asked.contains(o))
-                            .map(|((o, e), (r, rev))| (o.clone(), *e, Stored { record: r.clone(), rev: *rev }))
-                            .collect())
-                    };
-                    Input::Progress { token, result }
+                    Input::Progress { token, result: self.store.read(down, &objects) }
+                }
+                Output::Recheck { token, object } => {
+                    Input::Rechecked { token, result: self.store.read(down, &[object]) }
                 }
                 Output::Replay { token, from, to } => Input::Replayed { token, result: Ok(self.log.range(from, to)) },
                 Output::WriteProgress { op, object, endpoint, record, expect } => {

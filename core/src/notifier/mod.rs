@@ -36,8 +36,8 @@
 //!
 //! Driving it: `handle(now, input)` or `handle_timeout(now)`, then drain `poll_output()`, then re-arm the timer from
 //! `poll_timeout()`. Every `WriteProgress` gets one `Written`, every `Send` one `Sent`, every `ReadProgress` one
-//! `Progress`, `ReadStarts` one `Starts`, `Replay` one `Replayed`; every `PutHeartbeat` one `HeartbeatWritten`, in
-//! order. A leaving notifier may exit once `is_done()`.
+//! `Progress`, every `Recheck` one `Rechecked`, `ReadStarts` one `Starts`, `Replay` one `Replayed`; every
+//! `PutHeartbeat` one `HeartbeatWritten`, in order. A leaving notifier may exit once `is_done()`.
 
 mod lanes;
 
@@ -199,8 +199,13 @@ pub enum Input {
     Starts {
         result: Result<Vec<(EndpointId, u64)>, String>,
     },
-    /// The answer to `ReadProgress`: the records that exist (a missing one: none yet).
+    /// The answer to `ReadProgress` (a resume's question): the records that exist (a missing one: none yet).
     Progress {
+        token: u64,
+        result: Result<Vec<(ObjectId, EndpointId, Stored)>, String>,
+    },
+    /// The answer to `Recheck` (a lane's question): the object's records that exist, read as `ReadProgress` reads.
+    Rechecked {
         token: u64,
         result: Result<Vec<(ObjectId, EndpointId, Stored)>, String>,
     },
@@ -228,10 +233,16 @@ pub enum Output {
         endpoints: Vec<EndpointId>,
         propose: u64,
     },
-    /// Read the records of these objects at every endpoint.
+    /// Read the records of these objects at every endpoint: what a resume needs to know of the objects it gains.
     ReadProgress {
         token: u64,
         objects: Vec<ObjectId>,
+    },
+    /// Read the object's records at every endpoint again: a lane waits on another member's claim, or could not
+    /// read its record.
+    Recheck {
+        token: u64,
+        object: ObjectId,
     },
     Replay {
         token: u64,
@@ -296,7 +307,7 @@ pub struct Notifier {
     ready: Vec<VecDeque<LaneKey>>,
     ops: BTreeMap<u64, Op>,
     next_op: u64,
-    /// Rechecks of lanes, by token (the role's tokens are below `RECHECK`).
+    /// Rechecks of lanes, by token (from `RECHECK` on, so no driver ever sees one token for two questions).
     rechecks: BTreeMap<u64, Vec<ObjectId>>,
     next_recheck: u64,
     /// The role's progress queries out, with the objects they ask for.
@@ -316,6 +327,13 @@ pub struct Notifier {
 }
 
 const RECHECK: u64 = 1 << 62;
+
+/// Who asked for records read (`handle_records`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Asked {
+    Resume,
+    Recheck,
+}
 
 impl Notifier {
     pub fn new(mut cfg: NotifierConfig) -> Notifier {
@@ -532,7 +550,8 @@ impl Notifier {
                     self.starts_retry = Some(now + self.store_backoff.next_delay());
                 }
             },
-            Input::Progress { token, result } => self.handle_progress(now, token, result),
+            Input::Progress { token, result } => self.handle_records(now, Asked::Resume, token, result),
+            Input::Rechecked { token, result } => self.handle_records(now, Asked::Recheck, token, result),
             Input::Replayed { token, result } => self.role.handle_replayed(now, token, result),
             Input::Written { op, result } => self.handle_written(now, op, result),
             Input::Sent { op, result } => self.handle_sent(now, op, result),
@@ -725,8 +744,17 @@ impl Notifier {
 
     // ---- progress records ----
 
-    fn handle_progress(&mut self, now: Time, token: u64, result: Result<Vec<(ObjectId, EndpointId, Stored)>, String>) {
-        let recheck = token >= RECHECK;
+    /// Records read for a resume's question or a lane's recheck: the two ask alike and differ in what an answer
+    /// does (a resume's creates the lanes it reads and tells the role each object's least `done`; a recheck's only
+    /// applies to the lanes reading with it).
+    fn handle_records(
+        &mut self,
+        now: Time,
+        asked: Asked,
+        token: u64,
+        result: Result<Vec<(ObjectId, EndpointId, Stored)>, String>,
+    ) {
+        let recheck = asked == Asked::Recheck;
         let asked = if recheck { self.rechecks.remove(&token) } else { self.role_queries.remove(&token) };
         let Some(asked) = asked else { return };
         let records = match result {
@@ -883,7 +911,7 @@ impl Notifier {
                 self.next_recheck += 1;
                 lane.state = LaneState::Reading { token };
                 self.rechecks.insert(token, vec![key.1.clone()]);
-                self.outputs.push_back(Output::ReadProgress { token, objects: vec![key.1.clone()] });
+                self.outputs.push_back(Output::Recheck { token, object: key.1.clone() });
                 // Every endpoint's lane of this object reads with this token only if it was waiting too; the others
                 // keep their state (the answer only applies to lanes reading with it).
             }

@@ -41,15 +41,38 @@ enum Node {
 
 /// An output waiting for its answer.
 enum Pending {
-    Progress { token: u64, objects: Vec<ObjectId> },
-    Replay { token: u64, from: u64, to: u64 },
-    Write { batch: u64 },
-    Starts { endpoints: Vec<notifier::EndpointId>, propose: u64 },
-    Records { token: u64, objects: Vec<ObjectId> },
-    Cas { op: u64 },
-    Send { op: u64 },
+    Progress {
+        token: u64,
+        objects: Vec<ObjectId>,
+    },
+    Replay {
+        token: u64,
+        from: u64,
+        to: u64,
+    },
+    Write {
+        batch: u64,
+    },
+    Starts {
+        endpoints: Vec<notifier::EndpointId>,
+        propose: u64,
+    },
+    /// A resume's question (`ReadProgress`) or, `recheck`, a lane's (`Recheck`).
+    Records {
+        token: u64,
+        objects: Vec<ObjectId>,
+        recheck: bool,
+    },
+    Cas {
+        op: u64,
+    },
+    Send {
+        op: u64,
+    },
     Heartbeat,
-    Snapshot { covering: u64 },
+    Snapshot {
+        covering: u64,
+    },
 }
 
 struct World {
@@ -142,7 +165,12 @@ impl World {
                         )) => Pending::Heartbeat,
                         notifier::Output::Life(LifeOutput::Membership(_)) => continue,
                         notifier::Output::ReadStarts { endpoints, propose } => Pending::Starts { endpoints, propose },
-                        notifier::Output::ReadProgress { token, objects } => Pending::Records { token, objects },
+                        notifier::Output::ReadProgress { token, objects } => {
+                            Pending::Records { token, objects, recheck: false }
+                        }
+                        notifier::Output::Recheck { token, object } => {
+                            Pending::Records { token, objects: vec![object], recheck: true }
+                        }
                         notifier::Output::Replay { token, from, to } => Pending::Replay { token, from, to },
                         notifier::Output::WriteProgress { op, .. } => Pending::Cas { op },
                         notifier::Output::Send(d) => {
@@ -208,7 +236,7 @@ impl World {
                 };
                 self.handle_notifier(notifier::Input::Starts { result });
             }
-            Pending::Records { token, objects } => {
+            Pending::Records { token, objects, recheck } => {
                 let result = match how % 3 {
                     1 => Err("down".into()),
                     2 => {
@@ -230,7 +258,11 @@ impl World {
                     }
                     _ => Ok(Vec::new()),
                 };
-                self.handle_notifier(notifier::Input::Progress { token, result });
+                self.handle_notifier(if recheck {
+                    notifier::Input::Rechecked { token, result }
+                } else {
+                    notifier::Input::Progress { token, result }
+                });
             }
             Pending::Cas { op } => {
                 let result = match how % 3 {

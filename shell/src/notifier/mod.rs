@@ -13,10 +13,10 @@ use crate::clock::now;
 use crate::coord::Coordination;
 use crate::follow::{snapshots, Buckets, Reading, RoleQuery, Wake};
 use crate::metrics::Exposition;
-use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult};
+use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult, Stored};
 use jaque_core::secret::redact_url;
 use jaque_core::{Life, LifeOutput};
-use jaque_core::{LogReader, MemberRef};
+use jaque_core::{LogReader, MemberRef, ObjectId};
 use progress::Records;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -165,14 +165,10 @@ impl NotifierLoop {
                     });
                 }
                 Output::ReadProgress { token, objects } => {
-                    let (progress, endpoints) = (self.progress.clone(), self.endpoints.clone());
-                    tokio::spawn(async move {
-                        let result = progress.read(objects, endpoints).await;
-                        if let Err(e) = &result {
-                            tracing::warn!(error = %e, "reading delivery progress");
-                        }
-                        let _ = tx.send(Input::Progress { token, result });
-                    });
+                    self.read_progress(objects, tx, move |result| Input::Progress { token, result })
+                }
+                Output::Recheck { token, object } => {
+                    self.read_progress(vec![object], tx, move |result| Input::Rechecked { token, result })
                 }
                 Output::Replay { token, from, to } => self.reading.replay(token, from, to),
                 Output::WriteProgress { op, object, endpoint, record, expect } => {
@@ -210,6 +206,24 @@ impl NotifierLoop {
                 }
             }
         }
+    }
+
+    /// Reads the objects' records at every endpoint as its own task, answered as `answer` says (a resume's
+    /// question and a lane's recheck read alike).
+    fn read_progress(
+        &self,
+        objects: Vec<ObjectId>,
+        tx: mpsc::UnboundedSender<Input>,
+        answer: impl FnOnce(Result<Vec<(ObjectId, EndpointId, Stored)>, String>) -> Input + Send + 'static,
+    ) {
+        let (progress, endpoints) = (self.progress.clone(), self.endpoints.clone());
+        tokio::spawn(async move {
+            let result = progress.read(objects, endpoints).await;
+            if let Err(e) = &result {
+                tracing::warn!(error = %e, "reading delivery progress");
+            }
+            let _ = tx.send(answer(result));
+        });
     }
 
     fn metrics(&self, buckets: &Buckets) -> String {

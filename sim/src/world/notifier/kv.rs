@@ -16,10 +16,28 @@ use std::time::Duration;
 /// A store request of a notifier.
 #[derive(Clone, Debug)]
 pub(in crate::world) enum StoreOp {
-    Starts { endpoints: Vec<EndpointId>, propose: u64 },
-    Progress { token: u64, objects: Vec<ObjectId> },
-    Replay { token: u64, from: u64, to: u64 },
-    Write { op: u64, object: ObjectId, endpoint: EndpointId, record: DeliveryRecord, expect: Option<u64> },
+    Starts {
+        endpoints: Vec<EndpointId>,
+        propose: u64,
+    },
+    /// A resume's question (`ReadProgress`) or, `recheck`, a lane's (`Recheck`): read alike, answered as asked.
+    Progress {
+        token: u64,
+        objects: Vec<ObjectId>,
+        recheck: bool,
+    },
+    Replay {
+        token: u64,
+        from: u64,
+        to: u64,
+    },
+    Write {
+        op: u64,
+        object: ObjectId,
+        endpoint: EndpointId,
+        record: DeliveryRecord,
+        expect: Option<u64>,
+    },
 }
 
 impl StoreOp {
@@ -28,10 +46,19 @@ impl StoreOp {
         let e = "timeout".to_string();
         match self {
             StoreOp::Starts { .. } => Input::Starts { result: Err(e) },
-            StoreOp::Progress { token, .. } => Input::Progress { token: *token, result: Err(e) },
+            StoreOp::Progress { token, recheck, .. } => records(*token, *recheck, Err(e)),
             StoreOp::Replay { token, .. } => Input::Replayed { token: *token, result: Err(e) },
             StoreOp::Write { op, .. } => Input::Written { op: *op, result: Err(e) },
         }
+    }
+}
+
+/// The answer to a read of records: `Rechecked` for a lane's recheck, `Progress` for a resume's question.
+fn records(token: u64, recheck: bool, result: Result<Vec<(ObjectId, EndpointId, Stored)>, String>) -> Input {
+    if recheck {
+        Input::Rechecked { token, result }
+    } else {
+        Input::Progress { token, result }
     }
 }
 
@@ -131,7 +158,7 @@ impl Sim {
                     .collect();
                 Input::Starts { result: Ok(result) }
             }
-            StoreOp::Progress { token, objects } => {
+            StoreOp::Progress { token, objects, recheck } => {
                 let mut out = Vec::new();
                 for id in &objects {
                     for e in &self.notify.endpoints {
@@ -140,7 +167,7 @@ impl Sim {
                         }
                     }
                 }
-                Input::Progress { token, result: Ok(out) }
+                records(token, recheck, Ok(out))
             }
             StoreOp::Replay { token, from, to } => {
                 let upto = to.min(self.log.len());

@@ -408,7 +408,12 @@ impl Role for NotifierRole {
                 }
             }
             Output::ReadStarts { endpoints, propose } => sim.nstore(s, StoreOp::Starts { endpoints, propose }),
-            Output::ReadProgress { token, objects } => sim.nstore(s, StoreOp::Progress { token, objects }),
+            Output::ReadProgress { token, objects } => {
+                sim.nstore(s, StoreOp::Progress { token, objects, recheck: false })
+            }
+            Output::Recheck { token, object } => {
+                sim.nstore(s, StoreOp::Progress { token, objects: vec![object], recheck: true })
+            }
             Output::Replay { token, from, to } => sim.nstore(s, StoreOp::Replay { token, from, to }),
             Output::WriteProgress { op, object, endpoint, record, expect } => {
                 if !sim.check_lease(&object, &record) {
