@@ -26,6 +26,7 @@ use crate::deadlines::Deadlines;
 use crate::follow::{Follower, Life, LifeOutput};
 use crate::forward::{route, Route};
 use crate::hrw;
+use crate::io::IoError;
 use crate::log::{Effect, LogReader, Read, ReaderSnapshot, Verdict};
 use crate::membership::Membership;
 use crate::model::{
@@ -215,7 +216,7 @@ pub enum Input {
     /// An `Append` failed; it may still land (a timed-out publish), so this is not a verdict.
     AppendFailed {
         event: Event,
-        reason: String,
+        error: IoError,
     },
     /// A command from a local caller, the ingress queue group (hop 0) or a forward (hop 1).
     Command {
@@ -230,13 +231,13 @@ pub enum Input {
     },
     ForwardResult {
         id: ForwardId,
-        result: Result<Outcome, String>,
+        result: Result<Outcome, IoError>,
     },
     CheckResult(CheckResult),
     /// The store's answer to `WriteSnapshot` for the snapshot at `position`.
     SnapshotWritten {
         position: u64,
-        result: Result<(), String>,
+        result: Result<(), IoError>,
     },
 }
 
@@ -569,7 +570,7 @@ impl Engine {
                 }
                 // A lost proposal waits for the winner to arrive through the log, which re-evaluates.
             }
-            Input::AppendFailed { event, reason } => self.handle_append_failed(event, reason),
+            Input::AppendFailed { event, error } => self.handle_append_failed(event, error),
             Input::Command { reply, cmd } => self.submit(now, reply, cmd),
             Input::Claim { reply, cmd } => self.claim(now, reply, cmd),
             Input::ForwardResult { id, result } => {
@@ -579,9 +580,9 @@ impl Engine {
                         self.counters.forwarded_sent += 1;
                         outcome
                     }
-                    Err(reason) => {
+                    Err(error) => {
                         self.counters.forwarded_error += 1;
-                        Outcome::Unavailable { reason: format!("forward to the owner failed: {reason}") }
+                        Outcome::Unavailable { reason: format!("forward to the owner failed: {error}") }
                     }
                 };
                 self.reply(reply, outcome);
@@ -966,7 +967,7 @@ impl Engine {
                 .is_some_and(|own| own.is_owner(hrw::key(event.object.as_str()), &self.cfg.me))
     }
 
-    fn handle_append_failed(&mut self, event: Event, _reason: String) {
+    fn handle_append_failed(&mut self, event: Event, _error: IoError) {
         self.counters.appends_failed += 1;
         match (&event.command_id, &event.body) {
             (Some(id), _) => {

@@ -9,6 +9,7 @@
 //! - [`time`]: time as a value (milliseconds), and the RFC 3339 text every process writes.
 //! - [`secret`]: what is a secret and how reads show it (`***`).
 //! - [`wire`]: encoding and decoding of every message the shell sends and receives.
+//! - [`io`]: why a request the core asked its driver for failed (`IoError`), for every role alike.
 //!
 //! The pieces every role is built from:
 //! - [`membership`]: heartbeat membership per bucket (`membership/`, `sink/membership/`, `notifier/membership/`),
@@ -40,6 +41,7 @@ pub mod engine;
 pub mod follow;
 pub mod forward;
 pub mod hrw;
+pub mod io;
 pub mod log;
 pub mod membership;
 pub mod model;
@@ -58,6 +60,7 @@ pub use engine::{
     ReplyTo, Timer, CHECK_GRACE, LATENESS_BOUNDS_MS,
 };
 pub use follow::{Life, LifeOutput};
+pub use io::IoError;
 pub use log::{Effect, Fence, LogReader, Read, ReaderSnapshot, StaleReason, Verdict};
 pub use membership::{LiveSet, MemberChange, MemberObservation, Membership, MembershipOutput};
 pub use model::*;

@@ -18,6 +18,7 @@
 use crate::backoff::Backoff;
 use crate::follow::{Follower, LifeOutput};
 use crate::hrw::{self, Ownership};
+use crate::io::IoError;
 use crate::log::{LogReader, ObjectView, Read};
 use crate::membership::{MemberObservation, Membership};
 use crate::model::{Bucket, Event, LogEntry, MemberRef, ObjectId};
@@ -426,7 +427,7 @@ impl LogRole {
     }
 
     /// The store's answer to `QueryProgress`: each object's last stored position (absent: 0), or why not.
-    pub fn handle_progress(&mut self, now: Time, token: u64, result: Result<Vec<(ObjectId, u64)>, String>) {
+    pub fn handle_progress(&mut self, now: Time, token: u64, result: Result<Vec<(ObjectId, u64)>, IoError>) {
         let Some(r) = self.resumes.front_mut().filter(|r| r.token == token && matches!(r.stage, Stage::Querying))
         else {
             return;
@@ -470,7 +471,7 @@ impl LogRole {
 
     /// Entries of a `Replay` read, with `upto` the last position the read covered (positions with nothing to
     /// decode are simply absent), or why the read failed.
-    pub fn handle_replayed(&mut self, now: Time, token: u64, result: Result<(u64, Vec<(u64, LogEntry)>), String>) {
+    pub fn handle_replayed(&mut self, now: Time, token: u64, result: Result<(u64, Vec<(u64, LogEntry)>), IoError>) {
         let reader_position = self.reader().position();
         let Some(r) = self.resumes.front_mut().filter(|r| r.token == token) else { return };
         let at = r.at;

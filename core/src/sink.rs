@@ -21,6 +21,7 @@
 use crate::backoff::Backoff;
 use crate::follow::{Life, LifeOutput};
 use crate::hrw;
+use crate::io::IoError;
 use crate::log::ObjectView;
 use crate::model::{Bucket, CommandId, EventBody, LogEntry, MemberId, MemberRef, ObjectDef, ObjectId, Probe, State};
 use crate::role::{After, LogRole, Owned, RoleConfig, RoleOutput, RoleTimer, Work};
@@ -114,29 +115,17 @@ pub struct Progress {
     pub position: u64,
 }
 
-/// Why the store did not do what was asked: the kind decides retry (the same again, later) or narrowing down.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    /// Connection lost, timed out, the database restarting: try the same again after a backoff.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    /// The database refused the data (a constraint, an encoding, a value too long): retrying it unchanged
-    /// would fail again.
-    #[error("store refused the rows: {0}")]
-    Refused(String),
-}
-
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
     /// The inputs every member that follows the log takes (`Life::Leave`: write what is pending, within
     /// `SinkConfig::leave_timeout`, then `is_done()`).
     Life(Life),
     /// The answer to `QueryProgress`: each asked object's last stored position (absent: none).
-    Progress { token: u64, result: Result<Vec<(ObjectId, u64)>, StoreError> },
+    Progress { token: u64, result: Result<Vec<(ObjectId, u64)>, IoError> },
     /// The answer to `Replay`: the last position the read covered and the entries it found.
-    Replayed { token: u64, result: Result<(u64, Vec<(u64, LogEntry)>), String> },
+    Replayed { token: u64, result: Result<(u64, Vec<(u64, LogEntry)>), IoError> },
     /// The answer to `Write`.
-    Written { batch: u64, result: Result<(), StoreError> },
+    Written { batch: u64, result: Result<(), IoError> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,7 +250,7 @@ pub struct Sink {
     retry_at: Option<Time>,
     backoff: Backoff,
     /// The last error the store gave, until a transaction or a query succeeds.
-    last_error: Option<StoreError>,
+    last_error: Option<IoError>,
     written_position: u64,
     next_batch: u64,
     started: bool,
@@ -358,7 +347,7 @@ impl Sink {
         } else if !self.role.is_caught_up() {
             (false, "reading the log".to_string())
         } else if let Some(e) = &self.last_error {
-            (false, format!("{e}; retrying"))
+            (false, format!("{}; retrying", store_failure(e)))
         } else {
             (true, "ready".to_string())
         };
@@ -390,10 +379,9 @@ impl Sink {
         match input {
             Input::Life(life) => self.handle_life(now, life),
             Input::Progress { token, result } => {
-                let result = result.map_err(|e| {
+                if let Err(e) = &result {
                     self.store_failed(e.clone());
-                    e.to_string()
-                });
+                }
                 if result.is_ok() && self.inflight.is_none() {
                     self.last_error = None;
                 }
@@ -602,7 +590,7 @@ impl Sink {
         (reader.last_accepted_of(object) == Some(last)).then(|| object_row(object, reader.object(object), last))
     }
 
-    fn handle_written(&mut self, now: Time, id: u64, result: Result<(), StoreError>) {
+    fn handle_written(&mut self, now: Time, id: u64, result: Result<(), IoError>) {
         let Some((batch, items)) = self.inflight.take_if(|(b, _)| b.id == id) else { return };
         match result {
             Ok(()) => {
@@ -614,12 +602,12 @@ impl Sink {
                 self.backoff.reset();
                 self.last_error = None;
             }
-            Err(e @ StoreError::Unavailable(_)) => {
+            Err(e @ (IoError::Unavailable(_) | IoError::Timeout)) => {
                 self.store_failed(e);
                 self.retry_at = Some(now + self.backoff.next_delay());
                 self.inflight = Some((batch, items));
             }
-            Err(e @ StoreError::Refused(_)) => {
+            Err(e @ IoError::Refused(_)) => {
                 self.store_failed(e);
                 if items.len() > 1 {
                     // Narrow it down: the same items again, one per transaction.
@@ -657,9 +645,18 @@ impl Sink {
         }
     }
 
-    fn store_failed(&mut self, e: StoreError) {
+    fn store_failed(&mut self, e: IoError) {
         self.counters.store_errors += 1;
         self.last_error = Some(e);
+    }
+}
+
+/// A store failure as `/healthz` says it (`sink: store unavailable: …; retrying`).
+fn store_failure(e: &IoError) -> String {
+    match e {
+        IoError::Timeout => "store unavailable: no answer in time".to_string(),
+        IoError::Unavailable(m) => format!("store unavailable: {m}"),
+        IoError::Refused(m) => format!("store refused the rows: {m}"),
     }
 }
 

@@ -60,9 +60,9 @@ struct Progress {
 
 impl Progress {
     /// The records of `objects` that exist (a resume's question and a lane's recheck read alike).
-    fn read(&self, down: bool, objects: &[ObjectId]) -> Result<Vec<(ObjectId, EndpointId, Stored)>, String> {
+    fn read(&self, down: bool, objects: &[ObjectId]) -> Result<Vec<(ObjectId, EndpointId, Stored)>, IoError> {
         if down {
-            return Err("store down".to_string());
+            return Err(IoError::unavailable("store down"));
         }
         let asked: BTreeSet<&ObjectId> = objects.iter().collect();
         Ok(self
@@ -245,7 +245,7 @@ impl World {
                 }
                 Output::ReadStarts { endpoints, propose } => {
                     let result = if down {
-                        Err("store down".to_string())
+                        Err(IoError::unavailable("store down"))
                     } else {
                         Ok(endpoints.iter().map(|e| (*e, *self.store.starts.entry(*e).or_insert(propose))).collect())
                     };
@@ -260,10 +260,10 @@ impl World {
                 Output::Replay { token, from, to } => Input::Replayed { token, result: Ok(self.log.range(from, to)) },
                 Output::WriteProgress { op, object, endpoint, record, expect } => {
                     let result = if down {
-                        Err("store down".to_string())
+                        Err(IoError::unavailable("store down"))
                     } else if self.store.late {
                         self.store.held.push((object, endpoint, record, expect));
-                        Err("timeout".to_string())
+                        Err(IoError::Timeout)
                     } else {
                         Ok(self.write(object, endpoint, record, expect))
                     };

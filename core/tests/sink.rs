@@ -7,7 +7,8 @@
 mod roles;
 
 use jaque_core::hrw::Ownership;
-use jaque_core::sink::{self, Batch, EventRow, Input, ObjectRow, Output, Sink, SinkConfig, StoreError};
+use jaque_core::sink::{self, Batch, EventRow, Input, ObjectRow, Output, Sink, SinkConfig};
+use jaque_core::IoError;
 use jaque_core::*;
 use jaque_core::{Life, LifeOutput};
 use proptest::prelude::*;
@@ -36,9 +37,9 @@ struct Store {
 }
 
 impl Store {
-    fn write(&mut self, b: &Batch) -> Result<(), StoreError> {
+    fn write(&mut self, b: &Batch) -> Result<(), IoError> {
         if self.down {
-            return Err(StoreError::Unavailable("connection refused".into()));
+            return Err(IoError::Unavailable("connection refused".into()));
         }
         if let Some(bad) = &self.refuse {
             let refused = b.events.iter().any(|r| match &r.output {
@@ -46,13 +47,13 @@ impl Store {
                 None => false,
             });
             if refused {
-                return Err(StoreError::Refused("invalid byte sequence".into()));
+                return Err(IoError::Refused("invalid byte sequence".into()));
             }
         }
         if let Some(bad) = &self.refuse_definition {
             let has = |d: &Option<String>| d.as_deref().is_some_and(|d| d.contains(bad.as_str()));
             if b.events.iter().any(|r| has(&r.definition)) || b.objects.iter().any(|o| has(&o.definition)) {
-                return Err(StoreError::Refused("invalid byte sequence".into()));
+                return Err(IoError::Refused("invalid byte sequence".into()));
             }
         }
         self.transactions += 1;
@@ -70,14 +71,14 @@ impl Store {
         self.progress.insert(b.progress.sink.clone(), b.progress.position);
         if self.lose_answers > 0 {
             self.lose_answers -= 1;
-            return Err(StoreError::Unavailable("connection reset".into()));
+            return Err(IoError::Unavailable("connection reset".into()));
         }
         Ok(())
     }
 
-    fn last_seqs(&self, objects: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>, StoreError> {
+    fn last_seqs(&self, objects: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>, IoError> {
         if self.down {
-            return Err(StoreError::Unavailable("connection refused".into()));
+            return Err(IoError::Unavailable("connection refused".into()));
         }
         let mut last: BTreeMap<&ObjectId, u64> = BTreeMap::new();
         for r in self.events.values() {

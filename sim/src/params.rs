@@ -379,7 +379,7 @@ pub struct SinkParams {
     pub lost_answer: f64,
     /// Safety phase: the database goes down about this often (0: never), for `fault_min..=fault_max`.
     pub down_every_ms: u64,
-    /// The shell's statement timeout: an answer not back by then is `Unavailable("timeout")`.
+    /// The shell's statement timeout: an answer not back by then is `IoError::Timeout`.
     pub timeout_ms: u64,
     /// Share of check outputs carrying the marker the database refuses.
     pub refuse: f64,

@@ -44,6 +44,7 @@ mod lanes;
 use crate::backoff::Backoff;
 use crate::follow::{Life, LifeOutput};
 use crate::hrw;
+use crate::io::IoError;
 use crate::membership::LiveSet;
 use crate::model::{Bucket, EventBody, LogEntry, MemberId, MemberRef, ObjectId, State};
 use crate::role::{LogRole, RoleConfig, RoleOutput, RoleTimer, Work};
@@ -197,26 +198,26 @@ pub enum Input {
     Life(Life),
     /// The answer to `ReadStarts`: where each endpoint's notifications begin.
     Starts {
-        result: Result<Vec<(EndpointId, u64)>, String>,
+        result: Result<Vec<(EndpointId, u64)>, IoError>,
     },
     /// The answer to `ReadProgress` (a resume's question): the records that exist (a missing one: none yet).
     Progress {
         token: u64,
-        result: Result<Vec<(ObjectId, EndpointId, Stored)>, String>,
+        result: Result<Vec<(ObjectId, EndpointId, Stored)>, IoError>,
     },
     /// The answer to `Recheck` (a lane's question): the object's records that exist, read as `ReadProgress` reads.
     Rechecked {
         token: u64,
-        result: Result<Vec<(ObjectId, EndpointId, Stored)>, String>,
+        result: Result<Vec<(ObjectId, EndpointId, Stored)>, IoError>,
     },
     Replayed {
         token: u64,
-        result: Result<(u64, Vec<(u64, LogEntry)>), String>,
+        result: Result<(u64, Vec<(u64, LogEntry)>), IoError>,
     },
     /// The answer to `WriteProgress`: `Some(rev)` written, `None` the record was not at the expected revision.
     Written {
         op: u64,
-        result: Result<Option<u64>, String>,
+        result: Result<Option<u64>, IoError>,
     },
     Sent {
         op: u64,
@@ -752,7 +753,7 @@ impl Notifier {
         now: Time,
         asked: Asked,
         token: u64,
-        result: Result<Vec<(ObjectId, EndpointId, Stored)>, String>,
+        result: Result<Vec<(ObjectId, EndpointId, Stored)>, IoError>,
     ) {
         let recheck = asked == Asked::Recheck;
         let asked = if recheck { self.rechecks.remove(&token) } else { self.role_queries.remove(&token) };
@@ -1032,13 +1033,13 @@ impl Notifier {
         self.outputs.push_back(Output::Send(delivery));
     }
 
-    fn handle_written(&mut self, now: Time, op: u64, result: Result<Option<u64>, String>) {
+    fn handle_written(&mut self, now: Time, op: u64, result: Result<Option<u64>, IoError>) {
         let Some(Op::Write(key)) = self.ops.remove(&op) else { return };
         self.written(now, op, key.clone(), result);
         self.tidy(&key);
     }
 
-    fn written(&mut self, now: Time, op: u64, key: LaneKey, result: Result<Option<u64>, String>) {
+    fn written(&mut self, now: Time, op: u64, key: LaneKey, result: Result<Option<u64>, IoError>) {
         let leaving = self.leaving();
         let Some(lane) = self.lanes.get_mut(&key) else { return };
         match std::mem::replace(&mut lane.state, LaneState::Idle) {

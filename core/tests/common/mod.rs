@@ -253,10 +253,10 @@ impl World {
                     self.forwards.insert((target.clone(), r), (from.to_string(), id));
                     self.engines.get_mut(&target).unwrap().handle(now, Input::Command { reply: ReplyTo(r), cmd });
                 } else {
-                    self.engines
-                        .get_mut(from)
-                        .unwrap()
-                        .handle(now, Input::ForwardResult { id, result: Err("no responders".into()) });
+                    self.engines.get_mut(from).unwrap().handle(
+                        now,
+                        Input::ForwardResult { id, result: Err(jaque_core::IoError::unavailable("no responders")) },
+                    );
                 }
             }
             Output::Reply { to, outcome } => {

@@ -27,7 +27,7 @@ use jaque_core::{
     EventBody, ForwardId, Input, LogEntry, LogReader, MemberChange, MemberId, MemberObservation, MemberRef,
     MembershipOutput, ObjectDef, ObjectId, Outcome, Output, Probe, ReplyTo, State, Time,
 };
-use jaque_core::{Life, LifeOutput};
+use jaque_core::{IoError, Life, LifeOutput};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -257,7 +257,7 @@ impl World {
         }
         let (id, cmd) = self.forwards.remove(i % self.forwards.len());
         let result = match how % 4 {
-            0 => Err("no responders".to_string()),
+            0 => Err(IoError::unavailable("no responders")),
             1 => Ok(Outcome::NotOwned),
             2 => Ok(Outcome::NotFound { command_id: cmd.id }),
             _ => Ok(Outcome::Unavailable { reason: "owner is reading the log".into() }),
@@ -430,7 +430,7 @@ pub fn check(data: &[u8]) {
                 if !w.appends.is_empty() {
                     let i = b.below(w.appends.len());
                     let event = if b.u8() & 1 == 0 { w.appends.remove(i) } else { w.appends[i].clone() };
-                    w.handle(Input::AppendFailed { event, reason: "timeout".into() });
+                    w.handle(Input::AppendFailed { event, error: IoError::Timeout });
                 }
             }
             11 => {
@@ -464,7 +464,7 @@ pub fn check(data: &[u8]) {
                 } else if !w.snapshots.is_empty() {
                     // The store answers a snapshot write (maybe one the engine no longer waits for).
                     let position = w.snapshots.remove(usize::from(c >> 5) % w.snapshots.len());
-                    let result = if c & 1 == 0 { Ok(()) } else { Err("store away".to_string()) };
+                    let result = if c & 1 == 0 { Ok(()) } else { Err(IoError::unavailable("store away")) };
                     w.handle(Input::SnapshotWritten { position, result });
                 }
             }

@@ -12,12 +12,12 @@
 use super::bytes::Bytes;
 use super::fence::{MEMBERS, OBJECTS};
 use jaque_core::notifier::{self, Claim, DeliveryRecord, Endpoint, Notifier, NotifierConfig, SendResult, Stored};
-use jaque_core::sink::{self, Sink, SinkConfig, StoreError};
+use jaque_core::sink::{self, Sink, SinkConfig};
 use jaque_core::{
     Bucket, EpochRecord, Event, EventBody, LogEntry, LogReader, MemberChange, MemberId, MemberObservation, MemberRef,
     ObjectDef, ObjectId, Probe, State, Time,
 };
-use jaque_core::{Life, LifeOutput};
+use jaque_core::{IoError, Life, LifeOutput};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -192,7 +192,7 @@ impl World {
         match p {
             Pending::Progress { token, objects } => {
                 let result = match how % 3 {
-                    1 => Err(StoreError::Unavailable("down".into())),
+                    1 => Err(IoError::unavailable("down")),
                     2 => Ok(objects.iter().map(|o| (o.clone(), u64::from(b.u8()))).collect()),
                     _ => Ok(Vec::new()),
                 };
@@ -205,7 +205,7 @@ impl World {
                         .collect()
                 };
                 let result = match how % 4 {
-                    1 => Err("read failed".to_string()),
+                    1 => Err(IoError::unavailable("read failed")),
                     // Only the first part, as a read that stopped early.
                     2 => {
                         let upto = from + (to - from) / 2;
@@ -222,15 +222,15 @@ impl World {
             }
             Pending::Write { batch } => {
                 let result = match how % 3 {
-                    1 => Err(StoreError::Unavailable("reset".into())),
-                    2 => Err(StoreError::Refused("bad bytes".into())),
+                    1 => Err(IoError::unavailable("reset")),
+                    2 => Err(IoError::refused("bad bytes")),
                     _ => Ok(()),
                 };
                 self.handle_sink(sink::Input::Written { batch, result });
             }
             Pending::Starts { endpoints, propose } => {
                 let result = match how % 3 {
-                    1 => Err("down".into()),
+                    1 => Err(IoError::unavailable("down")),
                     2 => Ok(endpoints.iter().map(|e| (*e, u64::from(b.u8()))).collect()),
                     _ => Ok(endpoints.iter().map(|e| (*e, propose)).collect()),
                 };
@@ -238,7 +238,7 @@ impl World {
             }
             Pending::Records { token, objects, recheck } => {
                 let result = match how % 3 {
-                    1 => Err("down".into()),
+                    1 => Err(IoError::unavailable("down")),
                     2 => {
                         let mut v = Vec::new();
                         for o in &objects {
@@ -266,7 +266,7 @@ impl World {
             }
             Pending::Cas { op } => {
                 let result = match how % 3 {
-                    1 => Err("down".into()),
+                    1 => Err(IoError::unavailable("down")),
                     2 => Ok(None),
                     _ => {
                         self.rev += 1;

@@ -18,8 +18,8 @@ use commands::Received;
 use futures_util::StreamExt;
 use jaque_core::wire::{self, Answer, Batch};
 use jaque_core::{
-    CheckResult, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, LogReader, MemberRef, Outcome,
-    Output, ReplyTo, Time,
+    CheckResult, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, IoError, LogReader, MemberRef,
+    Outcome, Output, ReplyTo, Time,
 };
 use jaque_core::{Life, LifeOutput};
 use std::collections::HashMap;
@@ -473,7 +473,7 @@ impl EngineLoop {
         let Some(link) = &self.nats else {
             let _ = tx.send(Done::Core(Input::ForwardResult {
                 id,
-                result: Err("no NATS coordination to forward over".into()),
+                result: Err(IoError::unavailable("no NATS coordination to forward over")),
             }));
             return;
         };
@@ -482,9 +482,10 @@ impl EngineLoop {
         tokio::spawn(async move {
             let request = client.request(cmd_subject(&to.id), wire::encode(&cmd).into());
             let result = match tokio::time::timeout(deadline, request).await {
-                Ok(Ok(msg)) => wire::decode_outcome(&msg.payload).map_err(|e| e.to_string()),
-                Ok(Err(e)) => Err(format!("request to {to}: {e}")),
-                Err(_) => Err(format!("no answer from {to} in time")),
+                Ok(Ok(msg)) => wire::decode_outcome(&msg.payload)
+                    .map_err(|e| IoError::unavailable(format!("an answer from {to} that does not decode: {e}"))),
+                Ok(Err(e)) => Err(IoError::unavailable(format!("request to {to}: {e}"))),
+                Err(_) => Err(IoError::Timeout),
             };
             let _ = tx.send(Done::Core(Input::ForwardResult { id, result }));
         });
@@ -621,7 +622,9 @@ fn spawn_appender(coord: Coordination, done: mpsc::UnboundedSender<Done>) -> mps
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     tokio::spawn(async move {
         while let Some(event) = rx.recv().await {
-            let failed = |reason: String| Done::Core(Input::AppendFailed { event: event.clone(), reason });
+            let failed = |reason: String| {
+                Done::Core(Input::AppendFailed { event: event.clone(), error: IoError::Unavailable(reason) })
+            };
             match coord.append(event.clone()).await {
                 Ok(AppendAck::Done) => {}
                 Ok(ack) => {
@@ -630,7 +633,8 @@ fn spawn_appender(coord: Coordination, done: mpsc::UnboundedSender<Done>) -> mps
                     tokio::spawn(async move {
                         if let Err(reason) = ack.wait().await {
                             tracing::warn!(error = %reason, object = %ev.object, "append");
-                            let _ = done.send(Done::Core(Input::AppendFailed { event: ev, reason }));
+                            let error = IoError::Unavailable(reason);
+                            let _ = done.send(Done::Core(Input::AppendFailed { event: ev, error }));
                         }
                     });
                 }

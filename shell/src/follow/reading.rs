@@ -16,7 +16,7 @@ use super::subscription::{Buckets, Subscription};
 use crate::clock::{far_future, instant_at};
 use crate::coord::Coordination;
 use jaque_core::membership::MembershipOutput;
-use jaque_core::{Life, LogEntry, LogReader, Time};
+use jaque_core::{IoError, Life, LogEntry, LogReader, Time};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -60,7 +60,7 @@ impl RoleHandle {
 }
 
 /// The answer to a replay: the last position covered and the entries found, or why not.
-pub type Replayed = Result<(u64, Vec<(u64, LogEntry)>), String>;
+pub type Replayed = Result<(u64, Vec<(u64, LogEntry)>), IoError>;
 
 /// What woke the role's loop.
 pub enum Wake<T> {
@@ -210,11 +210,11 @@ impl<T: Send + 'static> Reading<T> {
         let (coord, tx) = (self.coord.clone(), self.replays_tx.clone());
         tokio::spawn(async move {
             let result = match tokio::time::timeout(REPLAY_TIMEOUT, coord.replay(from, to)).await {
-                Ok(r) => r,
-                Err(_) => Err(format!("reading the log again from {from} took over {REPLAY_TIMEOUT:?}")),
+                Ok(r) => r.map_err(IoError::Unavailable),
+                Err(_) => Err(IoError::Timeout),
             };
             if let Err(e) = &result {
-                tracing::warn!(from, to, error = %e, "replaying the log");
+                tracing::warn!(from, to, error = %e, bound = ?REPLAY_TIMEOUT, "replaying the log");
             }
             let _ = tx.send((token, result));
         });

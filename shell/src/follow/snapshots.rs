@@ -6,7 +6,7 @@
 use crate::coord::{Coordination, SnapshotBytes};
 use crate::metrics::Exposition;
 use jaque_core::log::{LogReader, ReaderSnapshot};
-use jaque_core::wire;
+use jaque_core::{wire, IoError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -79,7 +79,7 @@ pub async fn latest_reader(coord: &Coordination) -> Option<LogReader> {
 pub fn spawn_write(
     coord: Coordination,
     snapshot: Box<ReaderSnapshot>,
-    done: impl FnOnce(u64, Result<(), String>) + Send + 'static,
+    done: impl FnOnce(u64, Result<(), IoError>) + Send + 'static,
 ) {
     tokio::spawn(async move {
         let position = snapshot.position;
@@ -115,7 +115,7 @@ pub fn spawn_write(
             WRITE_FAILURES.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(position, error = %e, "writing a snapshot; the next one is tried when due");
         }
-        done(position, result);
+        done(position, result.map_err(IoError::Unavailable));
     });
 }
 

@@ -15,8 +15,8 @@ use crate::follow::{snapshots, Buckets, Reading, RoleQuery, Wake};
 use crate::metrics::Exposition;
 use jaque_core::notifier::{Endpoint, EndpointId, Input, Notifier, NotifierConfig, Output, SendResult, Stored};
 use jaque_core::secret::redact_url;
+use jaque_core::{IoError, LogReader, MemberRef, ObjectId};
 use jaque_core::{Life, LifeOutput};
-use jaque_core::{LogReader, MemberRef, ObjectId};
 use progress::Records;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -214,7 +214,7 @@ impl NotifierLoop {
         &self,
         objects: Vec<ObjectId>,
         tx: mpsc::UnboundedSender<Input>,
-        answer: impl FnOnce(Result<Vec<(ObjectId, EndpointId, Stored)>, String>) -> Input + Send + 'static,
+        answer: impl FnOnce(Result<Vec<(ObjectId, EndpointId, Stored)>, IoError>) -> Input + Send + 'static,
     ) {
         let (progress, endpoints) = (self.progress.clone(), self.endpoints.clone());
         tokio::spawn(async move {

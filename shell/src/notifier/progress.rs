@@ -14,7 +14,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use futures_util::{stream, StreamExt, TryStreamExt};
 use jaque_core::notifier::{DeliveryRecord, EndpointId, Stored};
-use jaque_core::ObjectId;
+use jaque_core::{IoError, ObjectId};
 use std::sync::Arc;
 
 /// Records read at once, per progress query.
@@ -55,13 +55,15 @@ impl Records {
 
     /// One record, if there is one. A record that does not decode is counted and read as empty at its
     /// revision, so the next compare-and-set replaces it.
-    async fn get(&self, key: &str) -> Result<Option<Stored>, String> {
+    async fn get(&self, key: &str) -> Result<Option<Stored>, IoError> {
         let found = match self {
             Records::Memory(m) => m.record(key),
-            Records::Nats(kv) => match kv.entry(key).await.map_err(|e| format!("reading {key}: {e}"))? {
-                Some(e) if e.operation == Operation::Put => Some((e.value.to_vec(), e.revision)),
-                _ => None,
-            },
+            Records::Nats(kv) => {
+                match kv.entry(key).await.map_err(|e| IoError::unavailable(format!("reading {key}: {e}")))? {
+                    Some(e) if e.operation == Operation::Put => Some((e.value.to_vec(), e.revision)),
+                    _ => None,
+                }
+            }
         };
         Ok(found.map(|(bytes, rev)| {
             let record = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
@@ -78,7 +80,7 @@ impl Records {
         &self,
         objects: Vec<ObjectId>,
         endpoints: Vec<EndpointId>,
-    ) -> Result<Vec<(ObjectId, EndpointId, Stored)>, String> {
+    ) -> Result<Vec<(ObjectId, EndpointId, Stored)>, IoError> {
         // Only the records found are kept, and the first error ends the read (as the answer would be that error
         // anyway): a resume asks for every object it takes on, a million at start, most with no record.
         let n = endpoints.len();
@@ -99,38 +101,38 @@ impl Records {
         endpoint: EndpointId,
         record: &DeliveryRecord,
         expect: Option<u64>,
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, IoError> {
         let key = record_key(endpoint, object);
         let value = serde_json::to_vec(record).expect("a record always serializes");
         match self {
-            Records::Memory(m) => m.write_record(&key, value, expect).await,
+            Records::Memory(m) => m.write_record(&key, value, expect).await.map_err(IoError::Unavailable),
             Records::Nats(kv) => match expect {
                 Some(rev) => match kv.update(&key, value.into(), rev).await {
                     Ok(rev) => Ok(Some(rev)),
                     Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => Ok(None),
-                    Err(e) => Err(format!("writing {key}: {e}")),
+                    Err(e) => Err(IoError::unavailable(format!("writing {key}: {e}"))),
                 },
                 None => match kv.create(&key, value.into()).await {
                     Ok(rev) => Ok(Some(rev)),
                     Err(e) if e.kind() == CreateErrorKind::AlreadyExists => Ok(None),
-                    Err(e) => Err(format!("creating {key}: {e}")),
+                    Err(e) => Err(IoError::unavailable(format!("creating {key}: {e}"))),
                 },
             },
         }
     }
 
     /// For each endpoint: creates its start record at `propose` if it has none, and answers what it holds.
-    pub async fn starts(&self, endpoints: &[EndpointId], propose: u64) -> Result<Vec<(EndpointId, u64)>, String> {
+    pub async fn starts(&self, endpoints: &[EndpointId], propose: u64) -> Result<Vec<(EndpointId, u64)>, IoError> {
         let mut out = Vec::new();
         for ep in endpoints {
             let key = start_key(*ep);
             let value = propose.to_string().into_bytes();
             let created = match self {
-                Records::Memory(m) => m.write_record(&key, value, None).await?.is_some(),
+                Records::Memory(m) => m.write_record(&key, value, None).await.map_err(IoError::Unavailable)?.is_some(),
                 Records::Nats(kv) => match kv.create(&key, value.into()).await {
                     Ok(_) => true,
                     Err(e) if e.kind() == CreateErrorKind::AlreadyExists => false,
-                    Err(e) => return Err(format!("creating {key}: {e}")),
+                    Err(e) => return Err(IoError::unavailable(format!("creating {key}: {e}"))),
                 },
             };
             if created {
@@ -140,7 +142,11 @@ impl Records {
             }
             let bytes = match self {
                 Records::Memory(m) => m.record(&key).map(|(v, _)| v),
-                Records::Nats(kv) => kv.get(&key).await.map_err(|e| format!("reading {key}: {e}"))?.map(|b| b.to_vec()),
+                Records::Nats(kv) => kv
+                    .get(&key)
+                    .await
+                    .map_err(|e| IoError::unavailable(format!("reading {key}: {e}")))?
+                    .map(|b| b.to_vec()),
             };
             let start = bytes
                 .as_deref()
@@ -148,7 +154,9 @@ impl Records {
                 .and_then(|s| s.trim().parse::<u64>().ok())
                 .ok_or_else(|| {
                     metrics::wire_error("notifier start record");
-                    format!("the start record {key} is missing or not a log position; delete it to start again")
+                    IoError::refused(format!(
+                        "the start record {key} is missing or not a log position; delete it to start again"
+                    ))
                 })?;
             out.push((*ep, start));
         }

@@ -9,7 +9,8 @@ use crate::clock::now;
 use crate::coord::Coordination;
 use crate::follow::{snapshots, Reading, RoleQuery, Wake};
 use crate::metrics::Exposition;
-use jaque_core::sink::{Input, Output, Sink, SinkConfig, StoreError};
+use jaque_core::sink::{Input, Output, Sink, SinkConfig};
+use jaque_core::IoError;
 use jaque_core::{Life, LifeOutput};
 use jaque_core::{LogReader, ObjectId, Time};
 use std::sync::Arc;
@@ -20,21 +21,24 @@ use tokio::sync::{mpsc, watch};
 /// The store's answers, back to the loop.
 enum Done {
     Schema(Result<(), SchemaError>),
-    Written { batch: u64, result: Result<(), StoreError> },
-    Progress { token: u64, result: Result<Vec<(ObjectId, u64)>, StoreError> },
+    Written { batch: u64, result: Result<(), IoError> },
+    Progress { token: u64, result: Result<Vec<(ObjectId, u64)>, IoError> },
 }
 
 /// Schema attempts while the store is away at start: the first after this, doubling to `SCHEMA_RETRY_MAX`.
 const SCHEMA_RETRY: Duration = Duration::from_millis(200);
 const SCHEMA_RETRY_MAX: Duration = Duration::from_secs(10);
-/// How long one store operation may take before it counts as failed (unavailable; the core retries it, which is
-/// safe even if it did land: rows are keyed by seq). A bound on a connection hung without an answer.
+/// How long one store operation may take before it counts as failed (`IoError::Timeout`; the core retries it,
+/// which is safe even if it did land: rows are keyed by seq). A bound on a connection hung without an answer.
 const STORE_TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn bounded<T>(what: &str, f: impl std::future::Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
+async fn bounded<T>(what: &str, f: impl std::future::Future<Output = Result<T, IoError>>) -> Result<T, IoError> {
     match tokio::time::timeout(STORE_TIMEOUT, f).await {
         Ok(r) => r,
-        Err(_) => Err(StoreError::Unavailable(format!("{what}: no answer from the store in {STORE_TIMEOUT:?}"))),
+        Err(_) => {
+            tracing::warn!("{what}: no answer from the store in {STORE_TIMEOUT:?}");
+            Err(IoError::Timeout)
+        }
     }
 }
 
@@ -145,10 +149,10 @@ impl SinkLoop {
         tokio::spawn(async move {
             let r = match tokio::time::timeout(STORE_TIMEOUT, store.ensure_schema()).await {
                 Ok(r) => r,
-                Err(_) => Err(SchemaError::Unavailable(StoreError::Unavailable(format!(
-                    "{}: no answer in {STORE_TIMEOUT:?}",
-                    store.what()
-                )))),
+                Err(_) => {
+                    tracing::warn!("{}: no answer to the schema check in {STORE_TIMEOUT:?}", store.what());
+                    Err(SchemaError::Unavailable(IoError::Timeout))
+                }
             };
             let _ = tx.send(Done::Schema(r));
         });

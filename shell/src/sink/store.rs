@@ -6,8 +6,9 @@
 //! never reach a log line or an error: every message goes through `scrub`.
 
 use jaque_core::secret::redact_urls_in;
-use jaque_core::sink::{Batch, EventRow, ObjectRow, StoreError};
+use jaque_core::sink::{Batch, EventRow, ObjectRow};
 use jaque_core::time::rfc3339_millis;
+use jaque_core::IoError;
 use jaque_core::{ObjectId, Time};
 use serde::Serialize;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
@@ -153,7 +154,7 @@ enum Db {
 #[derive(Debug)]
 pub enum SchemaError {
     /// The store is away: try again later.
-    Unavailable(StoreError),
+    Unavailable(IoError),
     /// The store cannot be used by this build (a newer schema, tables in the way): the process stops.
     Fatal(String),
 }
@@ -562,7 +563,7 @@ impl Store {
     /// Sorts a database error into the core's kinds: the data (SQLSTATE classes 22 and 23, 54 "too big"; SQLite
     /// constraint, too big, mismatch, range) is refused; everything else (connections, timeouts, the pool,
     /// shutdowns 57P0x, serialization and deadlock 40001/40P01, SQLite busy or locked) is unavailable.
-    fn classify(&self, e: sqlx::Error) -> StoreError {
+    fn classify(&self, e: sqlx::Error) -> IoError {
         let refused = match &e {
             sqlx::Error::Database(db) => {
                 let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
@@ -580,9 +581,9 @@ impl Store {
         };
         let msg = self.scrub(format!("{}: {e}{code}", self.what));
         if refused {
-            StoreError::Refused(msg)
+            IoError::Refused(msg)
         } else {
-            StoreError::Unavailable(msg)
+            IoError::Unavailable(msg)
         }
     }
 
@@ -609,12 +610,12 @@ impl Store {
 
     /// One transaction: the event rows (a `seq` already there is left alone), the object rows (only over an
     /// older one), and the sink's progress.
-    pub async fn write(&self, b: &Batch) -> Result<(), StoreError> {
+    pub async fn write(&self, b: &Batch) -> Result<(), IoError> {
         on_pool!(&self.db, pool => Statements::write(pool, b).await).map_err(|e| self.classify(e))
     }
 
     /// Each object's last stored log position (objects with none are absent).
-    pub async fn last_seqs(&self, objects: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>, StoreError> {
+    pub async fn last_seqs(&self, objects: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>, IoError> {
         let mut out = Vec::new();
         for chunk in objects.chunks(OBJECTS_PER_QUERY) {
             let rows =
@@ -625,11 +626,11 @@ impl Store {
     }
 
     /// One page of an object's history, newest first, and whether there is more after it.
-    pub async fn history(&self, q: &HistoryQuery) -> Result<(Vec<HistoryEvent>, bool), StoreError> {
+    pub async fn history(&self, q: &HistoryQuery) -> Result<(Vec<HistoryEvent>, bool), IoError> {
         if let Err(e) = self.ensure_schema().await {
             return Err(match e {
                 SchemaError::Unavailable(e) => e,
-                SchemaError::Fatal(m) => StoreError::Unavailable(m),
+                SchemaError::Fatal(m) => IoError::Unavailable(m),
             });
         }
         let mut events =

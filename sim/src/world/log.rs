@@ -9,7 +9,7 @@
 //! log for the oracle and the checkers. Epoch records are never purged.
 
 use super::{Category, Ev, Phase, Sim};
-use jaque_core::{Bucket, EpochRecord, Event, Input, LogEntry};
+use jaque_core::{Bucket, EpochRecord, Event, Input, IoError, LogEntry};
 use rand::Rng;
 use std::collections::BTreeMap;
 
@@ -147,8 +147,7 @@ impl Sim {
 
     pub(super) fn append_failed(&mut self, n: usize, inc: u64, event: Event) {
         if self.alive(n, inc) {
-            let reason = "publish timed out".to_string();
-            self.step(n, Some(Input::AppendFailed { event, reason }));
+            self.step(n, Some(Input::AppendFailed { event, error: IoError::Timeout }));
         }
     }
 

@@ -70,8 +70,8 @@ use checks::snapshots::SnapshotChecks;
 use faults::{Faults, Undo};
 use ingress::{Ingress, WriteEv};
 use jaque_core::{
-    Bucket, CheckResult, Command, Engine, EngineConfig, EpochRecord, Event, LogEntry, MemberId, MemberRef, ObjectDef,
-    ObjectId, Outcome, State, Time,
+    Bucket, CheckResult, Command, Engine, EngineConfig, EpochRecord, Event, IoError, LogEntry, MemberId, MemberRef,
+    ObjectDef, ObjectId, Outcome, State, Time,
 };
 use lifecycle::LifeEv;
 use log::Log;
@@ -168,7 +168,7 @@ enum Ev {
     },
     ForwardAnswer {
         fwd: usize,
-        result: Result<Outcome, String>,
+        result: Result<Outcome, IoError>,
     },
     ForwardTimeout {
         fwd: usize,
@@ -584,11 +584,11 @@ impl Sim {
             Ev::AppendFailed { node, inc, event } => self.append_failed(node, inc, event),
             Ev::CommandArrive { node, inc, reply, waiter, cmd } => self.command_arrive(node, inc, reply, waiter, cmd),
             Ev::ForwardAnswer { fwd, result } => self.forward_result(fwd, result),
-            Ev::ForwardTimeout { fwd } => self.forward_result(fwd, Err(net::TIMEOUT.into())),
+            Ev::ForwardTimeout { fwd } => self.forward_result(fwd, Err(IoError::Timeout)),
             Ev::CheckDone { node, inc, result } => self.check_done(node, inc, result),
             Ev::ClientAnswer { sub, outcome } => self.client_outcome(sub, outcome),
             Ev::ClientTimeout { sub } => {
-                self.client_outcome(sub, Outcome::Unavailable { reason: net::TIMEOUT.into() });
+                self.client_outcome(sub, Outcome::Unavailable { reason: IoError::Timeout.to_string() });
             }
             Ev::Submit => self.workload_tick(),
             Ev::Retry { sub } => self.retry(sub),

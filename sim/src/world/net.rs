@@ -10,15 +10,15 @@ use super::process::Peer;
 use super::{Ev, Phase, Sim, Via};
 use crate::params::{stream, Stream};
 use jaque_core::ui::Heard;
-use jaque_core::{Command, CommandId, ForwardId, Input, MemberRef, Outcome, ReplyTo, Time};
+use jaque_core::{Command, CommandId, ForwardId, Input, IoError, MemberRef, Outcome, ReplyTo, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 
-/// The error of a request nobody answered in time.
-pub(super) const TIMEOUT: &str = "timeout";
-/// The error of a request to a subject nobody is subscribed to.
-pub(super) const NO_RESPONDERS: &str = "no responders";
+/// The error of a request to a subject nobody is subscribed to (NATS says "no responders").
+pub(super) fn no_responders() -> IoError {
+    IoError::unavailable("no responders")
+}
 
 /// Who waits for the answer to a command handed to an engine.
 #[derive(Clone, Debug)]
@@ -129,12 +129,12 @@ impl Sim {
             return;
         }
         let Some(&t) = self.slot_of.get(&to.id) else {
-            self.after(1, Ev::ForwardAnswer { fwd, result: Err(NO_RESPONDERS.into()) });
+            self.after(1, Ev::ForwardAnswer { fwd, result: Err(no_responders()) });
             return;
         };
         if !self.nodes[t].is_running() {
             let d = 1 + self.delay(n);
-            self.after(d, Ev::ForwardAnswer { fwd, result: Err(NO_RESPONDERS.into()) });
+            self.after(d, Ev::ForwardAnswer { fwd, result: Err(no_responders()) });
             return;
         }
         if self.link(n, t) {
@@ -147,7 +147,7 @@ impl Sim {
     }
 
     /// The one result of forward `fwd` reaches its engine (it waits in its buffers while paused).
-    pub(super) fn forward_result(&mut self, fwd: usize, result: Result<Outcome, String>) {
+    pub(super) fn forward_result(&mut self, fwd: usize, result: Result<Outcome, IoError>) {
         let f = self.net.forwards[fwd].clone();
         if f.done {
             return;
@@ -158,7 +158,7 @@ impl Sim {
         }
         if self.nodes[f.origin].is_paused() {
             let ev = match result {
-                Err(r) if r == TIMEOUT => Ev::ForwardTimeout { fwd },
+                Err(IoError::Timeout) => Ev::ForwardTimeout { fwd },
                 result => Ev::ForwardAnswer { fwd, result },
             };
             self.nodes[f.origin].hold(ev);

@@ -31,7 +31,7 @@ use super::{Category, Ev, Phase, Sim};
 use crate::params::{stream, Stream};
 use jaque_core::log::{LogReader, ReaderSnapshot};
 use jaque_core::Life;
-use jaque_core::{wire, ObjectId, Time};
+use jaque_core::{wire, IoError, ObjectId, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -57,7 +57,7 @@ pub(super) enum SnapEv {
         node: usize,
         inc: u64,
         position: u64,
-        result: Result<(), String>,
+        result: Result<(), IoError>,
     },
     Purge {
         below: u64,
@@ -220,7 +220,7 @@ impl Sim {
         let (inc, position) = (self.nodes[n].inc, snapshot.position);
         let timeout = self.params.append_timeout_ms;
         let by = self.now + Duration::from_millis(timeout);
-        let timed_out = |inc| Ev::Snap(SnapEv::Written { node: n, inc, position, result: Err("timeout".into()) });
+        let timed_out = |inc| Ev::Snap(SnapEv::Written { node: n, inc, position, result: Err(IoError::Timeout) });
         if !self.nodes[n].can_send() {
             self.after(timeout, timed_out(inc));
             return;
@@ -258,7 +258,7 @@ impl Sim {
         });
         let result = if refused {
             self.snaps.stats.refused += 1;
-            Err("the snapshot store refused the write".to_string())
+            Err(IoError::refused("the snapshot store refused the write"))
         } else {
             self.snaps.stats.stored += 1;
             self.sample_stored(&snapshot, &format!("the snapshot e{} stored at {position}", n + 1));
@@ -274,7 +274,7 @@ impl Sim {
         }
         let back = self.now + Duration::from_millis(self.hop_ms(Who::Engine(n)));
         let (at, result) =
-            if self.nodes[n].can_recv() && back <= by { (back, result) } else { (by, Err("timeout".into())) };
+            if self.nodes[n].can_recv() && back <= by { (back, result) } else { (by, Err(IoError::Timeout)) };
         self.push(at, Ev::Snap(SnapEv::Written { node: n, inc, position, result }));
     }
 

@@ -10,7 +10,7 @@
 use super::{NEv, NotifierRole};
 use crate::world::{Ev, Sim};
 use jaque_core::notifier::{DeliveryRecord, EndpointId, Input, Stored};
-use jaque_core::{ObjectId, Time};
+use jaque_core::{IoError, ObjectId, Time};
 use std::time::Duration;
 
 /// A store request of a notifier.
@@ -43,7 +43,7 @@ pub(in crate::world) enum StoreOp {
 impl StoreOp {
     /// The answer when the request timed out.
     pub(in crate::world) fn failed(&self) -> Input {
-        let e = "timeout".to_string();
+        let e = IoError::Timeout;
         match self {
             StoreOp::Starts { .. } => Input::Starts { result: Err(e) },
             StoreOp::Progress { token, recheck, .. } => records(*token, *recheck, Err(e)),
@@ -54,7 +54,7 @@ impl StoreOp {
 }
 
 /// The answer to a read of records: `Rechecked` for a lane's recheck, `Progress` for a resume's question.
-fn records(token: u64, recheck: bool, result: Result<Vec<(ObjectId, EndpointId, Stored)>, String>) -> Input {
+fn records(token: u64, recheck: bool, result: Result<Vec<(ObjectId, EndpointId, Stored)>, IoError>) -> Input {
     if recheck {
         Input::Rechecked { token, result }
     } else {

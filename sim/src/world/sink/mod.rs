@@ -16,7 +16,8 @@ use crate::world::log::brief_entry;
 use crate::world::process::{Process, Who};
 use crate::world::snapshots::lost_so_far;
 use crate::world::{exp, Category, Ev, Phase, Sim};
-use jaque_core::sink::{Batch, Input, Output, Sink, SinkConfig, StoreError, Timer};
+use jaque_core::sink::{Batch, Input, Output, Sink, SinkConfig, Timer};
+use jaque_core::IoError;
 use jaque_core::{hrw, LogEntry, LogReader, MemberId, MemberRef, MembershipOutput, ObjectId, State, Time};
 use jaque_core::{Life, LifeOutput};
 use rand::Rng;
@@ -49,7 +50,7 @@ pub(in crate::world) enum SinkEv {
         s: usize,
         inc: u64,
         token: u64,
-        result: Result<(u64, Vec<(u64, LogEntry)>), String>,
+        result: Result<(u64, Vec<(u64, LogEntry)>), IoError>,
     },
     /// The store's answer to a sink's heartbeat put (answers reach it in the order of the puts).
     HeartbeatAck {
@@ -260,7 +261,7 @@ impl Role for SinkRole {
         let refused = match input {
             Some(Input::Written { batch, result }) => {
                 let sent = role.writes.remove(batch);
-                if matches!(result, Err(StoreError::Refused(_))) {
+                if matches!(result, Err(IoError::Refused(_))) {
                     sent
                 } else {
                     None
@@ -488,7 +489,7 @@ impl Sim {
         let inc = self.sinks.procs[s].inc;
         let p = &self.sinks.procs[s];
         if !p.can_send() || !p.can_recv() {
-            let result = Err("timeout".to_string());
+            let result = Err(IoError::Timeout);
             self.after(self.params.forward_timeout_ms, Ev::Sink(SinkEv::Replayed { s, inc, token, result }));
             return;
         }

@@ -17,7 +17,8 @@ use super::{SinkEv, SinkRole};
 use crate::params::{mix, MARKER};
 use crate::world::process::Peer;
 use crate::world::{Ev, Phase, Sim};
-use jaque_core::sink::{self, Batch, EventRow, ObjectRow, StoreError};
+use jaque_core::sink::{self, Batch, EventRow, ObjectRow};
+use jaque_core::IoError;
 use jaque_core::{hrw, MemberId, ObjectId};
 use rand::Rng;
 use std::collections::BTreeMap;
@@ -32,8 +33,8 @@ pub(in crate::world) enum Req {
 /// The database's answer to a request.
 #[derive(Clone, Debug)]
 pub(in crate::world) enum Answer {
-    Written(Result<(), StoreError>),
-    Progress(Result<Vec<(ObjectId, u64)>, StoreError>),
+    Written(Result<(), IoError>),
+    Progress(Result<Vec<(ObjectId, u64)>, IoError>),
 }
 
 impl Answer {
@@ -46,7 +47,7 @@ impl Answer {
         }
     }
 
-    fn failed(req: &Req, e: StoreError) -> Answer {
+    fn failed(req: &Req, e: IoError) -> Answer {
         match req {
             Req::Write(_) => Answer::Written(Err(e)),
             Req::Query { .. } => Answer::Progress(Err(e)),
@@ -147,14 +148,14 @@ impl Sql {
     }
 
     /// One transaction, atomic.
-    pub fn commit(&mut self, b: &Batch) -> Result<(), StoreError> {
+    pub fn commit(&mut self, b: &Batch) -> Result<(), IoError> {
         if self.down {
             self.counters.down += 1;
-            return Err(StoreError::Unavailable("connection refused".into()));
+            return Err(IoError::Unavailable("connection refused".into()));
         }
         if b.events.iter().any(|r| self.refuses_event(r)) || b.objects.iter().any(|r| self.refuses_object(r)) {
             self.counters.refused += 1;
-            return Err(StoreError::Refused("invalid byte sequence for encoding \"UTF8\"".into()));
+            return Err(IoError::Refused("invalid byte sequence for encoding \"UTF8\"".into()));
         }
         self.counters.transactions += 1;
         for r in &b.events {
@@ -179,10 +180,10 @@ impl Sql {
         Ok(())
     }
 
-    pub fn last_seqs(&mut self, objects: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>, StoreError> {
+    pub fn last_seqs(&mut self, objects: &[ObjectId]) -> Result<Vec<(ObjectId, u64)>, IoError> {
         if self.down {
             self.counters.down += 1;
-            return Err(StoreError::Unavailable("connection refused".into()));
+            return Err(IoError::Unavailable("connection refused".into()));
         }
         Ok(objects.iter().filter_map(|o| self.last_by_object.get(o).map(|s| (o.clone(), *s))).collect())
     }
@@ -241,7 +242,7 @@ impl Sim {
                 if lose {
                     self.sinks.sql.lose_answers = self.sinks.sql.lose_answers.saturating_sub(1);
                     self.sinks.sql.counters.lost_answers += 1;
-                    Answer::Written(Err(StoreError::Unavailable("connection reset by peer".into())))
+                    Answer::Written(Err(IoError::Unavailable("connection reset by peer".into())))
                 } else {
                     Answer::Written(result)
                 }
@@ -267,7 +268,7 @@ impl Sim {
         p.answered = true;
         let req = p.req.clone();
         self.forget_req(id);
-        let answer = answer.unwrap_or_else(|| Answer::failed(&req, StoreError::Unavailable("timeout".into())));
+        let answer = answer.unwrap_or_else(|| Answer::failed(&req, IoError::Timeout));
         if self.sinks.procs[s].is_current(inc) {
             self.step_as::<SinkRole>(s, Some(answer.input(&req)));
         }
@@ -349,12 +350,12 @@ mod tests {
     fn a_refused_or_down_transaction_changes_nothing() {
         let mut sql = Sql::new(1, 1.0);
         let bad = batch(1, vec![event(1, "a", "x"), event(2, "a", &format!("{MARKER} y"))], vec![object("a", 2)]);
-        assert!(matches!(sql.commit(&bad), Err(StoreError::Refused(_))));
+        assert!(matches!(sql.commit(&bad), Err(IoError::Refused(_))));
         assert!(sql.events().is_empty() && sql.objects.is_empty() && sql.progress.is_empty());
         // Degraded (output emptied) at a position refused even so (all are, at refuse_degraded 1.0).
         assert!(sql.refuses_event(&degraded_event(event(2, "a", "y"))));
         sql.down = true;
-        assert!(matches!(sql.commit(&batch(2, vec![event(1, "a", "x")], vec![])), Err(StoreError::Unavailable(_))));
+        assert!(matches!(sql.commit(&batch(2, vec![event(1, "a", "x")], vec![])), Err(IoError::Unavailable(_))));
         assert!(sql.last_seqs(&[]).is_err());
         assert!(sql.events().is_empty());
     }
