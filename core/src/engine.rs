@@ -367,7 +367,7 @@ struct Awaiting {
 /// apart only while something is (most objects, most of the time, have nothing: an engine holds every object it
 /// owns, so this entry is kept small).
 #[derive(Clone, Debug)]
-struct Owned {
+struct OwnedObject {
     next: Option<Time>,
     busy: Option<Box<Busy>>,
 }
@@ -388,9 +388,9 @@ impl Busy {
     const IDLE: Busy = Busy { inflight: None, written: None, requested: false, rerun: false };
 }
 
-impl Owned {
-    fn new(next: Option<Time>) -> Owned {
-        Owned { next, busy: None }
+impl OwnedObject {
+    fn new(next: Option<Time>) -> OwnedObject {
+        OwnedObject { next, busy: None }
     }
 
     fn busy(&self) -> &Busy {
@@ -421,7 +421,7 @@ pub struct Engine {
     forwards: BTreeMap<ForwardId, ReplyTo>,
     next_forward: u64,
 
-    owned: BTreeMap<ObjectId, Owned>,
+    owned: BTreeMap<ObjectId, OwnedObject>,
     due: Deadlines<ObjectId>,
     checks: BTreeMap<u64, (ObjectId, Time)>,
     check_deadlines: Deadlines<u64>,
@@ -823,7 +823,7 @@ impl Engine {
         if let Some(t) = next {
             self.due.insert(t, id.clone());
         }
-        self.owned.insert(id, Owned::new(next));
+        self.owned.insert(id, OwnedObject::new(next));
     }
 
     fn lose(&mut self, id: ObjectId) {

@@ -196,34 +196,34 @@ pub const CHECKS_PER_MESSAGE: usize = 32;
 /// or one JSON object alone (what they sent before batching; a worker answers it in kind).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
-pub enum Batch<T> {
+pub enum OneOrMany<T> {
     One(T),
     Many(Vec<T>),
 }
 
-impl<T> Batch<T> {
+impl<T> OneOrMany<T> {
     pub fn into_vec(self) -> Vec<T> {
         match self {
-            Batch::One(t) => vec![t],
-            Batch::Many(v) => v,
+            OneOrMany::One(t) => vec![t],
+            OneOrMany::Many(v) => v,
         }
     }
 }
 
-fn decode_batch<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<Batch<T>, WireError> {
+fn decode_one_or_many<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<OneOrMany<T>, WireError> {
     if bytes.trim_ascii_start().first() == Some(&b'[') {
-        decode(what, bytes).map(Batch::Many)
+        decode(what, bytes).map(OneOrMany::Many)
     } else {
-        decode(what, bytes).map(Batch::One)
+        decode(what, bytes).map(OneOrMany::One)
     }
 }
 
-pub fn decode_check_work(bytes: &[u8]) -> Result<Batch<CheckWork>, WireError> {
-    decode_batch("check work", bytes)
+pub fn decode_check_work(bytes: &[u8]) -> Result<OneOrMany<CheckWork>, WireError> {
+    decode_one_or_many("check work", bytes)
 }
 
-pub fn decode_check_result(bytes: &[u8]) -> Result<Batch<CheckResult>, WireError> {
-    decode_batch("check result", bytes)
+pub fn decode_check_result(bytes: &[u8]) -> Result<OneOrMany<CheckResult>, WireError> {
+    decode_one_or_many("check result", bytes)
 }
 
 /// A reader's snapshot as bytes (JSON, versioned). Snapshots grow with the objects, so the message size limit
@@ -321,14 +321,14 @@ mod tests {
             timeout_ms: 1_000,
         };
         let many = [work(1), work(2)];
-        assert_eq!(decode_check_work(&encode(&many)).unwrap(), Batch::Many(many.to_vec()));
-        assert_eq!(decode_check_work(&encode(&many[0])).unwrap(), Batch::One(work(1)));
-        assert_eq!(encode(&Batch::One(work(1))), encode(&work(1)), "one alone is sent as before batching");
+        assert_eq!(decode_check_work(&encode(&many)).unwrap(), OneOrMany::Many(many.to_vec()));
+        assert_eq!(decode_check_work(&encode(&many[0])).unwrap(), OneOrMany::One(work(1)));
+        assert_eq!(encode(&OneOrMany::One(work(1))), encode(&work(1)), "one alone is sent as before batching");
         assert_eq!(decode_check_work(b" \n[]").unwrap().into_vec(), []);
         let result =
             CheckResult { check_id: 7, object: ObjectId::new("web").unwrap(), state: State::Ok, output: "".into() };
         assert_eq!(decode_check_result(&encode(&[&result])).unwrap().into_vec(), std::slice::from_ref(&result));
-        assert_eq!(decode_check_result(&encode(&result)).unwrap(), Batch::One(result));
+        assert_eq!(decode_check_result(&encode(&result)).unwrap(), OneOrMany::One(result));
         for (bytes, expected) in
             [(&b"[{}]"[..], "malformed check work: missing field"), (b"[1,", "malformed check work")]
         {

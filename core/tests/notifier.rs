@@ -46,7 +46,7 @@ struct Site {
 
 /// The progress records: keys of the membership bucket, so their revisions come from `Kv`.
 #[derive(Default)]
-struct Progress {
+struct Records {
     records: BTreeMap<(ObjectId, EndpointId), (DeliveryRecord, u64)>,
     starts: BTreeMap<EndpointId, u64>,
     down: bool,
@@ -58,7 +58,7 @@ struct Progress {
     writes: u64,
 }
 
-impl Progress {
+impl Records {
     /// The records of `objects` that exist (a resume's question and a lane's recheck read alike).
     fn read(&self, down: bool, objects: &[ObjectId]) -> Result<Vec<(ObjectId, EndpointId, Stored)>, IoError> {
         if down {
@@ -86,7 +86,7 @@ struct World {
     now: Time,
     log: TestLog,
     kv: Kv,
-    store: Progress,
+    store: Records,
     sites: Vec<Site>,
     procs: BTreeMap<String, Proc>,
     paused: BTreeSet<String>,
@@ -116,7 +116,7 @@ impl World {
             now: Time(1_000_000),
             log: TestLog::default(),
             kv: Kv::default(),
-            store: Progress::default(),
+            store: Records::default(),
             sites,
             procs: BTreeMap::new(),
             paused: BTreeSet::new(),

@@ -5,7 +5,7 @@
 //! more than it can run drops, unstarted and counted, the work whose engine has stopped waiting for it.
 
 use futures_util::StreamExt;
-use jaque_core::wire::{self, Batch, CHECKS_PER_MESSAGE};
+use jaque_core::wire::{self, OneOrMany, CHECKS_PER_MESSAGE};
 use jaque_core::{CheckResult, CheckWork, ObjectId, Probe, State};
 use jaque_tests::{poll, Jaque, Nats};
 use std::collections::BTreeMap;
@@ -49,7 +49,7 @@ fn a_worker_answers_an_array_of_work_in_arrays_and_one_alone_in_kind() {
             }
         };
         match wire::decode_check_result(&one.payload).unwrap() {
-            Batch::One(r) => assert_eq!((r.check_id, r.state), (0, State::Ok), "{r:?}"),
+            OneOrMany::One(r) => assert_eq!((r.check_id, r.state), (0, State::Ok), "{r:?}"),
             many => panic!("one work alone answered with an array: {many:?}"),
         }
 
@@ -62,7 +62,7 @@ fn a_worker_answers_an_array_of_work_in_arrays_and_one_alone_in_kind() {
         let mut got: BTreeMap<u64, CheckResult> = BTreeMap::new();
         while got.len() < work.len() {
             let msg = results.next().await.unwrap();
-            let Batch::Many(many) = wire::decode_check_result(&msg.payload).unwrap() else {
+            let OneOrMany::Many(many) = wire::decode_check_result(&msg.payload).unwrap() else {
                 panic!("an array of work answered with one result alone");
             };
             assert!(!many.is_empty() && many.len() <= CHECKS_PER_MESSAGE, "{} results in one message", many.len());

@@ -16,7 +16,7 @@ use crate::ui::Feed;
 use crate::worker::MemWork;
 use commands::Received;
 use futures_util::StreamExt;
-use jaque_core::wire::{self, Answer, Batch};
+use jaque_core::wire::{self, Answer, OneOrMany};
 use jaque_core::{
     CheckResult, CheckWork, Command, Engine, EngineConfig, Event, ForwardId, Input, IoError, LogReader, MemberRef,
     Outcome, Output, ReplyTo, Time,
@@ -497,7 +497,7 @@ impl EngineLoop {
             WorkQueue::Memory(tx) => {
                 // The checks of one drain together. A send fails only once the worker is gone: the core counts the
                 // checks as lost at their deadline.
-                let work = Batch::Many(std::mem::take(&mut self.dispatches));
+                let work = OneOrMany::Many(std::mem::take(&mut self.dispatches));
                 let _ = tx.send(MemWork { work, answer: self.results_tx.clone() });
             }
             WorkQueue::Nats(link) => {

@@ -17,7 +17,7 @@ use crate::nats::NatsLink;
 use futures_util::StreamExt;
 use jaque_core::backlog::Backlog;
 use jaque_core::time::millis;
-use jaque_core::wire::{self, Batch};
+use jaque_core::wire::{self, OneOrMany};
 use jaque_core::{CheckResult, CheckWork, Time};
 use metrics::{WORKER_CHECKS_EXPIRED, WORKER_CHECKS_WAITING, WORKER_CHECK_WAIT};
 use probe::Started;
@@ -78,7 +78,7 @@ pub async fn serve_nats(
                 wire_error("check work without reply subject");
                 continue;
             };
-            let one = matches!(work, Batch::One(_));
+            let one = matches!(work, OneOrMany::One(_));
             let answer = ToEngine { results: results.clone(), reply, one };
             if taken_tx.send(Taken { work, answer }).is_err() {
                 break;
@@ -96,7 +96,7 @@ pub async fn serve_nats(
 
 /// Work taken from the queue: one check or several, and where their results go.
 pub struct Taken<A> {
-    pub work: Batch<CheckWork>,
+    pub work: OneOrMany<CheckWork>,
     pub answer: A,
 }
 
@@ -292,8 +292,8 @@ mod tests {
     #[test]
     fn every_check_of_a_message_waits_with_the_message_s_answer_and_comes_out_once() {
         let mut w = Waiting::with_rng(SmallRng::seed_from_u64(7));
-        w.take(Taken { work: Batch::Many((1..=3).map(|i| check(i, 1_000)).collect()), answer: "e1" });
-        w.take(Taken { work: Batch::One(check(4, 1_000)), answer: "e2" });
+        w.take(Taken { work: OneOrMany::Many((1..=3).map(|i| check(i, 1_000)).collect()), answer: "e1" });
+        w.take(Taken { work: OneOrMany::One(check(4, 1_000)), answer: "e2" });
         let mut out: Vec<(u64, &str)> = std::iter::from_fn(|| w.next()).map(|(c, a)| (c.check_id, a)).collect();
         out.sort();
         assert_eq!(out, [(1, "e1"), (2, "e1"), (3, "e1"), (4, "e2")]);
@@ -314,7 +314,7 @@ mod tests {
         let work = (1..=5).map(|check_id| CheckWork { check_id, ..tcp_work(&format!("localhost:{port}")) });
         let (tx, taken) = mpsc::unbounded_channel();
         let (answer, mut results) = mpsc::unbounded_channel();
-        tx.send(Taken { work: Batch::Many(work.collect()), answer }).unwrap();
+        tx.send(Taken { work: OneOrMany::Many(work.collect()), answer }).unwrap();
         drop(tx);
         let run = run_taken(Prober::new(None).unwrap(), taken, 1);
         tokio::time::timeout(Duration::from_secs(60), run).await.expect("the loop ends once every check is done");
