@@ -183,12 +183,12 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
             (None, Some(tx)) => WorkQueue::Memory(tx),
             (None, None) => return Err("internal: -queue memory without a worker in this process".into()),
         };
-        let mut engine = EngineLoop::new(engine_cfg.clone(), coord.clone(), coord_link.clone(), queue);
+        let mut engine =
+            EngineLoop::new(engine_cfg.clone(), coord.clone(), coord_link.clone(), queue, shutdown.clone());
         if let Some(feed) = feed {
             engine = engine.with_feed(feed);
         }
-        let shutdown = shutdown.clone();
-        leavers.spawn(async move { engine.run(ui_rx, shutdown).await });
+        leavers.spawn(async move { engine.run(ui_rx).await });
         backend = Some(ui::Backend(ui_tx));
     } else if cfg.roles.ui {
         let coord = coord.clone();

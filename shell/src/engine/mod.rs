@@ -1,13 +1,15 @@
-//! The engine role's loop, in the manner of quinn's driver: one task waits on whichever comes first — a
-//! membership change, a log entry (both from the `Subscription`), a NATS command or a result, a ui request, or
-//! the core's single timer — feeds it to the core, then carries out every output the core has. Every decision
-//! is the core's. Its metrics are beside it.
+//! The engine role's loop, in the manner of quinn's driver, on the `follow::Reading` the sink and the notifier
+//! run on: one task waits on whichever comes first — a membership change, a log entry, a heartbeat's answer
+//! (the member's life, `Wake::Life`), a NATS command, check results, a ui request or another I/O answer (the
+//! engine's own, `Wake::Done`), a snapshot loaded after a hole, the core's single timer, or the signal to
+//! leave — feeds it to the core, then carries out every output the core has, until the core `is_done()`. Every
+//! decision is the core's. Its metrics are beside it.
 
 mod commands;
 
-use crate::clock::{far_future, instant_at, now};
+use crate::clock::now;
 use crate::coord::{AppendAck, Coordination};
-use crate::follow::{snapshots, spawn_heartbeat_writer, Buckets, Followed, HeartbeatWriter, Subscription};
+use crate::follow::{snapshots, Buckets, Reading, RoleHandle, Wake};
 use crate::metrics::{self, Exposition};
 use crate::nats::subjects::{cmd_subject, results_subject, INGRESS_GROUP, INGRESS_SUBJECT, WORK_SUBJECT};
 use crate::nats::NatsLink;
@@ -31,14 +33,14 @@ pub enum WorkQueue {
     Nats(NatsLink),
 }
 
-/// What the I/O tasks hand back to the loop.
+/// What the engine's own I/O tasks hand back to the loop (`Wake::Done`).
 enum Done {
     /// Anything that goes to the core as it is.
     Core(Input),
     /// A command from NATS: the loop turns its reply subject into a `ReplyTo` first.
     Command(Received),
-    /// The latest snapshot, loaded after the core's `NeedSnapshot` (`None`: none reaches the hole yet).
-    Restored(Option<Box<LogReader>>),
+    CheckResult(CheckResult),
+    Ui(UiRequest),
 }
 
 impl From<Received> for Done {
@@ -56,45 +58,48 @@ enum Waiter {
 pub struct EngineLoop {
     engine: Engine,
     coord: Coordination,
-    /// The coordination NATS connection (forwards, ingress), when there is one.
     nats: Option<NatsLink>,
     queue: WorkQueue,
+    /// The member's life (membership, the log, heartbeats, snapshots after a hole, the signal to leave), the
+    /// core's timer, and every answer of the engine's own I/O, as one `next()`.
+    reading: Reading<Done>,
     done_tx: mpsc::UnboundedSender<Done>,
-    done_rx: Option<mpsc::UnboundedReceiver<Done>>,
-    /// Check results from either queue, taken by the loop as many at a time as have arrived.
+    /// Check results of the in-process queue (`-queue memory`), handed on as `Done::CheckResult`.
     results_tx: mpsc::UnboundedSender<CheckResult>,
     results_rx: Option<mpsc::UnboundedReceiver<CheckResult>>,
     /// The check work of one drain, sent together (`dispatch`).
     dispatches: Vec<CheckWork>,
-    heartbeats: HeartbeatWriter,
     appends: mpsc::UnboundedSender<Event>,
     waiters: HashMap<u64, Waiter>,
     next_reply: u64,
     results_subject: String,
     /// Set while this engine is a member of the ingress queue group: sending on it leaves the group.
     ingress: Option<oneshot::Sender<()>>,
-    /// Loads of the latest snapshot after the core met a hole in the log.
-    restores: snapshots::Restores,
     /// What the log changes, for the ui's event streams.
     feed: Option<Feed>,
 }
 
 impl EngineLoop {
-    pub fn new(cfg: EngineConfig, coord: Coordination, nats: Option<NatsLink>, queue: WorkQueue) -> EngineLoop {
-        let (done_tx, done_rx) = mpsc::unbounded_channel();
+    /// The loop of an engine that leaves its bucket when `shutdown` flips.
+    pub fn new(
+        cfg: EngineConfig,
+        coord: Coordination,
+        nats: Option<NatsLink>,
+        queue: WorkQueue,
+        shutdown: watch::Receiver<bool>,
+    ) -> EngineLoop {
+        // The engine answers health and metrics through the ui's requests: no one asks it as a `RoleHandle`.
+        let (_, queries) = RoleHandle::new("engine");
+        // Every heartbeat put is answered to the core (`Life::HeartbeatWritten`): its lease (whether it may
+        // claim ingress writes) runs from the acknowledged ones.
+        let reading = Reading::new(coord.clone(), queries, shutdown);
+        let done_tx = reading.done();
         let (results_tx, results_rx) = mpsc::unbounded_channel();
         let results_subject = results_subject(&cfg.me);
-        // Every heartbeat put is answered to the core: its lease (whether it may claim ingress writes) runs
-        // from the acknowledged ones.
-        let acks = done_tx.clone();
-        let heartbeats = spawn_heartbeat_writer(coord.clone(), move |ok| {
-            let _ = acks.send(Done::Core(Input::Life(Life::HeartbeatWritten { ok })));
-        });
         EngineLoop {
             engine: Engine::new(cfg),
-            heartbeats,
             appends: spawn_appender(coord.clone(), done_tx.clone()),
-            done_rx: Some(done_rx),
+            reading,
             coord,
             nats,
             queue,
@@ -106,7 +111,6 @@ impl EngineLoop {
             next_reply: 0,
             results_subject,
             ingress: None,
-            restores: snapshots::Restores::default(),
             feed: None,
         }
     }
@@ -117,63 +121,59 @@ impl EngineLoop {
         self
     }
 
-    /// Runs until `shutdown` flips, then leaves the bucket (deletes its key), answers what is in flight and
-    /// returns.
-    pub async fn run(
-        mut self,
-        mut ui: mpsc::Receiver<UiRequest>,
-        mut shutdown: watch::Receiver<bool>,
-    ) -> Result<(), String> {
-        let mut done = self.done_rx.take().ok_or("the engine loop runs once")?;
+    /// Runs until the shutdown flips, then leaves the bucket (deletes its key), answers what is in flight
+    /// (the core bounds it: `is_done()`) and returns.
+    pub async fn run(mut self, mut ui: mpsc::Receiver<UiRequest>) -> Result<(), String> {
         let mut results = self.results_rx.take().ok_or("the engine loop runs once")?;
-        let mut arrived = Vec::new();
+        let tx = self.done_tx.clone();
+        tokio::spawn(async move {
+            while let Some(r) = results.recv().await {
+                if tx.send(Done::CheckResult(r)).is_err() {
+                    return;
+                }
+            }
+        });
+        let tx = self.done_tx.clone();
+        tokio::spawn(async move {
+            while let Some(req) = ui.recv().await {
+                if tx.send(Done::Ui(req)).is_err() {
+                    return;
+                }
+            }
+        });
         // Start from the latest snapshot, and read only the log after it.
         if let Some(reader) = snapshots::latest_reader(&self.coord).await {
             self.engine = Engine::with_reader(self.engine.config().clone(), reader);
         }
-        let mut follow = Subscription::start(&self.coord, self.engine.reader().position() + 1).await?;
+        self.reading.follow(self.engine.reader().position() + 1).await?;
         self.subscribe().await?;
 
         self.engine.handle(now(), Input::Life(Life::Start));
         self.drain();
-        // One timer for the loop's life, moved only when the core's next deadline moves: most turns of the
-        // loop (a result, a log entry) leave it where it is.
-        let timer = tokio::time::sleep_until(far_future());
-        tokio::pin!(timer);
-        let mut armed: Option<Time> = None;
         loop {
-            let wake = self.engine.poll_timeout().map(|(t, _)| t);
-            if wake != armed {
-                if let Some(t) = wake {
-                    timer.as_mut().reset(instant_at(t));
-                }
-                armed = wake;
-            }
-            tokio::select! {
-                Some(f) = follow.next() => self.handle_followed(f, follow.buckets()),
-                // Every result that has arrived, at once: checks dispatched together come back together.
-                n = results.recv_many(&mut arrived, RESULTS_PER_TURN) => {
-                    if n == 0 {
-                        return Err("internal: the check results channel closed".into());
-                    }
+            let deadline = self.engine.poll_timeout().map(|(t, _)| t);
+            let Some(wake) = self.reading.next(deadline).await else {
+                return Err("the engine's log follower ended".into());
+            };
+            match wake {
+                Wake::Life(life) => self.handle_life(life),
+                // The engine reads no range of the log again, and is asked nothing as a `RoleHandle`.
+                Wake::Replayed { .. } | Wake::Query(_) => {}
+                Wake::Restored(reader) => self.restore(reader).await?,
+                // Every answer that has arrived, at once: checks dispatched together come back together.
+                Wake::Done(done) => {
                     let t = now();
-                    for r in arrived.drain(..) {
-                        self.engine.handle(t, Input::CheckResult(r));
+                    for d in done {
+                        self.handle_done(t, d);
                     }
                 }
-                Some(d) = done.recv() => match d {
-                    Done::Restored(reader) => self.restore(reader, &mut follow).await?,
-                    d => self.handle_done(d),
-                },
-                Some(req) = ui.recv() => self.handle_ui(req, &follow),
-                _ = &mut timer, if armed.is_some() => {
-                    armed = None;
+                Wake::Timeout => {
                     if let Some((_, timer)) = self.engine.poll_timeout() {
                         tracing::debug!(?timer, "engine: timer due");
                     }
                     self.engine.handle_timeout(now());
                 }
-                _ = shutdown.changed(), if !self.engine.is_leaving() => {
+                Wake::Leave => {
                     tracing::info!(member = %self.engine.me(), "leaving the engine bucket");
                     self.engine.handle(now(), Input::Life(Life::Leave));
                     if let Some(leave) = self.ingress.take() {
@@ -182,27 +182,26 @@ impl EngineLoop {
                 }
             }
             self.drain();
-            self.ingress_membership(&follow, self.engine.is_leaving()).await?;
+            self.ingress_membership(self.engine.is_leaving()).await?;
             // What was in flight is answered, or the core's leave deadline passed.
             if self.engine.is_done() {
                 break;
             }
         }
         // The key's delete was queued by the core's Leave.
-        self.heartbeats.flush_leave().await;
+        self.reading.flush_leave().await;
         Ok(())
     }
 
     /// Hands a loaded snapshot to the core and, if the core jumped to it, follows the log from after it.
-    async fn restore(&mut self, reader: Option<Box<LogReader>>, follow: &mut Subscription) -> Result<(), String> {
-        self.restores.answered();
+    async fn restore(&mut self, reader: Option<Box<LogReader>>) -> Result<(), String> {
         let Some(reader) = reader else { return Ok(()) };
         let before = self.engine.reader().position();
         self.engine.handle(now(), Input::Life(Life::Restore(reader)));
         let position = self.engine.reader().position();
         if position > before {
             tracing::info!(from = before, to = position, "jumped past a hole in the log to a snapshot");
-            follow.refollow_log(&self.coord, position + 1).await;
+            self.reading.refollow(position + 1).await?;
             if let Some(feed) = &self.feed {
                 feed.reload("jumped to a snapshot");
             }
@@ -210,15 +209,16 @@ impl EngineLoop {
         Ok(())
     }
 
-    fn handle_followed(&mut self, f: Followed, buckets: &Buckets) {
-        match f {
-            Followed::Member(obs) => {
+    /// An input of the member's life, with what it changes told to the ui's event streams.
+    fn handle_life(&mut self, life: Life) {
+        match life {
+            Life::Member(obs) => {
                 if let Some(feed) = &mut self.feed {
-                    feed.members(buckets, obs.bucket);
+                    feed.members(self.reading.buckets(), obs.bucket);
                 }
                 self.engine.handle(now(), Input::Life(Life::Member(obs)))
             }
-            Followed::Log { seq, entry } => {
+            Life::Log { seq, entry } => {
                 let epoch = self.engine.epoch();
                 let before = self.feed.as_ref().and_then(|f| f.before(self.engine.reader(), &entry));
                 self.engine.handle(now(), Input::Life(Life::Log { seq, entry }));
@@ -236,14 +236,14 @@ impl EngineLoop {
                     );
                 }
             }
-            Followed::Unreadable { seq } => self.engine.handle(now(), Input::Life(Life::LogUnreadable { seq })),
-            Followed::CaughtUp => {
+            Life::CaughtUp => {
                 tracing::info!(epoch = self.engine.epoch(), position = self.engine.reader().position(), "caught up");
                 self.engine.handle(now(), Input::Life(Life::CaughtUp));
                 if let Some(feed) = &self.feed {
                     feed.reload("caught up with the log");
                 }
             }
+            life => self.engine.handle(now(), Input::Life(life)),
         }
     }
 
@@ -265,7 +265,7 @@ impl EngineLoop {
                 .subscribe(self.results_subject.clone())
                 .await
                 .map_err(|e| format!("subscribing to check results on {}: {e}", link.url))?;
-            let tx = self.results_tx.clone();
+            let tx = self.done_tx.clone();
             tokio::spawn(async move {
                 while let Some(msg) = results.next().await {
                     if msg.status.is_some() {
@@ -277,7 +277,7 @@ impl EngineLoop {
                     match wire::decode_check_result(&msg.payload) {
                         Ok(results) => {
                             for r in results.into_vec() {
-                                if tx.send(r).is_err() {
+                                if tx.send(Done::CheckResult(r)).is_err() {
                                     return;
                                 }
                             }
@@ -297,8 +297,8 @@ impl EngineLoop {
     /// alive) and the log is followed: a member that cannot take writes would only swallow or decline its share
     /// of them. Out of it while resyncing too: its view of the log stops where the follower was lost, so it
     /// could learn no verdict in time, while an engine that follows the log can apply the write.
-    async fn ingress_membership(&mut self, follow: &Subscription, leaving: bool) -> Result<(), String> {
-        let refusal = match follow.is_resyncing() {
+    async fn ingress_membership(&mut self, leaving: bool) -> Result<(), String> {
+        let refusal = match self.reading.is_resyncing() {
             true => Some("resyncing: the log is followed again first"),
             false => self.engine.claim_refusal(now()),
         };
@@ -327,9 +327,11 @@ impl EngineLoop {
         Ok(())
     }
 
-    fn handle_done(&mut self, d: Done) {
+    fn handle_done(&mut self, now: Time, d: Done) {
         let input = match d {
             Done::Core(input) => input,
+            Done::CheckResult(r) => Input::CheckResult(r),
+            Done::Ui(req) => return self.handle_ui(now, req),
             Done::Command(Received { cmd, reply, claim }) => {
                 let reply = self.waiter(Waiter::Nats(reply));
                 match claim {
@@ -337,9 +339,8 @@ impl EngineLoop {
                     false => Input::Command { reply, cmd },
                 }
             }
-            Done::Restored(_) => unreachable!("restores are handled by the loop"),
         };
-        self.engine.handle(now(), input);
+        self.engine.handle(now, input);
     }
 
     fn waiter(&mut self, w: Waiter) -> ReplyTo {
@@ -349,14 +350,16 @@ impl EngineLoop {
         ReplyTo(n)
     }
 
-    fn handle_ui(&mut self, req: UiRequest, follow: &Subscription) {
-        let buckets = follow.buckets();
+    fn handle_ui(&mut self, now: Time, req: UiRequest) {
+        if let UiRequest::Write { cmd, reply } = req {
+            let to = self.waiter(Waiter::Http(reply));
+            self.engine.handle(now, Input::Command { reply: to, cmd });
+            return;
+        }
+        let buckets = self.reading.buckets();
         let reader = self.engine.reader();
         match req {
-            UiRequest::Write { cmd, reply } => {
-                let to = self.waiter(Waiter::Http(reply));
-                self.engine.handle(now(), Input::Command { reply: to, cmd });
-            }
+            UiRequest::Write { .. } => unreachable!("handled above"),
             UiRequest::Objects { lookup, reply } => {
                 let _ = reply.send(views::objects(reader, lookup));
             }
@@ -369,7 +372,7 @@ impl EngineLoop {
             UiRequest::Health { reply } => {
                 let status = if self.engine.is_leaving() {
                     (false, "leaving".to_string())
-                } else if let Some(reason) = follow.resyncing() {
+                } else if let Some(reason) = self.reading.resyncing() {
                     (false, reason)
                 } else if let Some(covering) = self.engine.needs_snapshot() {
                     (false, jaque_core::compact::hole_reason(covering))
@@ -387,9 +390,7 @@ impl EngineLoop {
     fn drain(&mut self) {
         while let Some(out) = self.engine.poll_output() {
             match out {
-                Output::Life(LifeOutput::Membership(m)) => {
-                    self.heartbeats.write(m);
-                }
+                Output::Life(LifeOutput::Membership(m)) => self.reading.heartbeat(m),
                 Output::ProposeEpoch { record, after_seq } => {
                     let (coord, tx) = (self.coord.clone(), self.done_tx.clone());
                     tracing::info!(epoch = record.epoch, members = record.members.len(), "proposing an epoch");
@@ -421,12 +422,7 @@ impl EngineLoop {
                     });
                 }
                 Output::Purge { below } => snapshots::spawn_purge(self.coord.clone(), below),
-                Output::Life(LifeOutput::NeedSnapshot { covering }) => {
-                    let tx = self.done_tx.clone();
-                    self.restores.ask(&self.coord, covering, move |reader| {
-                        let _ = tx.send(Done::Restored(reader.map(Box::new)));
-                    });
-                }
+                Output::Life(LifeOutput::NeedSnapshot { covering }) => self.reading.restore(covering),
             }
         }
         if !self.dispatches.is_empty() {
@@ -612,10 +608,6 @@ impl EngineLoop {
         m.0
     }
 }
-
-/// At most this many check results are handed to the core per turn of the loop, so a flood of them cannot
-/// hold back the timer, the log or the ui for long.
-const RESULTS_PER_TURN: usize = 1024;
 
 /// Sends appends in the order the core produced them and waits for their acks concurrently.
 fn spawn_appender(coord: Coordination, done: mpsc::UnboundedSender<Done>) -> mpsc::UnboundedSender<Event> {

@@ -1,14 +1,12 @@
-//! The plumbing every role that reads the log as a member of its own bucket shares (the sink, the notifier):
-//! the `Subscription` (membership watch and log follower), the heartbeat writer and its leave flush, replays of a
-//! range of the log (a resume reading again what an object's previous owner may not have handled), each
-//! bounded in time, loads of the latest snapshot after a hole in the log, the role's own I/O answers, the
-//! core's single timer, the signal to leave, and the HTTP side's questions (health, metrics) — all as one
-//! cancel-safe `next()` for the role's loop, which only says what each wake-up means to its core. Everything of
-//! the life reaches the loop as one `Wake::Life(Life)`, handed to the core as its role's `Input::Life`; the loop
-//! ends when the core's `is_done()` says so (each core bounds its own leave).
-//!
-//! The engine's loop is still its own (`engine/`): it waits on more than this (commands, check results, the
-//! ui's requests); its life reaches its core as the same `Life` inputs and it ends on the same `is_done()`.
+//! The plumbing every role that reads the log as a member of its own bucket shares (the engine, the sink, the
+//! notifier): the `Subscription` (membership watch and log follower), the heartbeat writer, its answers and its
+//! leave flush, replays of a range of the log (a resume reading again what an object's previous owner may not
+//! have handled), each bounded in time, loads of the latest snapshot after a hole in the log, the role's own I/O
+//! answers (every one that has arrived, at once), the core's single timer, the signal to leave, and the HTTP
+//! side's questions (health, metrics) — all as one cancel-safe `next()` for the role's loop, which only says
+//! what each wake-up means to its core. Everything of the life reaches the loop as one `Wake::Life(Life)`,
+//! handed to the core as its role's `Input::Life`; the loop ends when the core's `is_done()` says so (each core
+//! bounds its own leave).
 
 use super::heartbeat::{spawn_heartbeat_writer, HeartbeatWriter};
 use super::snapshots::Restores;
@@ -17,8 +15,10 @@ use crate::clock::{far_future, instant_at};
 use crate::coord::Coordination;
 use jaque_core::membership::MembershipOutput;
 use jaque_core::{IoError, Life, LogEntry, LogReader, Time};
+use std::pin::Pin;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Sleep;
 
 /// A question from the HTTP side to a role's loop.
 pub enum RoleQuery {
@@ -73,8 +73,10 @@ pub enum Wake<T> {
     },
     /// The latest snapshot, loaded after `restore` (`None`: none reaches the hole yet).
     Restored(Option<Box<LogReader>>),
-    /// One of the role's own I/O answers (a store write, a webhook send), sent on `done()`.
-    Done(T),
+    /// The role's own I/O answers (a store write, a webhook send, a check result), sent on `done()`: every one
+    /// that has arrived, up to `DONE_PER_TURN`, in the order sent (checks dispatched together come back
+    /// together, and the role carries out its outputs once for them).
+    Done(Vec<T>),
     Query(RoleQuery),
     /// The core's timer is due.
     Timeout,
@@ -84,6 +86,10 @@ pub enum Wake<T> {
 
 /// How long one replay read may take before the core is told it failed (and retries after its backoff).
 const REPLAY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// At most this many of the role's own answers per wake-up, so a flood of them (check results) cannot hold back
+/// the timer, the log or the questions for long.
+const DONE_PER_TURN: usize = 1024;
 
 pub struct Reading<T> {
     coord: Coordination,
@@ -102,8 +108,11 @@ pub struct Reading<T> {
     queries: mpsc::Receiver<RoleQuery>,
     shutdown: watch::Receiver<bool>,
     left: bool,
-    /// How long the role's leave may take, and when that runs out once it left.
     empty: Buckets,
+    /// The core's timer: one for the loop's life, moved only when the core's next deadline moves (most
+    /// wake-ups, a result or a log entry, leave it where it is).
+    timer: Pin<Box<Sleep>>,
+    armed: Option<Time>,
 }
 
 impl<T: Send + 'static> Reading<T> {
@@ -133,6 +142,8 @@ impl<T: Send + 'static> Reading<T> {
             shutdown,
             left: false,
             empty: Buckets::default(),
+            timer: Box::pin(tokio::time::sleep_until(far_future())),
+            armed: None,
         }
     }
 
@@ -157,6 +168,11 @@ impl<T: Send + 'static> Reading<T> {
     /// Why the follower is not following the store right now, while it is being made again.
     pub fn resyncing(&self) -> Option<String> {
         self.follow.as_ref().and_then(Subscription::resyncing)
+    }
+
+    /// Whether the follower is being made again (`resyncing` says why), without making the reason.
+    pub fn is_resyncing(&self) -> bool {
+        self.follow.as_ref().is_some_and(Subscription::is_resyncing)
     }
 
     pub fn coord(&self) -> &Coordination {
@@ -223,8 +239,15 @@ impl<T: Send + 'static> Reading<T> {
     /// The next wake-up, with the core's timer at `deadline`. Cancel-safe. `None` once the follower is gone
     /// (the process ends).
     pub async fn next(&mut self, deadline: Option<Time>) -> Option<Wake<T>> {
-        let timer = deadline.map(instant_at);
+        if deadline != self.armed {
+            if let Some(t) = deadline {
+                self.timer.as_mut().reset(instant_at(t));
+            }
+            self.armed = deadline;
+        }
+        let armed = self.armed.is_some();
         let following = self.follow.is_some();
+        let mut batch = Vec::new();
         tokio::select! {
             f = async { self.follow.as_mut().expect("following").next().await }, if following => f.map(|f| Wake::Life(f.into())),
             Some(ok) = self.acks.recv() => Some(Wake::Life(Life::HeartbeatWritten { ok })),
@@ -233,9 +256,15 @@ impl<T: Send + 'static> Reading<T> {
                 self.restores.answered();
                 Some(Wake::Restored(reader.map(Box::new)))
             }
-            Some(d) = self.done.recv() => Some(Wake::Done(d)),
+            n = self.done.recv_many(&mut batch, DONE_PER_TURN) => match n {
+                0 => None,
+                _ => Some(Wake::Done(batch)),
+            },
             Some(q) = self.queries.recv() => Some(Wake::Query(q)),
-            _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => Some(Wake::Timeout),
+            _ = &mut self.timer, if armed => {
+                self.armed = None;
+                Some(Wake::Timeout)
+            }
             _ = self.shutdown.wait_for(|s| *s), if !self.left => {
                 self.left = true;
                 Some(Wake::Leave)

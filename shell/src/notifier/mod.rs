@@ -92,7 +92,12 @@ impl NotifierLoop {
                 }
                 Wake::Replayed { token, result } => self.n.handle(now(), Input::Replayed { token, result }),
                 Wake::Restored(reader) => self.restored(reader).await?,
-                Wake::Done(input) => self.n.handle(now(), input),
+                Wake::Done(inputs) => {
+                    let t = now();
+                    for input in inputs {
+                        self.n.handle(t, input);
+                    }
+                }
                 Wake::Query(q) => self.answer(q),
                 Wake::Timeout => {
                     if let Some((_, timer)) = self.n.poll_timeout() {

@@ -99,18 +99,10 @@ impl SinkLoop {
                 Wake::Life(life) => self.sink.handle(now(), Input::Life(life)),
                 Wake::Replayed { token, result } => self.sink.handle(now(), Input::Replayed { token, result }),
                 Wake::Restored(reader) => self.restored(reader).await?,
-                Wake::Done(Done::Schema(r)) => self.schema_done(r).await?,
-                Wake::Done(Done::Written { batch, result }) => {
-                    if let Err(e) = &result {
-                        tracing::warn!(batch, error = %e, "sink: writing a batch");
+                Wake::Done(done) => {
+                    for d in done {
+                        self.done(d).await?;
                     }
-                    self.sink.handle(now(), Input::Written { batch, result });
-                }
-                Wake::Done(Done::Progress { token, result }) => {
-                    if let Err(e) = &result {
-                        tracing::warn!(error = %e, "sink: asking the store where objects stand");
-                    }
-                    self.sink.handle(now(), Input::Progress { token, result });
                 }
                 Wake::Query(q) => self.answer(q),
                 Wake::Timeout if self.reading.is_following() => {
@@ -141,6 +133,26 @@ impl SinkLoop {
         // The key's delete was queued by the core's Leave.
         self.reading.flush_leave().await;
         tracing::info!(written = self.sink.counters.events_written, "sink: left");
+        Ok(())
+    }
+
+    /// One of the sink's own I/O answers.
+    async fn done(&mut self, d: Done) -> Result<(), String> {
+        match d {
+            Done::Schema(r) => self.schema_done(r).await?,
+            Done::Written { batch, result } => {
+                if let Err(e) = &result {
+                    tracing::warn!(batch, error = %e, "sink: writing a batch");
+                }
+                self.sink.handle(now(), Input::Written { batch, result });
+            }
+            Done::Progress { token, result } => {
+                if let Err(e) = &result {
+                    tracing::warn!(error = %e, "sink: asking the store where objects stand");
+                }
+                self.sink.handle(now(), Input::Progress { token, result });
+            }
+        }
         Ok(())
     }
 
