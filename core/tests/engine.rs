@@ -383,18 +383,24 @@ fn epochs_grow_by_one_and_only_on_a_membership_change() {
     assert!(proposed >= won);
 }
 
-#[test]
-fn an_engine_does_not_propose_from_a_view_older_than_the_record() {
+/// Engine a, started and caught up, having read epoch 1 of a and b (its record at membership revision `rev`).
+fn engine_a_in_epoch_one_with_b(rev: u64) -> Engine {
     let mut e = Engine::new(EngineConfig::new(member("a", 1), TTL));
     e.handle(Time(0), Input::Life(Life::Start));
     e.handle(Time(0), Input::Life(Life::CaughtUp));
     let record = EpochRecord {
         epoch: 1,
         members: vec![member("a", 1), member("b", 1)],
-        members_rev: 10,
+        members_rev: rev,
         idempotency_window_ms: None,
     };
     e.handle(Time(0), Input::Life(Life::Log { seq: 1, entry: LogEntry::Epoch(record) }));
+    e
+}
+
+#[test]
+fn an_engine_does_not_propose_from_a_view_older_than_the_record() {
+    let mut e = engine_a_in_epoch_one_with_b(10);
     // Its watcher has only reached revision 5, where b had not joined yet.
     let up = |rev, id| {
         Input::Life(Life::Member(MemberObservation {
@@ -542,16 +548,7 @@ fn checks_due_leave_together_once_a_batch_is_due_or_the_first_has_lingered() {
 fn a_leaving_engine_is_done_once_what_it_had_in_flight_is_answered_or_at_its_leave_deadline() {
     // Two engines in the record; commands for b's objects are forwarded. Each case leaves with one forward out.
     let engine_with_a_forward_out = || {
-        let mut e = Engine::new(EngineConfig::new(member("a", 1), TTL));
-        e.handle(Time(0), Input::Life(Life::Start));
-        e.handle(Time(0), Input::Life(Life::CaughtUp));
-        let record = EpochRecord {
-            epoch: 1,
-            members: vec![member("a", 1), member("b", 1)],
-            members_rev: 1,
-            idempotency_window_ms: None,
-        };
-        e.handle(Time(0), Input::Life(Life::Log { seq: 1, entry: LogEntry::Epoch(record) }));
+        let mut e = engine_a_in_epoch_one_with_b(1);
         let obj =
             (0..100).map(|i| format!("o{i}")).find(|o| e.reader().owner(&oid(o)).unwrap().id.as_str() == "b").unwrap();
         e.handle(Time(0), Input::Command { reply: ReplyTo(1), cmd: cmd("c", &obj, CommandKind::Delete) });
