@@ -6,11 +6,14 @@
 //! - [`sink_store`]: 10, over what the sinks' SQL store holds at every commit and at the end.
 //! - [`snapshots`]: 11, over readers started from stored snapshots and from processes' readers.
 //! - [`write_liveness`]: 12, over every write through ingress as it ends.
+//! - [`worker_backlog`]: a worker's backlog never starts work past its timeout and grace (it drops it), and
+//!   accounts for every piece it took.
 
 pub(super) mod engines;
 pub(super) mod notifications;
 pub(super) mod sink_store;
 pub(super) mod snapshots;
+pub(super) mod worker_backlog;
 pub(super) mod write_liveness;
 
 pub use notifications::AcceptedTransition;
