@@ -338,6 +338,16 @@ impl Sim {
         }
     }
 
+    /// Objects with accepted events in the log.
+    pub(in crate::world) fn sink_store_objects(&self) -> impl Iterator<Item = &ObjectId> {
+        self.sink_store.accepted.keys()
+    }
+
+    /// An object's accepted events' positions, in log order.
+    pub(in crate::world) fn sink_store_accepted(&self, o: &ObjectId) -> Option<&[u64]> {
+        self.sink_store.accepted.get(o).map(|v| v.as_slice())
+    }
+
     /// The rows the sinks counted as skipped: event rows by position, objects rows by (object, last_seq).
     pub fn sink_skipped(&self) -> (&BTreeSet<u64>, &BTreeSet<(ObjectId, u64)>) {
         (&self.sink_store.skipped_events, &self.sink_store.skipped_objects)
