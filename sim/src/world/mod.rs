@@ -68,6 +68,7 @@ use checks::notifications::Notifications;
 use checks::sink_progress::SinkProgress;
 use checks::sink_store::SinkStore;
 use checks::snapshots::SnapshotChecks;
+use checks::takeover::Takeovers;
 use faults::{Faults, Undo};
 use ingress::{Ingress, WriteEv};
 use jaque_core::{
@@ -334,6 +335,8 @@ pub struct Sim {
     sink_store: SinkStore,
     /// The checker of the sinks' progress rows (`checks/sink_progress.rs`).
     sink_progress: SinkProgress,
+    /// The checker of takeovers' possibly-missed slots (`checks/takeover.rs`).
+    takeovers: Takeovers,
     /// The checker of invariant 11 (`checks/snapshots.rs`).
     snapshot_checks: SnapshotChecks,
     sinks: Sinks,
@@ -387,6 +390,7 @@ impl Sim {
             notifications: Notifications::default(),
             sink_store: SinkStore::default(),
             sink_progress: SinkProgress::default(),
+            takeovers: Takeovers::default(),
             snapshot_checks: SnapshotChecks::new(seed),
             sinks: Sinks::new(&params),
             notify: Notify::new(&params),
