@@ -14,7 +14,9 @@
 //!
 //! Exclusions, each because the engine may then rightly dispatch later or never: the object is paused (no
 //! schedule); the engine reads a put, delete, pause or resume of it (the schedule moves to the new definition's
-//! anchor, stops, or restarts at the next slot); it loses the object again (a later epoch), or re-takes it
+//! anchor, stops, or restarts at the next slot); a check-now of it read since makes it due at that moment
+//! (core's `set_next(now)`, even over an earlier due, and the linger starts again: seeds 1077, 1493, 1000540
+//! and 1001735 showed it, up to 45 ms past the takeover's due), so the deadline is at least then; it loses the object again (a later epoch), or re-takes it
 //! at a jump (a new deadline from then); the engine is paused (its timers fire late, on resuming), crashes
 //! (a new incarnation) or leaves. A cut from the store or NATS, clogging and lag delay messages, not timers, and
 //! a dispatch is seen as the engine's output, whatever then happens to it, so they need no exclusion.
@@ -44,6 +46,9 @@ pub(in crate::world) struct TakeoverStep {
     restores: u64,
     /// An object whose schedule the input's event moves.
     rescheduled: Option<ObjectId>,
+    /// An object the input's event asks to check now: its check is due at once (`set_next(now)`), which may
+    /// be a little later than its takeover's due, and waits the linger again.
+    check_now: Option<ObjectId>,
 }
 
 /// When an engine that took an object over at `gained` (its clock) must dispatch it: the possibly-missed
@@ -78,10 +83,17 @@ impl Sim {
             }
             _ => None,
         };
+        let check_now = match input {
+            Some(Input::Life(Life::Log { entry: LogEntry::Event(e), .. })) => {
+                matches!(e.body, EventBody::CheckRequested).then(|| e.object.clone())
+            }
+            _ => None,
+        };
         TakeoverStep {
             before: moves.then(|| engine.owned_objects().cloned().collect()),
             restores: engine.counters.restores,
             rescheduled,
+            check_now,
         }
     }
 
@@ -101,6 +113,9 @@ impl Sim {
         }
         if let Some(o) = &step.rescheduled {
             entry.1.remove(o);
+        }
+        if let Some(d) = step.check_now.as_ref().and_then(|o| entry.1.get_mut(o)) {
+            d.deadline = d.deadline.max(now);
         }
         let late = entry.1.iter().find(|(_, d)| now.0 > d.deadline.0 + slack).map(|(o, d)| (o.clone(), *d));
         if let Some((o, d)) = late {
