@@ -4,6 +4,7 @@
 //! drain limit). Outputs go to the concern they are for: heartbeats to the store, proposals and appends to the
 //! log, forwards and replies to the network, checks to the workers, snapshots to the snapshot store.
 
+use super::checks::takeover::TakeoverStep;
 use super::lifecycle::{machine, Act, Exit, Role};
 use super::log::brief_entry;
 use super::process::{Process, Who};
@@ -76,7 +77,7 @@ machine!(Engine, Input, Output, Timer, reader: |e| Engine::reader(e), log_role: 
 
 impl Role for EngineRole {
     type Core = Engine;
-    type Step = ();
+    type Step = TakeoverStep;
     /// A leaving engine exits once idle, or after the drain limit.
     const EXIT: Exit = Exit::Polled;
 
@@ -138,7 +139,10 @@ impl Role for EngineRole {
         sim.note_dark(n);
     }
 
-    fn note(sim: &mut Sim, _n: usize, act: Act) {
+    fn note(sim: &mut Sim, n: usize, act: Act) {
+        if matches!(act, Act::Crash | Act::Pause | Act::Leave) {
+            sim.takeover_forget(n);
+        }
         match act {
             Act::Crash => sim.stats.crashes += 1,
             Act::Pause => sim.stats.pauses += 1,
@@ -167,13 +171,14 @@ impl Role for EngineRole {
         sim.nodes[n].engine().is_some_and(|e| e.is_done())
     }
 
-    fn before_step(sim: &mut Sim, _n: usize, _input: &Option<Input>) {
+    fn before_step(sim: &mut Sim, n: usize, input: &Option<Input>) -> TakeoverStep {
         sim.stats.engine_steps += 1;
+        sim.takeover_before(n, input)
     }
 
     /// Its self-check (it costs O(objects): with many objects it is sampled, as VOPR checks the expensive ones
     /// on a sample of ticks), epochs only growing, and whether it waits at a hole.
-    fn after_step(sim: &mut Sim, n: usize, _: ()) -> bool {
+    fn after_step(sim: &mut Sim, n: usize, takeover: TakeoverStep) -> bool {
         let role = sim.nodes[n].role.as_mut().expect("a running engine");
         let engine = &role.engine;
         let objects = engine.reader().objects().len() as u64;
@@ -192,7 +197,7 @@ impl Role for EngineRole {
         }
         role.last_epoch = epoch;
         role.hole_since = engine.needs_snapshot().and(role.hole_since.or(Some(sim.now)));
-        true
+        sim.takeover_after(n, takeover)
     }
 
     fn step_hash(n: usize, outputs: usize) -> u64 {
@@ -213,7 +218,10 @@ impl Role for EngineRole {
             Output::Reply { to: ReplyTo(to), outcome } => sim.reply(n, to, outcome),
             Output::Claimed { to: ReplyTo(to) } => sim.claim_answer(n, to, None),
             Output::Declined { to: ReplyTo(to), reason } => sim.claim_answer(n, to, Some(reason)),
-            Output::Dispatch(work) => sim.dispatch_check(n, work),
+            Output::Dispatch(work) => {
+                sim.takeover_dispatched(n, &work.object);
+                sim.dispatch_check(n, work)
+            }
             Output::WriteSnapshot(snapshot) => sim.write_snapshot(n, snapshot),
             Output::Purge { below } => sim.send_purge(n, below),
             Output::Life(LifeOutput::NeedSnapshot { covering }) => sim.need_snapshot(Who::Engine(n), covering),

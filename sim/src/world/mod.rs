@@ -65,8 +65,10 @@ use crate::oracle::Oracle;
 use crate::params::{mix, Params};
 use checks::engines::Checks;
 use checks::notifications::Notifications;
+use checks::sink_progress::SinkProgress;
 use checks::sink_store::SinkStore;
 use checks::snapshots::SnapshotChecks;
+use checks::takeover::Takeovers;
 use faults::{Faults, Undo};
 use ingress::{Ingress, WriteEv};
 use jaque_core::{
@@ -331,6 +333,10 @@ pub struct Sim {
     notifications: Notifications,
     /// The checker of invariant 10 (`checks/sink_store.rs`).
     sink_store: SinkStore,
+    /// The checker of the sinks' progress rows (`checks/sink_progress.rs`).
+    sink_progress: SinkProgress,
+    /// The checker of takeovers' possibly-missed slots (`checks/takeover.rs`).
+    takeovers: Takeovers,
     /// The checker of invariant 11 (`checks/snapshots.rs`).
     snapshot_checks: SnapshotChecks,
     sinks: Sinks,
@@ -383,6 +389,8 @@ impl Sim {
             checks: Checks::new(params.objects),
             notifications: Notifications::default(),
             sink_store: SinkStore::default(),
+            sink_progress: SinkProgress::default(),
+            takeovers: Takeovers::default(),
             snapshot_checks: SnapshotChecks::new(seed),
             sinks: Sinks::new(&params),
             notify: Notify::new(&params),

@@ -18,7 +18,9 @@ use std::time::Duration;
 pub(super) struct Job {
     node: usize,
     inc: u64,
-    work: CheckWork,
+    pub(super) work: CheckWork,
+    /// When its worker took it (set as it reaches the worker): the backlog's promise is measured from here.
+    pub(super) taken: Time,
 }
 
 #[derive(Clone, Debug)]
@@ -38,9 +40,14 @@ impl WorkerEv {
     }
 }
 
-struct Worker {
+pub(super) struct Worker {
     running: usize,
     backlog: Backlog<Job>,
+    /// Work this worker took, started, and counted expired: every piece taken is one of started, expired or
+    /// waiting (`checks/worker_backlog.rs`).
+    pub(super) taken: u64,
+    pub(super) started: u64,
+    pub(super) expired: u64,
 }
 
 /// What the pool did, for reports and scenarios.
@@ -59,7 +66,7 @@ pub struct PoolStats {
 
 pub(super) struct Pool {
     params: Option<PoolParams>,
-    workers: Vec<Worker>,
+    pub(super) workers: Vec<Worker>,
     rng: ChaCha8Rng,
     /// Since the heal the workers have no limit: a check the pool drops is a fault of the safety phase, like a
     /// lost result, and the liveness phase demands every object checked within a budget that has no room for it.
@@ -67,10 +74,18 @@ pub(super) struct Pool {
     pub stats: PoolStats,
 }
 
+impl Worker {
+    pub(super) fn backlog_len(&self) -> usize {
+        self.backlog.len()
+    }
+}
+
 impl Pool {
     pub fn new(seed: u64, params: Option<PoolParams>) -> Pool {
         let n = params.map_or(0, |p| p.workers.max(1));
-        let workers = (0..n).map(|_| Worker { running: 0, backlog: Backlog::default() }).collect();
+        let workers = (0..n)
+            .map(|_| Worker { running: 0, backlog: Backlog::default(), taken: 0, started: 0, expired: 0 })
+            .collect();
         Pool { params, workers, rng: stream(seed, Stream::Workers, 0), healed: false, stats: PoolStats::default() }
     }
 
@@ -84,19 +99,21 @@ impl Sim {
     pub(super) fn pool_dispatch(&mut self, n: usize, inc: u64, work: CheckWork) {
         let w = self.pool.rng.random_range(0..self.pool.workers.len());
         let d = self.delay(n);
-        self.after(d, Ev::Worker(WorkerEv::Take { w, job: Job { node: n, inc, work } }));
+        self.after(d, Ev::Worker(WorkerEv::Take { w, job: Job { node: n, inc, work, taken: Time::ZERO } }));
     }
 
     pub(super) fn worker_event(&mut self, e: WorkerEv) {
         match e {
-            WorkerEv::Take { w, job } => {
+            WorkerEv::Take { w, mut job } => {
                 let now = self.now;
+                job.taken = now;
                 let slots = self.pool.params.map_or(1, |p| p.slots.max(1));
                 let worker = &mut self.pool.workers[w];
                 if worker.running >= slots && !self.pool.healed {
                     self.pool.stats.waited += 1;
                 }
                 worker.backlog.take(now, job.work.timeout(), job);
+                worker.taken += 1;
                 self.pool.stats.max_waiting = self.pool.stats.max_waiting.max(worker.backlog.len());
                 self.start_ready(w);
             }
@@ -128,8 +145,15 @@ impl Sim {
                 break;
             }
             let next = worker.backlog.next(now, |k| rng.random_range(0..k));
-            self.pool.stats.expired += worker.backlog.take_expired();
+            let expired = worker.backlog.take_expired();
+            worker.expired += expired;
+            worker.started += u64::from(next.is_some());
+            self.pool.stats.expired += expired;
+            if !self.check_backlog(w, next.as_ref().map(|(job, _)| job)) {
+                return;
+            }
             let Some((job, waited)) = next else { break };
+            let worker = &mut self.pool.workers[w];
             self.pool.stats.max_wait_ms = self.pool.stats.max_wait_ms.max(waited.as_millis() as u64);
             worker.running += 1;
             self.pool.stats.started += 1;

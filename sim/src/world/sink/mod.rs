@@ -32,6 +32,9 @@ pub struct SinkRole {
     /// Each `Write` out, by batch id (what the shell knows it sent): a counted skip is the row of the refused
     /// one-row transaction it answers.
     writes: BTreeMap<u64, Batch>,
+    /// What each batch promised when it was first sent (a retry sends the same batch, whose position was set
+    /// then): the objects its progress position covers (`checks/sink_progress.rs`).
+    promises: BTreeMap<u64, Option<Vec<ObjectId>>>,
 }
 
 pub type SinkProc = Process<SinkRole>;
@@ -236,7 +239,7 @@ impl Role for SinkRole {
     /// A new sink; the snapshot's reader, if it starts from one, is handed in as `Restore` (as the shell does).
     fn make(sim: &mut Sim, s: usize, reader: Option<LogReader>) -> (SinkRole, Option<LogReader>) {
         let cfg = config(&sim.params, sim.sinks.procs[s].member());
-        (SinkRole { sink: Sink::new(cfg), writes: BTreeMap::new() }, reader)
+        (SinkRole { sink: Sink::new(cfg), writes: BTreeMap::new(), promises: BTreeMap::new() }, reader)
     }
 
     fn note(sim: &mut Sim, _s: usize, act: Act) {
@@ -318,13 +321,23 @@ impl Role for SinkRole {
                     sim.after(d, Ev::HeartbeatDelete { bucket, member });
                 }
             }
-            Output::QueryProgress { token, objects } => sim.sql_request(s, Req::Query { token, objects }),
+            Output::QueryProgress { token, objects } => sim.sql_request(s, Req::Query { token, objects }, None),
             Output::Replay { token, from, to } => sim.sink_replay(s, token, from, to),
             Output::Write(batch) => {
+                let promise = match sim.sinks.procs[s].role.as_ref() {
+                    Some(role) => match role.promises.get(&batch.id) {
+                        Some(p) => p.clone(),
+                        None => sim.progress_promise(&role.sink, &batch),
+                    },
+                    None => None,
+                };
                 if let Some(role) = sim.sinks.procs[s].role.as_mut() {
                     role.writes.insert(batch.id, batch.clone());
+                    // One transaction out at a time: the ones before this batch are done.
+                    role.promises.retain(|id, _| *id >= batch.id);
+                    role.promises.entry(batch.id).or_insert_with(|| promise.clone());
                 }
-                sim.sql_request(s, Req::Write(batch));
+                sim.sql_request(s, Req::Write(batch), promise);
             }
         }
     }

@@ -63,6 +63,8 @@ pub(in crate::world) struct Pending {
     /// It reached the database (or never will), and the sink has had its one answer.
     pub landed: bool,
     pub answered: bool,
+    /// A transaction's promise: the objects its progress position covers (`checks/sink_progress.rs`).
+    pub promise: Option<Vec<ObjectId>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -200,12 +202,12 @@ impl Sim {
     /// Sink `s` sends a request to the database: it lands after the network and the commit's own time (slow
     /// ones in the safety phase), unless the sink is cut from it; the client gives up at its statement
     /// timeout, whatever happens to the request.
-    pub(in crate::world) fn sql_request(&mut self, s: usize, req: Req) {
+    pub(in crate::world) fn sql_request(&mut self, s: usize, req: Req, promise: Option<Vec<ObjectId>>) {
         let id = self.sinks.next_req;
         self.sinks.next_req += 1;
         let inc = self.sinks.procs[s].inc;
         let cut = !self.sinks.procs[s].reaches(Peer::Database);
-        self.sinks.reqs.insert(id, Pending { s, inc, req, landed: cut, answered: false });
+        self.sinks.reqs.insert(id, Pending { s, inc, req, landed: cut, answered: false, promise });
         let (timeout, slow, commit_max) =
             (self.params.sink.timeout_ms, self.params.sink.slow_commit, self.params.sink.commit_ms_max);
         self.after(timeout, Ev::Sink(SinkEv::SqlTimeout { s, inc, req: id }));
@@ -224,7 +226,7 @@ impl Sim {
     pub(in crate::world) fn sql_land(&mut self, id: u64) {
         let Some(p) = self.sinks.reqs.get_mut(&id) else { return };
         p.landed = true;
-        let (s, inc, req, answered) = (p.s, p.inc, p.req.clone(), p.answered);
+        let (s, inc, req, answered, promise) = (p.s, p.inc, p.req.clone(), p.answered, p.promise.take());
         if answered {
             self.sinks.sql.counters.late += 1;
         }
@@ -233,6 +235,9 @@ impl Sim {
                 let result = self.sinks.sql.commit(b);
                 if result.is_ok() {
                     self.check_commit(b);
+                    if let Some(objects) = promise {
+                        self.check_progress(s, b, &objects);
+                    }
                 }
                 let lose = result.is_ok()
                     && (self.sinks.sql.lose_answers > 0
