@@ -658,8 +658,9 @@ impl Sink {
     }
 }
 
-/// A store failure as `/healthz` says it (`sink: store unavailable: …; retrying`).
-fn store_failure(e: &IoError) -> String {
+/// A store failure as `/healthz` says it (`sink: store unavailable: …; retrying`), while the schema is made ready
+/// as after.
+pub fn store_failure(e: &IoError) -> String {
     match e {
         IoError::Timeout => "store unavailable: no answer in time".to_string(),
         IoError::Unavailable(m) => format!("store unavailable: {m}"),

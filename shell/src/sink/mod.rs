@@ -187,7 +187,7 @@ impl SinkLoop {
             Err(SchemaError::Unavailable(e)) => {
                 self.schema_errors += 1;
                 tracing::warn!(error = %e, "sink: the store is unreachable; retrying");
-                self.schema_error = Some(e.to_string());
+                self.schema_error = Some(jaque_core::sink::store_failure(&e));
                 self.schema_retry_at = Some(now() + self.schema_delay);
                 self.schema_delay = (self.schema_delay * 2).min(SCHEMA_RETRY_MAX);
                 Ok(())

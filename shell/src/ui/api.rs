@@ -176,7 +176,7 @@ async fn history(
             let next = if more { events.last().map(|e| e.seq) } else { None };
             Json(json!({ "object": query.object, "events": events, "next": next })).into_response()
         }
-        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string()),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", jaque_core::sink::store_failure(&e)),
     }
 }
 
