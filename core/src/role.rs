@@ -16,7 +16,7 @@
 //! then drain `take_work()` and `poll_output()`, and re-arm the timer from `poll_timeout()`.
 
 use crate::backoff::Backoff;
-use crate::follow::{Follower, LifeOutput};
+use crate::follow::{Follower, Life, LifeOutput};
 use crate::hrw::{self, Ownership};
 use crate::io::IoError;
 use crate::log::{LogReader, ObjectView, Read};
@@ -327,6 +327,26 @@ impl LogRole {
     }
 
     // ---- inputs ----
+
+    /// An input of the member's life, as a role that embeds a `LogRole` takes it where it does nothing more (the
+    /// sink and the notifier match the inputs they add to first: the start they note, the leave they bound, the
+    /// notifier's restore and membership change).
+    pub fn handle_life(&mut self, now: Time, life: Life) {
+        match life {
+            Life::Start => self.handle_start(now),
+            Life::CaughtUp => self.handle_caught_up(),
+            Life::Member(obs) => self.handle_member(now, &obs),
+            Life::Log { seq, entry } => {
+                self.handle_log(seq, &entry);
+            }
+            Life::LogUnreadable { seq } => self.handle_unreadable(seq),
+            Life::Restore(reader) => {
+                self.handle_restore(*reader);
+            }
+            Life::HeartbeatWritten { ok } => self.handle_heartbeat_written(ok),
+            Life::Leave => self.handle_leave(),
+        }
+    }
 
     pub fn handle_start(&mut self, now: Time) {
         self.follow.start(now);

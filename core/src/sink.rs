@@ -399,22 +399,13 @@ impl Sink {
                 self.started = true;
                 self.role.handle_start(now);
             }
-            Life::Member(obs) => self.role.handle_member(now, &obs),
-            Life::Log { seq, entry } => {
-                self.role.handle_log(seq, &entry);
-            }
-            Life::LogUnreadable { seq } => self.role.handle_unreadable(seq),
-            Life::Restore(reader) => {
-                self.role.handle_restore(*reader);
-            }
-            Life::CaughtUp => self.role.handle_caught_up(),
             Life::Leave => {
                 if !self.role.is_leaving() {
                     self.role.handle_leave();
                     self.leave_deadline = Some(now + self.cfg.leave_timeout);
                 }
             }
-            Life::HeartbeatWritten { ok } => self.role.handle_heartbeat_written(ok),
+            life => self.role.handle_life(now, life),
         }
     }
 

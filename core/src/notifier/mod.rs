@@ -309,7 +309,7 @@ pub struct Notifier {
     ops: BTreeMap<u64, Op>,
     next_op: u64,
     /// Rechecks of lanes, by token (from `RECHECK` on, so no driver ever sees one token for two questions).
-    rechecks: BTreeMap<u64, Vec<ObjectId>>,
+    rechecks: BTreeMap<u64, ObjectId>,
     next_recheck: u64,
     /// The role's progress queries out, with the objects they ask for.
     role_queries: BTreeMap<u64, Vec<ObjectId>>,
@@ -570,10 +570,6 @@ impl Notifier {
                 self.role.handle_member(now, &obs);
                 self.ownership_changed(now);
             }
-            Life::Log { seq, entry } => {
-                self.role.handle_log(seq, &entry);
-            }
-            Life::LogUnreadable { seq } => self.role.handle_unreadable(seq),
             Life::Restore(reader) => {
                 // The hole's transitions were never queued; what is queued is read again after the jump, so
                 // every owned object is resumed from its records (a running resume too: what it read is dropped).
@@ -583,8 +579,6 @@ impl Notifier {
                     self.role.resume_all_owned();
                 }
             }
-            Life::CaughtUp => self.role.handle_caught_up(),
-            Life::HeartbeatWritten { ok } => self.role.handle_heartbeat_written(ok),
             Life::Leave => {
                 if !self.draining && !self.role.is_leaving() {
                     // Finish what is claimed before the key goes: the objects stay ours (nobody takes them over
@@ -594,6 +588,7 @@ impl Notifier {
                     self.release_backoffs();
                 }
             }
+            life => self.role.handle_life(now, life),
         }
     }
 
@@ -756,7 +751,8 @@ impl Notifier {
         result: Result<Vec<(ObjectId, EndpointId, Stored)>, IoError>,
     ) {
         let recheck = asked == Asked::Recheck;
-        let asked = if recheck { self.rechecks.remove(&token) } else { self.role_queries.remove(&token) };
+        let asked =
+            if recheck { self.rechecks.remove(&token).map(|id| vec![id]) } else { self.role_queries.remove(&token) };
         let Some(asked) = asked else { return };
         let records = match result {
             Ok(r) => r,
@@ -911,7 +907,7 @@ impl Notifier {
                 let token = self.next_recheck;
                 self.next_recheck += 1;
                 lane.state = LaneState::Reading { token };
-                self.rechecks.insert(token, vec![key.1.clone()]);
+                self.rechecks.insert(token, key.1.clone());
                 self.outputs.push_back(Output::Recheck { token, object: key.1.clone() });
                 // Every endpoint's lane of this object reads with this token only if it was waiting too; the others
                 // keep their state (the answer only applies to lanes reading with it).
