@@ -194,6 +194,8 @@ pub(super) enum LifeEv {
     Resume { inc: u64 },
     /// A leaving process's exit is due (a role whose exit is polled).
     Exit { inc: u64 },
+    /// The store's answer to one of its heartbeat puts (answers reach it in the order of the puts).
+    HeartbeatAck { inc: u64, ok: bool },
 }
 
 impl LifeEv {
@@ -203,7 +205,8 @@ impl LifeEv {
             LifeEv::Boot { inc }
             | LifeEv::Timer { inc, .. }
             | LifeEv::LogDeliver { inc, .. }
-            | LifeEv::MemberDeliver { inc, .. } => Some(*inc),
+            | LifeEv::MemberDeliver { inc, .. }
+            | LifeEv::HeartbeatAck { inc, .. } => Some(*inc),
             LifeEv::Restart { .. } | LifeEv::Resume { .. } | LifeEv::Exit { .. } => None,
         }
     }
@@ -220,6 +223,8 @@ impl LifeEv {
             LifeEv::Restart { .. } => (23, 109, 101),
             // A sink exits at the end of the step that leaves it done: it never has this event.
             LifeEv::Exit { .. } => (24, 114, 111),
+            // Each role's answer had an event of its own (the notifier's was its generic answer, 106).
+            LifeEv::HeartbeatAck { .. } => (29, 114, 106),
         };
         match who {
             Who::Engine(_) => (engine, None),
@@ -369,6 +374,22 @@ impl Sim {
                 }
             }
             LifeEv::Exit { inc } => self.exit_if_done::<R>(slot, inc),
+            LifeEv::HeartbeatAck { inc, ok } => {
+                if p.is_current(inc) {
+                    self.step_life::<R>(slot, Life::HeartbeatWritten { ok });
+                }
+            }
+        }
+    }
+
+    /// The store answers process `slot`'s heartbeat put `after_ms` from now (`ok`: the key landed and the
+    /// answer came back in time), in the order of its puts, as the shell hands every put's answer in.
+    pub(super) fn answer_heartbeat<R: Role>(&mut self, slot: usize, after_ms: u64, ok: bool) {
+        let at = self.now + Duration::from_millis(after_ms);
+        let p = &mut R::slots_mut(self)[slot];
+        if p.is_running() {
+            let (inc, at) = (p.inc, p.hb_answers.schedule(at));
+            self.push(at, Ev::Life(R::who(slot), LifeEv::HeartbeatAck { inc, ok }));
         }
     }
 

@@ -130,12 +130,6 @@ enum Ev {
         bucket: Bucket,
         member: MemberRef,
     },
-    /// The store's answer to an engine's heartbeat put (answers reach it in the order of the puts).
-    HeartbeatAck {
-        node: usize,
-        inc: u64,
-        ok: bool,
-    },
     Expire {
         bucket: Bucket,
         id: MemberId,
@@ -226,7 +220,6 @@ impl Ev {
             Ev::ProposeAnswer { node, inc, .. }
             | Ev::AppendFailed { node, inc, .. }
             | Ev::CommandArrive { node, inc, .. }
-            | Ev::HeartbeatAck { node, inc, .. }
             | Ev::CheckDone { node, inc, .. } => Some((Who::Engine(*node), *inc)),
             Ev::Sink(e) => e.held_for(),
             Ev::Notify(e) => e.held_for(),
@@ -267,7 +260,6 @@ impl Ev {
             Ev::Sink(e) => 100 + e.code(),
             Ev::Snap(e) => 500 + e.code(),
             Ev::Worker(e) => 600 + e.code(),
-            Ev::HeartbeatAck { .. } => 29,
             Ev::Write(e) => 700 + e.code(),
         };
         (code, None)
@@ -576,11 +568,6 @@ impl Sim {
             Ev::Life(who, life) => self.life_event(who, life),
             Ev::HeartbeatLand { bucket, member, ttl_ms } => self.kv_put(bucket, member, ttl_ms),
             Ev::HeartbeatDelete { bucket, member } => self.kv_delete_own(bucket, &member),
-            Ev::HeartbeatAck { node, inc, ok } => {
-                if self.alive(node, inc) {
-                    self.step(node, Some(jaque_core::Input::Life(jaque_core::Life::HeartbeatWritten { ok })));
-                }
-            }
             Ev::Expire { bucket, id, gen } => self.kv_expire(bucket, id, gen),
             Ev::AppendLand { event } => self.append(LogEntry::Event(event)),
             Ev::ProposeLand { node, inc, record, after_seq } => self.propose_land(node, inc, record, after_seq),

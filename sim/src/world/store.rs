@@ -9,6 +9,7 @@
 //! as NATS KV gives them, with its compare-and-set: `update` at an expected revision, `create` if absent.
 //! Watchers of membership never see them (the shell's watcher filters by prefix).
 
+use super::engine::EngineRole;
 use super::{Ev, Sim};
 use crate::oracle::member_hash;
 use jaque_core::{Bucket, MemberChange, MemberId, MemberObservation, MemberRef};
@@ -172,11 +173,7 @@ impl Sim {
             }
         }
         let (after, ok) = answer;
-        let at = self.now + Duration::from_millis(after);
-        if self.nodes[n].is_running() {
-            let (inc, at) = (self.nodes[n].inc, self.nodes[n].hb_answers.schedule(at));
-            self.push(at, Ev::HeartbeatAck { node: n, inc, ok });
-        }
+        self.answer_heartbeat::<EngineRole>(n, after, ok);
     }
 
     pub(super) fn send_delete(&mut self, n: usize, bucket: Bucket, member: MemberRef) {

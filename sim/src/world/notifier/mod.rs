@@ -557,11 +557,7 @@ impl Sim {
             }
         }
         let (after, ok) = answer;
-        let p = &mut self.notify.slots[s];
-        let at = p.hb_answers.schedule(self.now + Duration::from_millis(after));
-        let inc = p.inc;
-        let input = Box::new(Input::Life(Life::HeartbeatWritten { ok }));
-        self.push(at, Ev::Notify(NEv::Answer { slot: s, inc, input }));
+        self.answer_heartbeat::<NotifierRole>(s, after, ok);
     }
 
     fn nsend(&mut self, s: usize, d: jaque_core::notifier::Delivery) {

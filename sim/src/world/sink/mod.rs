@@ -55,12 +55,6 @@ pub(in crate::world) enum SinkEv {
         token: u64,
         result: Result<(u64, Vec<(u64, LogEntry)>), IoError>,
     },
-    /// The store's answer to a sink's heartbeat put (answers reach it in the order of the puts).
-    HeartbeatAck {
-        s: usize,
-        inc: u64,
-        ok: bool,
-    },
     SqlLand {
         req: u64,
     },
@@ -86,10 +80,9 @@ impl SinkEv {
     /// The sink incarnation an event is for: it waits while that process is paused.
     pub fn held_for(&self) -> Option<(Who, u64)> {
         match self {
-            SinkEv::Replayed { s, inc, .. }
-            | SinkEv::HeartbeatAck { s, inc, .. }
-            | SinkEv::SqlAnswer { s, inc, .. }
-            | SinkEv::SqlTimeout { s, inc, .. } => Some((Who::Sink(*s), *inc)),
+            SinkEv::Replayed { s, inc, .. } | SinkEv::SqlAnswer { s, inc, .. } | SinkEv::SqlTimeout { s, inc, .. } => {
+                Some((Who::Sink(*s), *inc))
+            }
             _ => None,
         }
     }
@@ -103,7 +96,6 @@ impl SinkEv {
             SinkEv::SqlTimeout { .. } => 8,
             SinkEv::DownTick => 12,
             SinkEv::Up { .. } => 13,
-            SinkEv::HeartbeatAck { .. } => 14,
         }
     }
 }
@@ -311,9 +303,7 @@ impl Role for SinkRole {
                     }
                 }
                 let (after, ok) = answer;
-                let p = &mut sim.sinks.procs[s];
-                let (inc, at) = (p.inc, p.hb_answers.schedule(sim.now + Duration::from_millis(after)));
-                sim.push(at, Ev::Sink(SinkEv::HeartbeatAck { s, inc, ok }));
+                sim.answer_heartbeat::<SinkRole>(s, after, ok);
             }
             Output::Life(LifeOutput::Membership(MembershipOutput::DeleteHeartbeat { bucket, member })) => {
                 if sim.sinks.procs[s].can_send() {
@@ -402,11 +392,6 @@ impl Sim {
             SinkEv::Replayed { s, inc, token, result } => {
                 if self.sinks.procs[s].is_current(inc) {
                     self.step_as::<SinkRole>(s, Some(Input::Replayed { token, result }));
-                }
-            }
-            SinkEv::HeartbeatAck { s, inc, ok } => {
-                if self.sinks.procs[s].is_current(inc) {
-                    self.step_as::<SinkRole>(s, Some(Input::Life(Life::HeartbeatWritten { ok })));
                 }
             }
             SinkEv::SqlLand { req } => self.sql_land(req),
