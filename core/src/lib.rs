@@ -9,6 +9,7 @@
 //! - [`time`]: time as a value (milliseconds), and the RFC 3339 text every process writes.
 //! - [`secret`]: what is a secret and how reads show it (`***`).
 //! - [`wire`]: encoding and decoding of every message the shell sends and receives.
+//! - [`format`]: the versions of what jaque writes and reads, and the cluster's active format.
 //! - [`io`]: why a request the core asked its driver for failed (`IoError`), for every role alike.
 //!
 //! The pieces every role is built from:
@@ -39,6 +40,7 @@ pub mod compact;
 pub mod deadlines;
 pub mod engine;
 pub mod follow;
+pub mod format;
 pub mod forward;
 pub mod hrw;
 pub mod io;

@@ -1,0 +1,90 @@
+//! The versions of what jaque writes and reads: one cluster format for everything members share (log entries,
+//! membership and notifier values, commands and outcomes, check work and results), and a version of each
+//! format kept on its own (snapshots, a `-data-dir`, the sink's schema). `docs/upgrading.md` is the rule for
+//! each: which versions read which, which may share a cluster, in what order to upgrade and how to roll back.
+//!
+//! **The cluster format.** Every member announces the cluster format it speaks in its membership value
+//! (`{"incarnation": n, "format": f}`; a value without one is from a build before v0.1.0, which speaks 1). The
+//! engine that proposes an epoch records the cluster's *active* format in the record: the lowest any live
+//! member of any bucket speaks, never lower than the record before it (it only rises), and never higher than
+//! what the proposer itself speaks or is held at (`-hold-format`). A writer uses a format or a kind of entry
+//! only once the record in force allows it, so a cluster with one old member never writes what that member
+//! cannot read, and every reader decides from the same log position whether an entry was allowed there.
+//!
+//! An entry that needs more than format 1 says so (`"v": 2`); a reader that speaks less does not fold it
+//! (folding an entry it does not understand would give it a state no other reader has): where the record in
+//! force allowed it, the reader stops and says which build it needs; where it did not, no reader counts it.
+
+/// The cluster format this build speaks: the highest it reads and the highest it writes once the cluster's
+/// active format allows it.
+pub const CLUSTER_FORMAT: u32 = 2;
+
+/// The lowest cluster format this build reads and writes: what a value without a `format` (a build before
+/// v0.1.0) speaks.
+pub const OLDEST_CLUSTER_FORMAT: u32 = 1;
+
+/// The cluster formats, each with what it added (for `jaque --version` and `docs/upgrading.md`).
+pub const CLUSTER_FORMATS: [(u32, &str); 2] = [
+    (1, "the log, membership values, commands, outcomes and check work of every build before v0.1.0"),
+    (
+        2,
+        "v0.1.0: members announce their format, epoch records carry the active one, entries that need more than 1 \
+         say so, the unack command and event, snapshot version 2",
+    ),
+];
+
+/// The snapshot version this build writes once the active cluster format is 2; it reads every version from
+/// `OLDEST_SNAPSHOT_VERSION` up to this one.
+pub const SNAPSHOT_VERSION: u32 = 2;
+
+/// Snapshot version 1 (builds before v0.1.0): the same fields, some of them absent in the oldest (tombstones,
+/// time marks, two counters), read as empty.
+pub const OLDEST_SNAPSHOT_VERSION: u32 = 1;
+
+/// The snapshot version a writer uses under the active cluster format `active`.
+pub fn snapshot_version(active: u32) -> u32 {
+    if active >= 2 {
+        2
+    } else {
+        1
+    }
+}
+
+/// Whether a build speaking `speaks` reads an entry that needs `needs`.
+pub fn reads(speaks: u32, needs: u32) -> bool {
+    needs <= speaks
+}
+
+/// The cluster format an entry or value that does not name one needs: 1.
+pub fn unnamed() -> u32 {
+    OLDEST_CLUSTER_FORMAT
+}
+
+/// Whether a format is 1 (left out when a value is written, so format-1 bytes stay what builds before v0.1.0
+/// wrote).
+pub fn is_unnamed(f: &u32) -> bool {
+    *f == OLDEST_CLUSTER_FORMAT
+}
+
+/// The versions this build writes and reads, as `jaque --version` prints them after its own version.
+pub fn describe() -> String {
+    format!(
+        "cluster format {CLUSTER_FORMAT} (reads {OLDEST_CLUSTER_FORMAT}..={CLUSTER_FORMAT}; writes {CLUSTER_FORMAT} \
+         once every member speaks it)\nsnapshot version {SNAPSHOT_VERSION} (reads \
+         {OLDEST_SNAPSHOT_VERSION}..={SNAPSHOT_VERSION})"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_formats_table_ends_at_the_format_spoken() {
+        assert_eq!(CLUSTER_FORMATS.first().unwrap().0, OLDEST_CLUSTER_FORMAT);
+        assert_eq!(CLUSTER_FORMATS.last().unwrap().0, CLUSTER_FORMAT);
+        assert!(CLUSTER_FORMATS.windows(2).all(|w| w[1].0 == w[0].0 + 1));
+        assert_eq!(snapshot_version(CLUSTER_FORMAT), SNAPSHOT_VERSION);
+        assert_eq!(snapshot_version(OLDEST_CLUSTER_FORMAT), OLDEST_SNAPSHOT_VERSION);
+    }
+}
