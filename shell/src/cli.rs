@@ -106,6 +106,11 @@ pub struct Args {
     )]
     pub idempotency_window: String,
 
+    /// An engine raises the cluster's format (docs/upgrading.md) no higher than this, so a rollback to the
+    /// release that speaks it stays possible. Default: this build's.
+    #[arg(long = "hold-format", env = "JAQUE_HOLD_FORMAT", value_name = "N")]
+    pub hold_format: Option<u32>,
+
     /// An engine writes a snapshot of the log's state at most this many entries after the last one.
     #[arg(long = "snapshot-every", env = "JAQUE_SNAPSHOT_EVERY", default_value_t = 10_000, value_name = "N")]
     pub snapshot_every: u64,
@@ -266,6 +271,8 @@ pub struct Config {
     /// `-check-linger`, `-check-batch`: how an engine gathers the checks due into one dispatch.
     pub check_batching: CheckBatching,
     pub idempotency_window: Duration,
+    /// `-hold-format`: the highest cluster format an engine raises the cluster to.
+    pub hold_format: u32,
     /// `-snapshot-every`, `-snapshot-interval`, `-log-retention`.
     pub snapshots: SnapshotConfig,
     pub log_replicas: usize,
@@ -483,6 +490,14 @@ impl Config {
         if a.snapshot_every == 0 {
             return err("-snapshot-every: 0 entries; use at least 1 (default 10000)");
         }
+        let (oldest, newest) = (jaque_core::format::OLDEST_CLUSTER_FORMAT, jaque_core::format::CLUSTER_FORMAT);
+        let hold_format = a.hold_format.unwrap_or(newest);
+        if !(oldest..=newest).contains(&hold_format) {
+            return err(format!(
+                "-hold-format: {hold_format} is not a cluster format this build speaks ({oldest} to {newest}); see \
+                 docs/upgrading.md"
+            ));
+        }
         let snapshot_interval = duration("-snapshot-interval", &a.snapshot_interval, "5m")?;
         if snapshot_interval < Duration::from_secs(1) {
             return err(format!(
@@ -570,6 +585,7 @@ impl Config {
             worker_concurrency: a.worker_concurrency,
             check_batching,
             idempotency_window,
+            hold_format,
             snapshots,
             log_replicas: a.log_replicas,
             ui_writes_to_owner,
@@ -668,6 +684,11 @@ mod tests {
         assert!(parse(&engine).unwrap_err().contains("-sink-store is for -target sink"));
         assert!(parse(&["-target", "ui", "-idempotency-window", "1d2"]).unwrap_err().contains("-idempotency-window"));
         assert!(parse(&["-target", "ui", "-idempotency-window", "10ms"]).unwrap_err().contains("at least 1s"));
+        let engine = |extra: &[&str]| parse(&[&["-target", "ui"], extra].concat());
+        assert!(engine(&["-hold-format", "0"]).unwrap_err().contains("-hold-format: 0 is not a cluster format"));
+        assert!(engine(&["-hold-format", "99"]).unwrap_err().contains("docs/upgrading.md"));
+        assert_eq!(engine(&["-hold-format", "1"]).unwrap().hold_format, 1);
+        assert_eq!(engine(&[]).unwrap().hold_format, jaque_core::format::CLUSTER_FORMAT);
         let c = parse(&["-target", "ui", "-idempotency-window", "2h"]).unwrap();
         assert_eq!(c.idempotency_window, Duration::from_secs(7200));
         assert_eq!(parse(&["-target", "ui"]).unwrap().idempotency_window, Duration::from_secs(24 * 3600));
