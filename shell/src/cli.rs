@@ -15,6 +15,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// This build: the crate's version and the git commit it was built from (`unknown` outside a git checkout).
+pub const BUILD: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("JAQUE_COMMIT"), ")");
+
 #[derive(Parser, Debug, Clone)]
 #[command(
     name = "jaque",
