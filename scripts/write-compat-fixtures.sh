@@ -9,9 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage="usage: scripts/write-compat-fixtures.sh VERSION [--replace]   (e.g. v0.1.0)"
-version="${1:?$usage}"
+version="${1:-}"
 replace="${2:-}"
-if [[ -n "$replace" && "$replace" != --replace ]] || [[ $# -gt 2 ]]; then
+if [[ -z "$version" || ( -n "$replace" && "$replace" != --replace ) || $# -gt 2 ]]; then
   echo "$usage" >&2
   exit 2
 fi
