@@ -2,8 +2,9 @@
 //! `--target engine` and `--target=engine` accepted too, an environment variable for each, and the checks that
 //! refuse a configuration before anything starts.
 
+use crate::coord::DataDir;
 use crate::nats::NatsAuth;
-use crate::sink::store::{StoreUrl, DEFAULT_STORE};
+use crate::sink::store::{StoreUrl, DEFAULT_STORE, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION};
 
 /// The sink's SQLite file inside `-data-dir` when no `-sink-store` is given.
 const DATA_DIR_STORE: &str = "jaque-sink.db";
@@ -13,12 +14,32 @@ use jaque_core::ui::SubmitTimeouts;
 use jaque_core::{CheckBatching, MemberId};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
+
+/// This build: the crate's version and the git commit it was built from (`unknown` outside a git checkout).
+pub const BUILD: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("JAQUE_COMMIT"), ")");
+
+/// What `jaque --version` (`-version`, `-V`) prints after the name: the build, then the version of everything
+/// it writes and which it reads (`docs/upgrading.md` says which may meet which, and how to roll back).
+pub fn version_text() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        format!(
+            "{BUILD}\n{}\ndata-dir version {} (reads {}..={})\n\
+             sink schema version {SCHEMA_VERSION} (reads {OLDEST_SCHEMA_VERSION}..={SCHEMA_VERSION})",
+            jaque_core::format::describe(),
+            DataDir::VERSION,
+            DataDir::OLDEST_VERSION,
+            DataDir::VERSION,
+        )
+    })
+}
 
 #[derive(Parser, Debug, Clone)]
 #[command(
     name = "jaque",
-    version,
+    version = version_text(),
     about = "jaque: checks on objects, every state transition in a shared ordered log.",
     after_help = "Flags take one dash or two: -target engine, --target engine and --target=engine are the same."
 )]
@@ -632,6 +653,22 @@ mod tests {
         let argv = normalize_args(std::iter::once("jaque").chain(args.iter().copied()).map(String::from));
         let a = Args::try_parse_from(argv).map_err(|e| e.to_string())?;
         Config::from_args(a).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_version_in_every_spelling_names_the_build_and_every_format_it_reads_and_writes() {
+        for flag in ["-version", "--version", "-V"] {
+            let argv = normalize_args(["jaque", flag].map(String::from));
+            let e = Args::try_parse_from(argv).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::DisplayVersion, "{flag}");
+            assert_eq!(e.to_string(), format!("jaque {}\n", version_text()), "{flag}");
+        }
+        let lines: Vec<&str> = version_text().lines().collect();
+        assert_eq!(lines[0], BUILD);
+        assert!(lines[0].starts_with(concat!(env!("CARGO_PKG_VERSION"), " (commit ")), "{}", lines[0]);
+        assert_eq!(lines[1..3].join("\n"), jaque_core::format::describe());
+        assert_eq!(lines[3], format!("data-dir version {} (reads 1..={})", DataDir::VERSION, DataDir::VERSION));
+        assert_eq!(lines[4], format!("sink schema version {SCHEMA_VERSION} (reads 1..={SCHEMA_VERSION})"));
     }
 
     #[test]
