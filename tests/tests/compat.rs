@@ -117,6 +117,8 @@ fn describe_read(read: &Read) -> Value {
         Read::Duplicate => json!("duplicate position"),
         Read::Gap { expected, got } => json!({"gap": [expected, got]}),
         Read::Unreadable => json!("unreadable"),
+        Read::NotAllowed { needs, active } => json!({"not allowed": {"needs": needs, "active": active}}),
+        Read::TooNew { needs } => json!({"too new": {"needs": needs}}),
         Read::EpochInstalled => json!("epoch installed"),
         Read::EpochRejected(e) => json!({"epoch rejected": format!("{e:?}")}),
         Read::Event { verdict, effect } => {
@@ -164,7 +166,7 @@ fn fold(dir: &Path) -> (LogReader, Vec<Value>) {
         let bytes = line["entry"].as_str().expect("entry").as_bytes();
         let what = format!("{} {LOG} entry {seq}", name(dir));
         let entry = wire::decode_log_entry(bytes).unwrap_or_else(|e| panic!("{what}: {e}"));
-        nothing_lost(&what, bytes, &wire::encode(&entry));
+        nothing_lost(&what, bytes, &wire::encode_log_entry(&entry));
         let read = reader.read(seq, &entry);
         reads.push(json!({"seq": seq, "read": describe_read(&read)}));
     }
@@ -220,10 +222,10 @@ fn the_kv_values_every_release_wrote_decode_and_lose_nothing() {
             match kind {
                 "heartbeat" => {
                     let (bucket, id) = Bucket::split_key(key).unwrap_or_else(|| panic!("{what}: not a member key"));
-                    let member = wire::decode_heartbeat(id, value).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let (member, format) = wire::decode_heartbeat(id, value).unwrap_or_else(|e| panic!("{what}: {e}"));
                     assert_eq!(member.id.as_str(), id, "{what}");
                     let hb: Heartbeat = serde_json::from_slice(value).unwrap_or_else(|e| panic!("{what}: {e}"));
-                    assert_eq!(hb.incarnation, member.incarnation, "{what}");
+                    assert_eq!((hb.incarnation, hb.format), (member.incarnation, format), "{what}");
                     nothing_lost(&what, value, &wire::encode(&hb));
                     kinds.insert(format!("heartbeat {}", bucket.prefix()));
                 }
@@ -429,7 +431,8 @@ fn every_event_kind() -> Vec<EventBody> {
         next = match &body {
             EventBody::Put { .. } => Some(transition(State::Pending, State::Critical, "refused")),
             EventBody::Transition { .. } => Some(EventBody::Ack),
-            EventBody::Ack => Some(EventBody::CheckRequested),
+            EventBody::Ack => Some(EventBody::Unack),
+            EventBody::Unack => Some(EventBody::CheckRequested),
             EventBody::CheckRequested => Some(EventBody::Pause),
             EventBody::Pause => Some(EventBody::Resume),
             EventBody::Resume => Some(EventBody::Delete),
@@ -449,6 +452,7 @@ fn command_of(body: &EventBody) -> Option<CommandKind> {
         EventBody::Resume => Some(CommandKind::Resume),
         EventBody::CheckRequested => Some(CommandKind::CheckNow),
         EventBody::Ack => Some(CommandKind::Ack),
+        EventBody::Unack => Some(CommandKind::Unack),
         EventBody::Transition { .. } => None,
     }
 }
@@ -520,6 +524,8 @@ impl LogWriter {
             members,
             members_rev,
             idempotency_window_ms: Some(86_400_000),
+            // The format a cluster of v0.1.0 members runs at: every kind of event may be written.
+            format: jaque_core::format::CLUSTER_FORMAT,
         }));
     }
 
@@ -592,7 +598,7 @@ fn write_log(out: &Path) {
 
     let mut lines = String::new();
     for (seq, entry) in &log.entries {
-        let bytes = String::from_utf8(wire::encode(entry)).unwrap();
+        let bytes = String::from_utf8(wire::encode_log_entry(entry)).unwrap();
         lines.push_str(&json!({"seq": seq, "entry": bytes}).to_string());
         lines.push('\n');
     }
@@ -620,7 +626,8 @@ fn write_kv(out: &Path) {
         [(Bucket::Engine, "e1", T0), (Bucket::Sink, "s1", T0 + 1), (Bucket::Notifier, "n1", T0 + 2)]
     {
         let key = format!("{}{id}", bucket.prefix());
-        lines.push_str(&json_line("heartbeat", "value", wire::encode(&Heartbeat { incarnation }), &[("key", &key)]));
+        let value = wire::encode(&Heartbeat { incarnation, format: jaque_core::format::CLUSTER_FORMAT });
+        lines.push_str(&json_line("heartbeat", "value", value, &[("key", &key)]));
     }
     let endpoint = EndpointId::of("https://hooks.example.com/jaque");
     let claimed = DeliveryRecord { done: 12, claim: Some(Claim { seq: 15, by: member("n1", T0 + 2) }) };

@@ -25,7 +25,7 @@
 //! was written by a build before v0.1.0, which wrote version 1. What a log entry or a snapshot *says* is
 //! versioned apart, by the cluster format and the snapshot version (`jaque_core::format`): a new kind of event
 //! changes no data-dir version, and the data-dir version changes only when the files or their framing do
-//! (`docs/upgrading-disk.md`).
+//! (`docs/upgrading.md`).
 //!
 //! **Version 1's bytes.** No record carries a version of its own; these are version 1's. Integers are little
 //! endian; a checksum is CRC-32C (Castagnoli). Every record in `log/*.seg`, `log/epochs` and `records` is a
@@ -49,6 +49,7 @@
 //! later frame after it (damage, not an interrupted append), is refused (exit 2) with the file and the offset:
 //! the process never drops silently what it may have acknowledged.
 
+use super::events::Held;
 use super::snapshot::{SnapshotBytes, SNAPSHOTS_KEPT};
 use jaque_core::wire;
 use jaque_core::LogEntry;
@@ -88,8 +89,9 @@ pub struct DataDir {
 
 /// What the files hold: the store's state at start.
 pub(super) struct Loaded {
-    /// The log by position; `None` for an entry whose frame is whole but whose bytes do not decode.
-    pub log: BTreeMap<u64, Option<LogEntry>>,
+    /// The log by position; `Err` for an entry whose frame is whole but whose bytes do not decode (with the
+    /// cluster format they say they need, if they say one).
+    pub log: BTreeMap<u64, Held>,
     /// The position the next entry gets.
     pub next_seq: u64,
     pub last_epoch_seq: Option<u64>,
@@ -229,7 +231,7 @@ impl DataDir {
         // epoch of its own.
         let mut members_rev = 0;
         for (seq, entry) in &log {
-            if let Some(LogEntry::Epoch(record)) = entry {
+            if let Ok(LogEntry::Epoch(record)) = entry {
                 last_epoch_seq = Some(*seq);
                 members_rev = members_rev.max(record.members_rev);
             }
@@ -420,7 +422,7 @@ fn read_format(dir: &Path) -> Result<Option<u32>, String> {
         let by = lines.next().and_then(|l| l.strip_prefix("written by ")).map(|b| format!(", {b}")).unwrap_or_default();
         return Err(format!(
             "-data-dir {} was written by a newer jaque (data-dir version {version}{by}); this build (jaque {}) reads \
-             up to {}: run the jaque that wrote it or a later one (docs/upgrading-disk.md), or go back to the copy \
+             up to {}: run the jaque that wrote it or a later one (docs/upgrading.md), or go back to the copy \
              of DIR taken before the upgrade. Nothing in DIR was changed",
             dir.display(),
             crate::cli::BUILD,
@@ -430,7 +432,7 @@ fn read_format(dir: &Path) -> Result<Option<u32>, String> {
     if version < DataDir::OLDEST_VERSION {
         return Err(format!(
             "-data-dir {} holds data-dir version {version}, older than this build reads ({}..={}): start it once \
-             with a release that reads both (docs/upgrading-disk.md)",
+             with a release that reads both (docs/upgrading.md)",
             dir.display(),
             DataDir::OLDEST_VERSION,
             DataDir::VERSION
@@ -507,13 +509,17 @@ fn entry_body(body: &[u8]) -> Option<(u64, &[u8])> {
     Some((seq, &body[8..]))
 }
 
-fn decode_entry(seq: u64, bytes: &[u8]) -> Option<LogEntry> {
+fn decode_entry(seq: u64, bytes: &[u8]) -> Held {
     match wire::decode_log_entry(bytes) {
-        Ok(entry) => Some(entry),
+        Ok(entry) => Ok(entry),
+        Err(wire::WireError::TooNew { needs }) => {
+            tracing::warn!(seq, needs, "a log entry on disk of a cluster format this build does not speak");
+            Err(Some(needs))
+        }
         Err(e) => {
             tracing::warn!(seq, error = %e, "a log entry on disk that does not decode; readers pass over it");
             crate::metrics::wire_error("log entry");
-            None
+            Err(None)
         }
     }
 }
@@ -539,7 +545,7 @@ fn load_segment(
     first: u64,
     path: &Path,
     newest: bool,
-    log: &mut BTreeMap<u64, Option<LogEntry>>,
+    log: &mut BTreeMap<u64, Held>,
 ) -> Result<Option<Segment>, String> {
     let shown = path.display();
     let bytes = fs::read(path).map_err(|e| format!("reading {shown}: {e}"))?;
@@ -555,7 +561,7 @@ fn load_segment(
             return Err(damaged(path, at, &format!("position {seq} out of order (after {last})")));
         }
         let entry = decode_entry(seq, payload);
-        if matches!(entry, Some(LogEntry::Epoch(_))) {
+        if matches!(entry, Ok(LogEntry::Epoch(_))) {
             seg.epochs.push(body.to_vec());
         }
         log.insert(seq, entry);
@@ -979,6 +985,15 @@ mod tests {
         segment_files(&dir.join("log")).unwrap().into_iter().map(|(f, _)| f).collect()
     }
 
+    #[test]
+    fn an_entry_of_a_newer_cluster_format_is_held_as_what_it_needs_not_as_garbage() {
+        assert_eq!(decode_entry(5, br#"{"v":99,"entry":"event","type":"flapping"}"#), Err(Some(99)));
+        assert_eq!(decode_entry(6, b"not json"), Err(None));
+        let LogEntry::Event(e) = event("a") else { unreachable!() };
+        let unack = LogEntry::Event(Event { body: EventBody::Unack, ..e });
+        assert_eq!(decode_entry(7, &wire::encode_log_entry(&unack)), Ok(unack));
+    }
+
     #[tokio::test]
     async fn entries_records_and_snapshots_survive_a_restart_and_are_synced_before_they_count() {
         let tmp = tempfile::tempdir().unwrap();
@@ -995,7 +1010,7 @@ mod tests {
 
         let (loaded, disk, _) = start(tmp.path());
         assert_eq!(loaded.log.len(), 3);
-        assert_eq!(loaded.log[&2], Some(event("a")));
+        assert_eq!(loaded.log[&2], Ok(event("a")));
         assert_eq!((loaded.next_seq, loaded.last_epoch_seq, loaded.rev), (4, Some(1), 7));
         assert_eq!(loaded.records["notify.x.y"], (b"{}".to_vec(), 7));
         assert_eq!(disk.latest_snapshot().await.unwrap(), Some((3, b"state at 3".to_vec())));
