@@ -258,26 +258,11 @@ proptest! {
 fn a_restarted_writer_is_not_its_old_incarnation() {
     let obj = ObjectId::new("web").unwrap();
     let mut r = LogReader::new();
-    r.read(
-        1,
-        &LogEntry::Epoch(EpochRecord {
-            epoch: 1,
-            members: vec![m(0, 1)],
-            members_rev: 1,
-            idempotency_window_ms: None,
-            format: 1,
-        }),
-    );
-    r.read(
-        2,
-        &LogEntry::Epoch(EpochRecord {
-            epoch: 2,
-            members: vec![m(0, 2)],
-            members_rev: 2,
-            idempotency_window_ms: None,
-            format: 1,
-        }),
-    );
+    let record = |epoch, members| {
+        LogEntry::Epoch(EpochRecord { epoch, members, members_rev: epoch, idempotency_window_ms: None, format: 1 })
+    };
+    r.read(1, &record(1, vec![m(0, 1)]));
+    r.read(2, &record(2, vec![m(0, 2)]));
     let old =
         Event { object: obj.clone(), epoch: 1, writer: m(0, 1), at: Time(0), command_id: None, body: EventBody::Ack };
     assert!(matches!(r.read(3, &LogEntry::Event(old)), Read::Event { verdict: Verdict::Stale(_), .. }));
