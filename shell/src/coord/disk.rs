@@ -973,6 +973,19 @@ mod tests {
         })
     }
 
+    /// A directory whose first segment holds entries 1..=n (the last one on another object), closed: the
+    /// segment's path.
+    async fn written(dir: &Path, n: u64) -> PathBuf {
+        let (_, disk, _) = start(dir);
+        for seq in 1..n {
+            disk.entry(seq, &event("a"));
+        }
+        disk.entry(n, &event("b")).wait().await.unwrap();
+        disk.close().await;
+        drop(disk);
+        dir.join("log").join(format!("{:020}.seg", 1))
+    }
+
     /// A started data directory and the positions its writer reported durable.
     fn start(dir: &Path) -> (Loaded, DiskLog, Arc<Mutex<Vec<u64>>>) {
         let synced = Arc::new(Mutex::new(Vec::new()));
@@ -1033,14 +1046,7 @@ mod tests {
     #[tokio::test]
     async fn a_torn_tail_is_cut_and_damage_before_good_entries_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
-        let (_, disk, _) = start(tmp.path());
-        for seq in 1..=5 {
-            disk.entry(seq, &event("a"));
-        }
-        disk.entry(6, &event("b")).wait().await.unwrap();
-        disk.close().await;
-        drop(disk);
-        let seg = tmp.path().join("log").join(format!("{:020}.seg", 1));
+        let seg = written(tmp.path(), 6).await;
         let whole = fs::read(&seg).unwrap();
 
         // Torn: the last frame cut short.
@@ -1133,15 +1139,8 @@ mod tests {
     #[tokio::test]
     async fn a_directory_of_a_newer_version_or_a_foreign_marker_is_refused_and_left_as_it_is() {
         let tmp = tempfile::tempdir().unwrap();
-        let (_, disk, _) = start(tmp.path());
-        for seq in 1..=3 {
-            disk.entry(seq, &event("a"));
-        }
-        disk.entry(4, &event("b")).wait().await.unwrap();
-        disk.close().await;
-        drop(disk);
         // A newer build's directory, whose newest segment this build would take for one with a torn tail.
-        let seg = tmp.path().join("log").join(format!("{:020}.seg", 1));
+        let seg = written(tmp.path(), 4).await;
         let mut bytes = fs::read(&seg).unwrap();
         bytes.extend_from_slice(b"version 2 bytes");
         fs::write(&seg, &bytes).unwrap();
