@@ -892,8 +892,7 @@ impl Engine {
             Read::Duplicate
             | Read::EpochRejected(_)
             | Read::Gap { .. }
-            | Read::Unreadable
-            | Read::NotAllowed { .. } => {}
+            | Read::Unreadable => {}
             // An entry this build cannot read, in a cluster that allowed it: the objects this engine owns go to
             // engines that read on. It leaves (`is_done`), and its driver says why (`LogReader::blocked_reason`).
             Read::TooNew { .. } => self.handle_life(now, Life::Leave),

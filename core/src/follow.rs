@@ -112,8 +112,7 @@ pub enum Life {
         seq: u64,
     },
     /// The entry at this log position did not decode and says it needs cluster format `needs`, newer than this
-    /// build's (`wire::WireError::TooNew`): passed over where the cluster had not allowed that format, this
-    /// reader's stop where it had (`LogReader::read_too_new`).
+    /// build's (`wire::WireError::TooNew`): this reader's stop (`LogReader::read_too_new`).
     LogTooNew {
         seq: u64,
         needs: u32,

@@ -8,12 +8,13 @@
 //! engine that proposes an epoch records the cluster's *active* format in the record: the lowest any live
 //! member of any bucket speaks, never lower than the record before it (it only rises), and never higher than
 //! what the proposer itself speaks or is held at (`-hold-format`). A writer uses a format or a kind of entry
-//! only once the record in force allows it, so a cluster with one old member never writes what that member
-//! cannot read, and every reader decides from the same log position whether an entry was allowed there.
+//! only once the record in force where it stands in the log allows it (the fence's discipline), so a cluster
+//! with one old member never writes what that member cannot read.
 //!
 //! An entry that needs more than format 1 says so (`"v": 2`); a reader that speaks less does not fold it
-//! (folding an entry it does not understand would give it a state no other reader has): where the record in
-//! force allowed it, the reader stops and says which build it needs; where it did not, no reader counts it.
+//! (folding an entry it does not understand would give it a state no other reader has): it stops there and
+//! says which build it needs. Every reader that speaks the format folds it, wherever it stands, so the readers
+//! that read on never disagree about it.
 
 /// The cluster format this build speaks: the highest it reads and the highest it writes once the cluster's
 /// active format allows it.

@@ -236,14 +236,8 @@ pub enum Read {
     },
     /// The entry at this position could not be decoded (`LogReader::skip`): passed over, no effect.
     Unreadable,
-    /// The entry needs a cluster format the record in force did not allow where it stands (`crate::format`):
-    /// its writer broke the rule, or was a build that predates it. Passed over by every reader alike, counted.
-    NotAllowed {
-        needs: u32,
-        active: u32,
-    },
-    /// The entry needs a cluster format this reader does not speak, and the record in force allowed it: folding
-    /// on would give this reader a state no other reader has. The reader stops here for good (`blocked`); a
+    /// The entry needs a cluster format this reader does not speak (`crate::format`): folding on would give this
+    /// reader a state no other reader has. The reader stops here for good (`blocked`); a
     /// build that speaks the format reads on.
     TooNew {
         needs: u32,
@@ -287,9 +281,6 @@ pub struct ReaderCounters {
     /// Entries that could not be decoded, passed over (`LogReader::skip`).
     #[serde(default)]
     pub unreadable_total: u64,
-    /// Entries passed over because they need a cluster format that was not active where they stand.
-    #[serde(default)]
-    pub not_allowed_total: u64,
 }
 
 /// Where the log clock crossed into a new step of `STEP`: `(p, t)` says every entry below position `p` has a
@@ -656,7 +647,7 @@ impl LogReader {
     }
 
     /// Reads the entry at `seq`, which did not decode but says it needs cluster format `needs`
-    /// (`wire::WireError::TooNew`): passed over where that format was not active, the reader's stop where it was.
+    /// (`wire::WireError::TooNew`): the reader's stop.
     ///
     /// Past a hole (`seq` beyond the next position) it is what a snapshot at `seq` that this reader cannot
     /// restore says (a snapshot version of a format it does not speak): the reader cannot get past the hole, and
@@ -677,17 +668,12 @@ impl LogReader {
         }
     }
 
-    /// What becomes of the entry at `seq` (the next position) that needs cluster format `needs`, when it is not
-    /// read like any other: passed over where the record in force did not allow the format (every reader
-    /// alike), this reader's stop where it did and this reader does not speak it.
+    /// The entry at `seq` (the next position) needs cluster format `needs`: this reader's stop if it does not
+    /// speak it. Whatever the record in force says: a reader that speaks the format folds the entry wherever it
+    /// stands, so no two readers that read on disagree about it, even one whose records lost their format (a
+    /// snapshot written by a build before v0.1.0 keeps records without it). Writers keep to the active format
+    /// (`Fence::active_format`), and the simulator checks they do (invariant 13).
     fn gate(&mut self, seq: u64, needs: u32) -> Option<Read> {
-        let active = self.fence.active_format();
-        if needs > active {
-            self.started = true;
-            self.position = seq;
-            self.counters.not_allowed_total += 1;
-            return Some(Read::NotAllowed { needs, active });
-        }
         if needs > self.speaks.0 {
             self.blocked = Some((seq, needs));
             return Some(Read::TooNew { needs });

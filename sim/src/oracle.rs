@@ -106,6 +106,13 @@ impl Oracle {
         if let LogEntry::Epoch(rec) = entry {
             self.check_epoch(rec, &live_at)?;
         }
+        let (needs, active) = (entry.needs(), self.reader.fence().active_format());
+        if needs > active {
+            return v(
+                "13 mixed versions",
+                format!("entry at {seq} needs cluster format {needs}, and the record in force allows {active}"),
+            );
+        }
         let read = self.reader.read(seq, entry);
         let mut view = 0;
         let mut accepted = false;
@@ -115,12 +122,6 @@ impl Oracle {
                 return v("log", format!("the oracle found a hole in the log: {expected} missing before {seq}"))
             }
             (Read::Unreadable, _) => unreachable!("the oracle reads entries, never skips one"),
-            (Read::NotAllowed { needs, active }, _) => {
-                return v(
-                    "13 mixed versions",
-                    format!("entry at {seq} needs cluster format {needs}, and the record in force allows {active}"),
-                );
-            }
             (Read::TooNew { needs }, _) => {
                 unreachable!("the oracle speaks every format: format {needs} at {seq} is not one")
             }

@@ -117,7 +117,6 @@ fn describe_read(read: &Read) -> Value {
         Read::Duplicate => json!("duplicate position"),
         Read::Gap { expected, got } => json!({"gap": [expected, got]}),
         Read::Unreadable => json!("unreadable"),
-        Read::NotAllowed { needs, active } => json!({"not allowed": {"needs": needs, "active": active}}),
         Read::TooNew { needs } => json!({"too new": {"needs": needs}}),
         Read::EpochInstalled => json!("epoch installed"),
         Read::EpochRejected(e) => json!({"epoch rejected": format!("{e:?}")}),
