@@ -1,0 +1,838 @@
+//! Rolling upgrade, real processes (issue 33): a cluster of the previous release's `jaque` upgraded to this
+//! build one process at a time while writes, checks, transitions, the sink and the notifier go on; a
+//! `-data-dir` written by the previous build read by this one; and back (rollback).
+//!
+//! The previous build is `JAQUE_PREVIOUS_BIN`, which `scripts/upgrade.sh` builds from git and sets; without it
+//! every test here prints that it was skipped and passes, so the default test command needs no old build.
+//!
+//! The cluster: one nats-server, three engines (`-target engine,ui`, so each one's view can be compared), two
+//! workers, a ui, a sink into PostgreSQL and a notifier with a webhook receiver, all of the previous build; 24
+//! objects checked against a local target whose answers flip every 350 ms, so transitions flow; writes through
+//! the ui (`checker::Writer`). Each process is replaced in turn (SIGTERM, a clean exit, its leave seen, the new
+//! build started with the same flags and id, its join seen, writes applied again), in this order:
+//!
+//! 1. the workers (w1, w2): stateless, in no bucket; the engines' check work must reach a worker of either build;
+//! 2. the engines (e1, e2, e3), one at a time: the log's writers, each waited back into the epoch before the next;
+//! 3. the sink (s1), then the notifier (n1): readers of the log the engines write, so they follow the writers;
+//! 4. the ui last: it only reads and submits, and the writer goes through it, so its writes pause over its restart
+//!    (one writer before, one after).
+//!
+//! Then the writes stop, the target answers 200, and: every acknowledged write applied once (`checker::check_run`),
+//! every engine and the ui at the same position with the same state as the log; the sink's rows exactly the log's
+//! accepted events; every accepted transition since the notifier's start delivered, with its one webhook-id, and
+//! none twice (every stop was a clean SIGTERM); no process of either build counted a message it could not decode.
+//! Last, rollback: one engine replaced by the previous build again.
+
+use jaque_core::notifier::EndpointId;
+use jaque_core::role::{After, Owned};
+use jaque_core::sink::event_row;
+use jaque_core::{EventBody, LogEntry, LogReader, Read};
+use jaque_tests::checker::{check_run, epoch_records_raw, object_body, read_log, CountingTarget, WriteRecord, Writer};
+use jaque_tests::webhook::Receiver;
+use jaque_tests::{http, jaque_bin, poll, Jaque, Nats, Postgres};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The two tests each run a cluster or a process under load: one at a time on a 2-core machine.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const ENGINES: [&str; 3] = ["e1", "e2", "e3"];
+const OBJECTS: usize = 24;
+
+/// The previous build's binary, or `None` (and a line saying the test is skipped) when it is not given.
+fn previous_bin(test: &str) -> Option<PathBuf> {
+    let Some(p) = std::env::var_os("JAQUE_PREVIOUS_BIN") else {
+        eprintln!("{test}: skipped: JAQUE_PREVIOUS_BIN is not set (scripts/upgrade.sh builds the previous release)");
+        return None;
+    };
+    let p = PathBuf::from(p);
+    assert!(p.is_file(), "JAQUE_PREVIOUS_BIN={} is not a file", p.display());
+    // An upgrade from this build's own binary would test nothing.
+    let same = std::fs::canonicalize(&p).ok() == std::fs::canonicalize(jaque_bin()).ok();
+    assert!(!same, "JAQUE_PREVIOUS_BIN is this build's own binary");
+    Some(p)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Build {
+    Old,
+    New,
+}
+
+struct Builds {
+    old: PathBuf,
+    new: PathBuf,
+}
+
+impl Builds {
+    fn bin(&self, b: Build) -> &Path {
+        match b {
+            Build::Old => &self.old,
+            Build::New => &self.new,
+        }
+    }
+}
+
+/// Switches a counting target between 200 and 500 in a thread until stopped, so http checks flap and every
+/// object keeps making transitions (as in tests/tests/sink.rs): a load generator's pace, not a
+/// synchronization. The period (twice `every`) must not divide the checks' interval.
+struct Flapper {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Flapper {
+    fn start(target: Arc<CountingTarget>, every: Duration) -> Flapper {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = thread::spawn(move || {
+            let mut failing = false;
+            while !s.load(Ordering::SeqCst) {
+                failing = !failing;
+                target.set_failing(failing);
+                thread::sleep(every);
+            }
+            target.set_failing(false);
+        });
+        Flapper { stop, thread: Some(thread) }
+    }
+
+    /// Stops flapping and leaves the target answering 200.
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+impl Drop for Flapper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Engine,
+    Worker,
+    Sink,
+    Notifier,
+    Ui,
+}
+
+/// A process of the cluster: its role, its flags (the same for every build it runs), the build it runs now.
+struct Member {
+    name: &'static str,
+    role: Role,
+    args: Vec<String>,
+    build: Build,
+    jaque: Jaque,
+}
+
+fn decode_errors(j: &Jaque) -> f64 {
+    j.metric("jaque_wire_decode_errors_total{what=\"any\"}").unwrap_or(0.0)
+}
+
+struct Cluster {
+    builds: Builds,
+    nats: Nats,
+    pg: Postgres,
+    rx: Receiver,
+    hook: String,
+    target: Arc<CountingTarget>,
+    objects: Vec<String>,
+    members: BTreeMap<&'static str, Member>,
+    /// Per process and build: the decode errors it had counted when it was stopped.
+    decode_errors: Vec<(String, Build, f64)>,
+}
+
+impl Cluster {
+    fn start(builds: Builds) -> Cluster {
+        let nats = Nats::start();
+        let pg = Postgres::start();
+        let rx = Receiver::start(Some(SECRET));
+        let hook = rx.url("/hook");
+        let url = nats.url.clone();
+        let store = pg.url();
+        fn member(id: &str) -> Vec<&str> {
+            vec!["-id", id, "-heartbeat-ttl", "3s"]
+        }
+        let mut specs: Vec<(&'static str, Role, Vec<&str>)> = Vec::new();
+        for id in ENGINES {
+            // Each engine also serves the read API (the checker compares every reader's view), and writes a
+            // snapshot every 50 entries, so a new build starts from snapshots the old one wrote, and back.
+            let args = ["-target", "engine,ui", "-queue", &url, "-coordination", &url, "-snapshot-every", "50"];
+            specs.push((id, Role::Engine, [&args[..], &member(id)].concat()));
+        }
+        for id in ["w1", "w2"] {
+            specs.push((id, Role::Worker, vec!["-target", "worker", "-queue", &url, "-id", id]));
+        }
+        let sink = ["-target", "sink", "-coordination", &url, "-sink-store", &store];
+        specs.push(("s1", Role::Sink, [&sink[..], &member("s1")].concat()));
+        let notifier =
+            ["-target", "notifier", "-coordination", &url, "-notify-webhook", &hook, "-notify-secret", SECRET];
+        specs.push(("n1", Role::Notifier, [&notifier[..], &member("n1")].concat()));
+        specs.push(("ui", Role::Ui, vec!["-target", "ui", "-coordination", &url, "-id", "ui"]));
+
+        let mut members = BTreeMap::new();
+        for (name, role, args) in specs {
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            let jaque = start(&builds, Build::Old, name, &args);
+            members.insert(name, Member { name, role, args, build: Build::Old, jaque });
+        }
+        for m in members.values() {
+            m.jaque.wait_ready();
+        }
+        let target = Arc::new(CountingTarget::start());
+        let c = Cluster {
+            builds,
+            nats,
+            pg,
+            rx,
+            hook,
+            target,
+            objects: (0..OBJECTS).map(|i| format!("obj-{i}")).collect(),
+            members,
+            decode_errors: Vec::new(),
+        };
+        c.ui().wait_epoch(&ENGINES);
+        c.wait_live("sink/membership/", &["s1"]);
+        c.wait_live("notifier/membership/", &["n1"]);
+        for o in &c.objects {
+            let body = object_body(&c.target.url(), o).to_string();
+            let key = format!("setup-{o}");
+            poll(&format!("{o} created"), || {
+                let r = http(
+                    c.ui().addr,
+                    "PUT",
+                    &format!("/api/objects/{o}"),
+                    &[("Idempotency-Key", &key)],
+                    Some(body.as_bytes()),
+                );
+                (r.status == 200).then_some(())
+            });
+        }
+        c
+    }
+
+    fn get(&self, name: &str) -> &Jaque {
+        &self.members[name].jaque
+    }
+
+    fn ui(&self) -> &Jaque {
+        self.get("ui")
+    }
+
+    /// The live members of a bucket (`sink/membership/`, `notifier/membership/`), as the ui sees them.
+    fn live(&self, bucket: &str) -> BTreeSet<String> {
+        let c = self.ui().get("/api/cluster").json();
+        let b = c["buckets"].as_array().into_iter().flatten().find(|b| b["bucket"] == bucket).cloned();
+        b.and_then(|b| b["live_members"].as_array().cloned())
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["id"].as_str().map(String::from))
+            .collect()
+    }
+
+    fn wait_live(&self, bucket: &str, ids: &[&str]) {
+        let want: BTreeSet<String> = ids.iter().map(|s| s.to_string()).collect();
+        poll(&format!("live {bucket} {want:?}"), || (self.live(bucket) == want).then_some(()));
+    }
+
+    fn readers(&self) -> Vec<&Jaque> {
+        std::iter::once(self.ui()).chain(ENGINES.iter().map(|e| self.get(e))).collect()
+    }
+
+    fn writer(&self, name: &str) -> Writer {
+        let w = Writer::start(self.ui().addr, name, self.objects.clone(), self.target.url());
+        poll("writes applied through the ui", || (w.applied() >= 10).then_some(()));
+        w
+    }
+
+    /// Replaces `name` by a process of `build` with the same flags and id: SIGTERM, a clean exit, its leave
+    /// seen by the others, the new one started and ready, and its join seen (an engine in the epoch again and
+    /// owning objects, a sink or notifier live in its bucket). Then waits for what shows the cluster works with
+    /// it: `progress`.
+    fn replace(&mut self, name: &'static str, build: Build) {
+        let began = Instant::now();
+        let m = self.members.get_mut(name).unwrap();
+        let role = m.role;
+        self.decode_errors.push((name.to_string(), m.build, decode_errors(&m.jaque)));
+        m.jaque.proc.signal("TERM");
+        let status = m.jaque.proc.wait_exit();
+        assert!(status.success(), "{name} ({:?} build) exits cleanly on SIGTERM: {status}", m.build);
+        let others: Vec<&str> = ENGINES.iter().copied().filter(|e| *e != name).collect();
+        match role {
+            Role::Engine => self.ui().wait_epoch(&others),
+            Role::Sink => self.wait_live("sink/membership/", &[]),
+            Role::Notifier => self.wait_live("notifier/membership/", &[]),
+            Role::Worker | Role::Ui => {}
+        }
+        let m = self.members.get_mut(name).unwrap();
+        let jaque = start(&self.builds, build, name, &m.args);
+        jaque.wait_ready();
+        m.jaque = jaque;
+        m.build = build;
+        match role {
+            Role::Engine => {
+                self.ui().wait_epoch(&ENGINES);
+                let e = self.get(name);
+                poll(&format!("{name} owns objects again and writes their transitions"), || {
+                    let owned = e.metric("jaque_engine_objects_owned").unwrap_or(0.0);
+                    let written = e.metric("jaque_engine_transitions_written_total").unwrap_or(0.0);
+                    (owned > 0.0 && written > 0.0).then_some(())
+                });
+            }
+            Role::Sink => {
+                self.wait_live("sink/membership/", &["s1"]);
+                let s = self.get(name);
+                poll("the new sink writes rows", || {
+                    (s.metric("jaque_sink_events_written_total").unwrap_or(0.0) > 0.0).then_some(())
+                });
+            }
+            Role::Notifier => {
+                self.wait_live("notifier/membership/", &["n1"]);
+                let n = self.get(name);
+                poll("the new notifier delivers", || {
+                    (n.metric("jaque_notifier_deliveries_total{outcome=\"delivered\"}").unwrap_or(0.0) > 0.0)
+                        .then_some(())
+                });
+            }
+            Role::Worker => {
+                // Checks reach the target again (from either worker: both run once the second is replaced).
+                let hits = || self.target.all_hits().values().sum::<u64>();
+                let before = hits();
+                poll("checks after a worker's restart", || (hits() >= before + OBJECTS as u64).then_some(()));
+            }
+            Role::Ui => {}
+        }
+        eprintln!("upgrade: {name} now runs the {build:?} build ({:.1} s)", began.elapsed().as_secs_f64());
+    }
+
+    /// Waits until `w` has had `n` more writes applied.
+    fn more_writes(&self, w: &Writer, n: usize) {
+        let applied = w.applied();
+        poll(&format!("{n} more writes applied"), || (w.applied() >= applied + n).then_some(()));
+    }
+
+    /// Waits until `w` has had `n` more writes applied and the webhook `n` more deliveries: the cluster as it
+    /// is now takes writes, checks, writes transitions and notifies them.
+    fn goes_on(&self, w: &Writer, n: usize) {
+        let delivered = self.rx.delivery_count("/hook");
+        self.more_writes(w, n);
+        poll(&format!("{n} more deliveries"), || (self.rx.delivery_count("/hook") >= delivered + n).then_some(()));
+    }
+
+    /// The decode errors of every process: those counted by processes stopped so far, and the running ones'.
+    fn all_decode_errors(&self) -> Vec<(String, Build, f64)> {
+        let running = self.members.values().map(|m| (m.name.to_string(), m.build, decode_errors(&m.jaque)));
+        self.decode_errors.iter().cloned().chain(running).collect()
+    }
+}
+
+fn start(builds: &Builds, build: Build, name: &str, args: &[String]) -> Jaque {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Jaque::start_bin(&format!("{name} ({build:?})"), builds.bin(build), &args, &[])
+}
+
+/// The active cluster format the latest epoch record carries, printed (`None`: no record has the field; a
+/// build before v0.1.0 writes none). Where records carry one, it never falls from one record to the next.
+fn active_format(nats_url: &str, when: &str) -> Option<u64> {
+    let records = epoch_records_raw(nats_url);
+    let formats: Vec<(u64, Option<u64>)> =
+        records.iter().map(|(_, r)| (r["epoch"].as_u64().unwrap_or(0), r["format"].as_u64())).collect();
+    let mut highest: Option<(u64, u64)> = None;
+    for (epoch, f) in &formats {
+        if let Some(f) = f {
+            if let Some((e, h)) = highest {
+                assert!(*f >= h, "the active format fell from {h} (epoch {e}) to {f} (epoch {epoch}): {formats:?}");
+            }
+            highest = Some((*epoch, *f));
+        }
+    }
+    let latest = records.last().map(|(seq, r)| (*seq, r.clone()));
+    let format = latest.as_ref().and_then(|(_, r)| r["format"].as_u64());
+    match &latest {
+        Some((seq, r)) => eprintln!(
+            "upgrade: {when}: latest epoch record (epoch {}, at {seq}) {}; formats by epoch {formats:?}",
+            r["epoch"],
+            match format {
+                Some(f) => format!("has active format {f}"),
+                None => "has no format field (written by a build that records none)".to_string(),
+            }
+        ),
+        None => eprintln!("upgrade: {when}: no epoch record in the log"),
+    }
+    format
+}
+
+// The sink's rows against the log, as tests/tests/sink.rs compares them.
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Row {
+    object: String,
+    epoch: i64,
+    writer: String,
+    writer_incarnation: i64,
+    kind: String,
+    from_state: Option<String>,
+    to_state: Option<String>,
+    command_id: Option<String>,
+}
+
+type EventTuple = (i64, String, i64, String, i64, String, Option<String>, Option<String>, Option<String>);
+const EVENTS_SQL: &str = "SELECT seq, object, epoch, writer, writer_incarnation, type, from_state, to_state, \
+                          command_id FROM events ORDER BY seq";
+const OBJECTS_SQL: &str = "SELECT object, last_seq FROM objects ORDER BY object";
+
+/// Event rows by seq, and each object's row's last seq.
+type Rows = (BTreeMap<u64, Row>, BTreeMap<String, u64>);
+
+/// The store read back with a client of the test's own.
+fn read_store(url: &str) -> Result<Rows, String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let pool = sqlx::PgPool::connect(url).await.map_err(|e| e.to_string())?;
+        let events: Vec<EventTuple> = sqlx::query_as(EVENTS_SQL).fetch_all(&pool).await.map_err(|e| e.to_string())?;
+        let objects: Vec<(String, i64)> =
+            sqlx::query_as(OBJECTS_SQL).fetch_all(&pool).await.map_err(|e| e.to_string())?;
+        pool.close().await;
+        let mut rows = BTreeMap::new();
+        for (seq, object, epoch, writer, writer_incarnation, kind, from_state, to_state, command_id) in events {
+            let row = Row { object, epoch, writer, writer_incarnation, kind, from_state, to_state, command_id };
+            assert!(rows.insert(seq as u64, row).is_none(), "seq {seq} twice in the store");
+        }
+        Ok((rows, objects.into_iter().map(|(o, s)| (o, s as u64)).collect()))
+    })
+}
+
+/// What the log says the store must hold: each accepted event as its row, and each object's last accepted seq.
+fn expected_rows(entries: &[(u64, LogEntry)]) -> Rows {
+    let mut reader = LogReader::new();
+    let (mut rows, mut last) = (BTreeMap::new(), BTreeMap::new());
+    for (seq, entry) in entries {
+        let read = reader.read(*seq, entry);
+        let (LogEntry::Event(ev), Read::Event { verdict, .. }) = (entry, read) else { continue };
+        if !verdict.is_accepted() {
+            continue;
+        }
+        let r = event_row(&Owned { seq: *seq, event: ev.clone(), after: After::Replayed }, 4096);
+        let row = Row {
+            object: r.object.to_string(),
+            epoch: r.epoch as i64,
+            writer: r.writer.to_string(),
+            writer_incarnation: r.writer_incarnation as i64,
+            kind: r.kind.to_string(),
+            from_state: r.from_state.map(|s| s.as_str().to_string()),
+            to_state: r.to_state.map(|s| s.as_str().to_string()),
+            command_id: r.command_id.map(|c| c.to_string()),
+        };
+        rows.insert(*seq, row);
+        last.insert(r.object.to_string(), *seq);
+    }
+    (rows, last)
+}
+
+/// Waits until the sink's store holds exactly the log's accepted events; how many.
+fn check_sink(c: &Cluster) -> usize {
+    let s = c.get("s1");
+    let mut why = String::new();
+    let n = poll("the store to hold exactly the log's accepted events", || {
+        // The store first, then the log: the log then holds at least every event the store does.
+        let (rows, last) = match read_store(&c.pg.url()) {
+            Ok(s) => s,
+            Err(e) => {
+                why = e;
+                return None;
+            }
+        };
+        let (want, want_last) = expected_rows(&read_log(&c.nats.url));
+        if s.metric("jaque_sink_lag_events") != Some(0.0) {
+            why = "the sink lags".into();
+            return None;
+        }
+        if rows != want {
+            let missing: Vec<_> = want.keys().filter(|s| !rows.contains_key(s)).take(10).collect();
+            let extra: Vec<_> = rows.keys().filter(|s| !want.contains_key(s)).take(10).collect();
+            let differ: Vec<_> = want.iter().filter(|(s, r)| rows.get(s).is_some_and(|h| h != *r)).take(3).collect();
+            why = format!(
+                "{} rows, {} accepted events; missing {missing:?}, not accepted {extra:?}, different {differ:?}",
+                rows.len(),
+                want.len()
+            );
+            eprintln!("upgrade: sink not there yet: {why}");
+            return None;
+        }
+        let wrong: Vec<_> = want_last.iter().filter(|(o, seq)| last.get(*o) != Some(seq)).take(3).collect();
+        if !wrong.is_empty() {
+            why = format!("object rows not at their last accepted event: {wrong:?}");
+            return None;
+        }
+        Some(rows.len())
+    });
+    assert!(n > 100, "transitions flowed: {n} events in the store ({why})");
+    n
+}
+
+/// `notify.start.<endpoint>`: the log position the notifications begin after.
+fn start_record(nats_url: &str, hook: &str) -> u64 {
+    let key = format!("notify.start.{}", EndpointId::of(hook));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(nats_url).await.unwrap());
+        let kv = js.get_key_value("jaque_membership").await.unwrap();
+        let v = kv.get(&key).await.unwrap().unwrap_or_else(|| panic!("no start record {key}"));
+        String::from_utf8(v.to_vec()).unwrap().parse().unwrap()
+    })
+}
+
+/// Waits until every accepted transition after the notifier's start record was delivered; checks that every
+/// delivery is of an accepted transition, with its one webhook-id. Returns (transitions, deliveries, repeats).
+fn check_notifier(c: &Cluster) -> (usize, usize, usize) {
+    let start = start_record(&c.nats.url, &c.hook);
+    let (transitions, deliveries) = poll("every accepted transition delivered", || {
+        // The deliveries first, then the log: the log then holds every transition delivered.
+        let deliveries = c.rx.deliveries("/hook");
+        let mut reader = LogReader::new();
+        let mut transitions = BTreeMap::new();
+        for (seq, entry) in &read_log(&c.nats.url) {
+            let read = reader.read(*seq, entry);
+            if let (LogEntry::Event(ev), Read::Event { verdict, .. }) = (entry, read) {
+                if verdict.is_accepted() && matches!(ev.body, EventBody::Transition { .. }) {
+                    transitions.insert(*seq, ev.object.to_string());
+                }
+            }
+        }
+        let delivered: BTreeSet<u64> = deliveries.iter().filter_map(|d| d.body["seq"].as_u64()).collect();
+        transitions.range(start + 1..).all(|(s, _)| delivered.contains(s)).then_some((transitions, deliveries))
+    });
+    let mut per_seq: BTreeMap<u64, usize> = BTreeMap::new();
+    for d in &deliveries {
+        assert!(d.signed, "{d:?}");
+        let seq = d.body["seq"].as_u64().unwrap();
+        let object = transitions.get(&seq).unwrap_or_else(|| panic!("seq {seq} is not an accepted transition"));
+        assert!(seq > start, "seq {seq} is from before the notifier started ({start})");
+        assert_eq!(d.body["object"], object.as_str());
+        assert_eq!(d.id, format!("jaque-{seq}-{}", EndpointId::of(&c.hook)), "one webhook-id per transition");
+        *per_seq.entry(seq).or_default() += 1;
+    }
+    let repeats = per_seq.values().map(|n| n - 1).sum();
+    (transitions.range(start + 1..).count(), deliveries.len(), repeats)
+}
+
+#[test]
+fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
+    let Some(old) = previous_bin("rolling upgrade") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let began = Instant::now();
+    let mut c = Cluster::start(Builds { old, new: jaque_bin() });
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    let w = c.writer("old");
+    poll("the sink writes and the notifier delivers", || {
+        let rows = c.get("s1").metric("jaque_sink_events_written_total").unwrap_or(0.0);
+        (rows > 20.0 && c.rx.delivery_count("/hook") > 10).then_some(())
+    });
+    assert_eq!(active_format(&c.nats.url, "every member old"), None, "the previous build records no format");
+    eprintln!("upgrade: a cluster of the previous build running ({:.1} s)", began.elapsed().as_secs_f64());
+
+    for name in ["w1", "w2", "e1", "e2", "e3", "s1", "n1"] {
+        c.replace(name, Build::New);
+        c.goes_on(&w, 20);
+        active_format(&c.nats.url, &format!("{name} replaced"));
+    }
+    // The ui: the writer through it stops before it goes and another starts once the new one is up.
+    let mut writes: Vec<WriteRecord> = w.finish();
+    c.replace("ui", Build::New);
+    let w = c.writer("new");
+    c.goes_on(&w, 20);
+    writes.extend(w.finish());
+    active_format(&c.nats.url, "every member new");
+
+    flapper.stop();
+    let log = check_run(&c.nats.url, &writes, &c.readers());
+    let rows = check_sink(&c);
+    let (transitions, deliveries, repeats) = check_notifier(&c);
+    eprintln!(
+        "upgrade: the readers agreed at {}; then {rows} rows in the store, the log's accepted events; \
+         {transitions} transitions notified in {deliveries} deliveries ({repeats} repeats)",
+        log.reader.position()
+    );
+    assert_eq!(repeats, 0, "every stop was a clean SIGTERM: no transition may be delivered twice");
+    let errors = c.all_decode_errors();
+    assert!(errors.iter().all(|(_, _, n)| *n == 0.0), "messages some process could not decode: {errors:?}");
+    for e in ENGINES {
+        let j = c.get(e);
+        let failures = j.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0);
+        let loads = j.metric("jaque_snapshot_loads_total").unwrap_or(0.0);
+        eprintln!("upgrade: {e} (new) started from {loads} snapshot(s), {failures} it could not read");
+        assert_eq!(failures, 0.0, "{e}: a snapshot of the previous build it could not read");
+    }
+    eprintln!("upgrade: old -> new done in {:.1} s", began.elapsed().as_secs_f64());
+
+    // Rollback: e3 back to the previous build in a cluster of the new one. It must either join and agree
+    // with every other reader, or fail in a way that says so; never run on with a state of its own.
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    let w = c.writer("rollback");
+    let m = c.members.get_mut("e3").unwrap();
+    c.decode_errors.push(("e3".into(), Build::New, decode_errors(&m.jaque)));
+    m.jaque.proc.signal("TERM");
+    assert!(m.jaque.proc.wait_exit().success());
+    let args = m.args.clone();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    c.ui().wait_epoch(&["e1", "e2"]);
+    match Jaque::try_start_bin("e3 (Old, rollback)", &c.builds.old, &args, &[]) {
+        Err(mut proc) => {
+            // Refused before it listened: the refusal must say why, and the rest of the cluster goes on.
+            let status = proc.wait_exit();
+            let out = proc.output.text();
+            eprintln!("upgrade: rollback: the previous build refused to start ({status}):\n{out}");
+            assert!(!status.success(), "an exit before listening is a failure");
+            assert!(out.contains("ERROR") || out.contains("error"), "it says why: {out}");
+            c.more_writes(&w, 10);
+        }
+        Ok(mut e3) => {
+            let outcome = poll("the previous e3 to join the epoch, or to say it cannot", || {
+                if !e3.proc.is_running() {
+                    return Some(Err(format!("exited: {}", e3.proc.output.text())));
+                }
+                let h = e3.get("/healthz");
+                let owns = e3.metric("jaque_engine_objects_owned").unwrap_or(0.0) > 0.0;
+                if h.status == 200 && owns && c.ui().epoch_members() == ENGINES.iter().map(|s| s.to_string()).collect()
+                {
+                    return Some(Ok(()));
+                }
+                let said = h.text();
+                (h.status == 503 && (said.contains("format") || said.contains("version") || said.contains("newer")))
+                    .then(|| Err(format!("not ready: {said}")))
+            });
+            let m = c.members.get_mut("e3").unwrap();
+            m.jaque = e3;
+            m.build = Build::Old;
+            match outcome {
+                Ok(()) => {
+                    c.goes_on(&w, 20);
+                    let writes = w.finish();
+                    flapper.stop();
+                    let log = check_run(&c.nats.url, &writes, &c.readers());
+                    let rows = check_sink(&c);
+                    let (transitions, deliveries, repeats) = check_notifier(&c);
+                    let e3 = c.get("e3");
+                    eprintln!(
+                        "upgrade: rollback: the previous build's e3 joined a cluster of the new one and agrees at \
+                         {}: {rows} rows, {transitions} transitions in {deliveries} deliveries ({repeats} repeats); \
+                         it started from {} snapshot(s), {} it could not read, {} messages it could not decode",
+                        log.reader.position(),
+                        e3.metric("jaque_snapshot_loads_total").unwrap_or(0.0),
+                        e3.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0),
+                        decode_errors(e3),
+                    );
+                    active_format(&c.nats.url, "after the rollback of e3");
+                }
+                Err(why) => {
+                    eprintln!("upgrade: rollback: the previous build's e3 says it cannot run here: {why}");
+                    c.more_writes(&w, 10);
+                }
+            }
+        }
+    }
+    eprintln!("upgrade: whole test {:.1} s", began.elapsed().as_secs_f64());
+}
+
+// (b) and (c): one process with a data directory.
+
+fn solo_args(dir: &Path) -> Vec<String> {
+    let d = dir.to_str().unwrap();
+    // A snapshot every 5 entries and no retention below it: a restart starts from a snapshot the other build
+    // wrote, not from the whole log.
+    [
+        "-target",
+        "engine,worker,ui,sink",
+        "-queue",
+        "memory",
+        "-coordination",
+        "memory",
+        "-data-dir",
+        d,
+        "-id",
+        "solo",
+        "-snapshot-every",
+        "5",
+        "-log-retention",
+        "0s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn start_solo(bin: &Path, name: &str, dir: &Path) -> Jaque {
+    let args = solo_args(dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let j = Jaque::start_bin(name, bin, &args, &[]);
+    j.wait_ready();
+    j
+}
+
+/// What the API says of every object and its history, less who owns it and under which epoch (a restart is a
+/// new owner and a new epoch).
+fn api_view(j: &Jaque) -> BTreeMap<String, Value> {
+    let list = j.get("/api/objects");
+    assert_eq!(list.status, 200, "{}", list.text());
+    let mut out = BTreeMap::new();
+    for o in list.json().as_array().unwrap() {
+        let id = o["id"].as_str().unwrap().to_string();
+        let one = j.get(&format!("/api/objects/{id}")).json();
+        let history = j.get(&format!("/api/objects/{id}/history?limit=1000")).json();
+        let kept = |o: &Value| {
+            json!([o["definition"], o["state"], o["paused"], o["acknowledged"], o["last_transition"], o["last_seq"]])
+        };
+        out.insert(id, json!({"list": kept(o), "object": kept(&one), "history": history["events"]}));
+    }
+    out
+}
+
+fn action(j: &Jaque, id: &str, action: &str) {
+    let r = j.request("POST", &format!("/api/objects/{id}/actions/{action}"), &[], None);
+    assert_eq!(r.status, 200, "{id} {action}: {}", r.text());
+}
+
+/// Makes `web` and `db` (checked hourly) go to `state` now: the target answers so, and each is checked now.
+fn go(j: &Jaque, target: &CountingTarget, state: &str) {
+    target.set_failing(state == "critical");
+    for id in ["web", "db"] {
+        action(j, id, "check");
+    }
+    poll(&format!("web and db {state}"), || {
+        let list = j.get("/api/objects").json();
+        let all = list.as_array()?;
+        all.iter().filter(|o| o["id"] == "web" || o["id"] == "db").all(|o| o["state"] == state).then_some(())
+    });
+}
+
+/// Waits until the sink has every event in the store (each object's history reaches its last event) and a
+/// snapshot past the last write is stored; the API view then.
+fn settled(j: &Jaque) -> BTreeMap<String, Value> {
+    poll("the sink caught up and a snapshot at the log's end", || {
+        let position = j.get("/api/cluster").json()["log_position"].as_u64()?;
+        let snap = j.metric("jaque_snapshot_position")? as u64;
+        let lag = j.metric("jaque_sink_lag_events")?;
+        let view = api_view(j);
+        let complete = view.values().all(|v| v["history"][0]["seq"] == v["object"][5]);
+        (lag == 0.0 && complete && snap + 5 > position).then_some(view)
+    })
+}
+
+/// How a build met a data directory the other build wrote: it read it (and shows the same objects, states
+/// and history), or it refused with a message.
+enum Met {
+    Read(Jaque),
+    Refused(String),
+}
+
+fn meet(bin: &Path, name: &str, dir: &Path) -> Met {
+    let args = solo_args(dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut j = match Jaque::try_start_bin(name, bin, &args, &[]) {
+        Ok(j) => j,
+        Err(mut p) => return Met::Refused(format!("exited {} before listening: {}", p.wait_exit(), p.output.text())),
+    };
+    let ready = poll(&format!("{name} ready, or saying why not"), || {
+        if !j.proc.is_running() {
+            return Some(false);
+        }
+        let h = j.get("/healthz");
+        if h.status == 200 {
+            return Some(true);
+        }
+        let out = j.proc.output.text();
+        let said = out.lines().any(|l| (l.contains("WARN") || l.contains("ERROR")) && l.contains("snapshot"));
+        (h.status == 503 && said).then_some(false)
+    });
+    if ready {
+        Met::Read(j)
+    } else {
+        let status = if j.proc.is_running() { "running, not ready".into() } else { format!("{}", j.proc.wait_exit()) };
+        Met::Refused(format!("{status}; /healthz {}; output:\n{}", j.get("/healthz").text(), j.proc.output.text()))
+    }
+}
+
+fn compare(before: &BTreeMap<String, Value>, after: &BTreeMap<String, Value>, what: &str) {
+    assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "{what}: the same objects");
+    for (id, b) in before {
+        assert_eq!(&after[id], b, "{what}: {id}, its state and history");
+    }
+}
+
+#[test]
+fn a_data_dir_of_the_previous_build_is_read_by_this_one_and_back() {
+    let Some(old) = previous_bin("data dir upgrade") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let new = jaque_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let target = CountingTarget::start();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap(); // dropped: refuses
+
+    // The previous build: objects, transitions, an ack, a pause.
+    let mut j = start_solo(&old, "solo (Old)", dir.path());
+    let hourly = |url: String| json!({"probe": {"type": "http", "url": url}, "interval": "1h", "timeout": "800ms"});
+    for id in ["web", "db"] {
+        let r = j.put(&format!("/api/objects/{id}"), &hourly(format!("{}/{id}", target.url())));
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let quiet = json!({"probe": {"type": "tcp", "addr": closed.to_string()}, "interval": "1h"});
+    assert_eq!(j.put("/api/objects/quiet", &quiet).status, 200);
+    go(&j, &target, "ok");
+    go(&j, &target, "critical");
+    action(&j, "db", "ack");
+    go(&j, &target, "ok");
+    go(&j, &target, "critical");
+    action(&j, "web", "ack");
+    poll("quiet critical", || (j.get("/api/objects/quiet").json()["state"] == "critical").then_some(()));
+    action(&j, "quiet", "pause");
+    let before = settled(&j);
+    let epoch_before = j.metric("jaque_engine_epoch").unwrap() as u64;
+    j.proc.signal("TERM");
+    assert!(j.proc.wait_exit().success(), "the previous build exits cleanly on SIGTERM");
+
+    // This build on the same directory: the same objects, states and history, from the old build's snapshot.
+    let mut j = start_solo(&new, "solo (New)", dir.path());
+    compare(&before, &api_view(&j), "the new build reading the old build's data directory");
+    assert!(j.metric("jaque_snapshot_loads_total").unwrap_or(0.0) >= 1.0, "started from the old build's snapshot");
+    assert_eq!(j.metric("jaque_snapshot_load_failures_total"), Some(0.0));
+    poll("the epoch after the stored one", || {
+        (j.metric("jaque_engine_epoch")? as u64 == epoch_before + 1).then_some(())
+    });
+    // It goes on: more transitions, a resume, written by this build.
+    go(&j, &target, "ok");
+    action(&j, "quiet", "resume");
+    go(&j, &target, "critical");
+    action(&j, "db", "ack");
+    let before = settled(&j);
+    j.proc.signal("TERM");
+    assert!(j.proc.wait_exit().success(), "the new build exits cleanly on SIGTERM");
+    eprintln!("data dir: the new build read the previous build's directory: {} objects, same history", before.len());
+
+    // Rollback: the previous build on what this one wrote.
+    match meet(&old, "solo (Old, rollback)", dir.path()) {
+        Met::Read(j) => {
+            compare(&before, &api_view(&j), "the previous build reading the new build's data directory");
+            eprintln!(
+                "data dir: rollback: the previous build read what this one wrote: same objects, states and history \
+                 (started from {} snapshot(s), {} it could not read)",
+                j.metric("jaque_snapshot_loads_total").unwrap_or(0.0),
+                j.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0)
+            );
+        }
+        Met::Refused(why) => {
+            eprintln!("data dir: rollback: the previous build cannot read what this one wrote, and says so: {why}");
+            assert!(why.contains("snapshot") || why.contains("version") || why.contains("format"), "{why}");
+        }
+    }
+}
