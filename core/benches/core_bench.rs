@@ -90,7 +90,9 @@ fn main() {
     let mut fence = Fence::default();
     for e in 1..=4u64 {
         let ms: Vec<MemberRef> = (0..MEMBERS).filter(|i| e == 4 || *i as u64 != e).map(|i| m(i, 1)).collect();
-        fence.install(&EpochRecord { epoch: e, members: ms, members_rev: e, idempotency_window_ms: None }).unwrap();
+        fence
+            .install(&EpochRecord { epoch: e, members: ms, members_rev: e, idempotency_window_ms: None, format: 1 })
+            .unwrap();
     }
     let own = fence.current_ownership().unwrap().clone();
     // Events by their owners under the epoch in force (the common case), 1 in 8 written one epoch back. A
@@ -223,8 +225,13 @@ fn engine_epoch_change(ids: &[String], members: &[MemberRef]) -> Duration {
     let mut joined = members.to_vec();
     joined.push(m(99, 1));
     joined.sort();
-    let record =
-        LogEntry::Epoch(EpochRecord { epoch: 2, members: joined, members_rev: 2, idempotency_window_ms: None });
+    let record = LogEntry::Epoch(EpochRecord {
+        epoch: 2,
+        members: joined,
+        members_rev: 2,
+        idempotency_window_ms: None,
+        format: 1,
+    });
     let mut times: Vec<Duration> = (0..5)
         .map(|_| {
             let mut e = loaded_engine(ids, members);
@@ -246,7 +253,8 @@ fn loaded_engine(ids: &[String], members: &[MemberRef]) -> Engine {
     let mut e = Engine::new(EngineConfig::new(me.clone(), Duration::from_secs(9)));
     e.handle(Time(0), Input::Life(Life::Start));
     e.handle(Time(0), Input::Life(Life::CaughtUp));
-    let first = EpochRecord { epoch: 1, members: members.to_vec(), members_rev: 1, idempotency_window_ms: None };
+    let first =
+        EpochRecord { epoch: 1, members: members.to_vec(), members_rev: 1, idempotency_window_ms: None, format: 1 };
     e.handle(Time(0), Input::Life(Life::Log { seq: 1, entry: LogEntry::Epoch(first) }));
     for (i, id) in ids.iter().enumerate() {
         let put = Event {

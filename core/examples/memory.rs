@@ -95,6 +95,7 @@ fn entry(seq: u64) -> LogEntry {
             members: vec![loader()],
             members_rev: 0,
             idempotency_window_ms: None,
+            format: 1,
         });
     }
     let def = ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 86_400_000, timeout_ms: 1000 };
@@ -115,7 +116,7 @@ fn me(id: &str) -> MemberRef {
 }
 
 fn up(bucket: Bucket, m: &MemberRef, rev: u64) -> MemberObservation {
-    MemberObservation { bucket, rev, change: MemberChange::Up(m.clone()) }
+    MemberObservation::new(bucket, rev, MemberChange::Up(m.clone()))
 }
 
 fn ui(n: usize) {

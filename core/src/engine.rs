@@ -65,6 +65,10 @@ pub struct EngineConfig {
     pub snapshots: SnapshotConfig,
     /// `-check-linger`, `-check-batch`: how checks due are gathered into one dispatch (see [`CheckBatching`]).
     pub check_batching: CheckBatching,
+    /// `-hold-format`: the highest cluster format this engine raises the cluster's active one to (its own by
+    /// default). Held at the older release's format, a cluster keeps writing only what that release reads, so a
+    /// rollback to it stays possible (`docs/upgrading.md`).
+    pub hold_format: u32,
 }
 
 /// How an engine gathers the checks due into dispatches, so that one wake-up of the engine and of a worker
@@ -128,6 +132,7 @@ impl EngineConfig {
             idempotency_window: Duration::from_secs(24 * 3600),
             snapshots: SnapshotConfig::default(),
             check_batching: CheckBatching::NONE,
+            hold_format: crate::format::CLUSTER_FORMAT,
         }
     }
 
@@ -625,6 +630,14 @@ impl Engine {
                 self.follow.skip(seq);
                 self.note_hole(had_hole);
             }
+            Life::LogTooNew { seq, needs } => {
+                let had_hole = self.follow.hole().is_some();
+                let read = self.follow.read_too_new(seq, needs);
+                self.note_hole(had_hole);
+                if matches!(read, Read::TooNew { .. }) {
+                    self.handle_life(now, Life::Leave);
+                }
+            }
             Life::HeartbeatWritten { ok } => self.follow.heartbeat_written(ok),
             Life::Restore(reader) => self.restore(now, *reader),
             Life::Leave => {
@@ -769,16 +782,30 @@ impl Engine {
         if view.is_empty() {
             return;
         }
-        if let Some(rec) = self.follow.reader().fence().current() {
-            if view.rev() <= rec.members_rev || view.equals(&rec.members) {
+        let reader = self.follow.reader();
+        // The cluster's active format rises to the lowest any live member of any bucket speaks, as far as this
+        // engine speaks and is let (`-hold-format`); it never goes down (the fence keeps the highest).
+        let active = reader.fence().active_format();
+        let speaks = reader.speaks().min(self.cfg.hold_format);
+        let format = self.follow.lowest_format().unwrap_or(active).min(speaks).max(active);
+        if let Some(rec) = reader.fence().current() {
+            // A view older than the record's must not propose: it would only undo a change it has not seen.
+            let same_members = view.rev() <= rec.members_rev || view.equals(&rec.members);
+            if view.rev() < rec.members_rev || same_members && format == active {
                 return;
             }
         }
         let record = EpochRecord {
-            epoch: self.follow.reader().epoch() + 1,
+            epoch: reader.epoch() + 1,
             members: view.members(),
             members_rev: view.rev(),
             idempotency_window_ms: Some(u64::try_from(self.cfg.idempotency_window.as_millis()).unwrap_or(u64::MAX)),
+            // A build of format 1 names none (as builds before v0.1.0 wrote their records).
+            format: if reader.speaks() > crate::format::OLDEST_CLUSTER_FORMAT {
+                format
+            } else {
+                crate::format::OLDEST_CLUSTER_FORMAT
+            },
         };
         self.proposing = Some((record.epoch, now + self.cfg.propose_timeout));
         self.counters.epochs_proposed += 1;
@@ -862,7 +889,14 @@ impl Engine {
         let read = self.follow.read(seq, &entry);
         self.note_hole(had_hole);
         match read {
-            Read::Duplicate | Read::EpochRejected(_) | Read::Gap { .. } | Read::Unreadable => {}
+            Read::Duplicate
+            | Read::EpochRejected(_)
+            | Read::Gap { .. }
+            | Read::Unreadable
+            | Read::NotAllowed { .. } => {}
+            // An entry this build cannot read, in a cluster that allowed it: the objects this engine owns go to
+            // engines that read on. It leaves (`is_done`), and its driver says why (`LogReader::blocked_reason`).
+            Read::TooNew { .. } => self.handle_life(now, Life::Leave),
             Read::EpochInstalled => {
                 if self.proposing.is_some_and(|(e, _)| e <= self.follow.reader().epoch()) {
                     self.proposing = None;
@@ -950,7 +984,7 @@ impl Engine {
                     }
                 }
             }
-            EventBody::Transition { .. } | EventBody::Ack => {}
+            EventBody::Transition { .. } | EventBody::Ack | EventBody::Unack => {}
         }
     }
 
@@ -1057,6 +1091,26 @@ impl Engine {
         // wait for that event's verdict instead of replacing its waiters (who would never be answered).
         if let Some(w) = self.waiting.get_mut(&cmd.id) {
             w.waiters.push((reply, cmd));
+            return;
+        }
+        // A command whose event needs a newer cluster format than the one active is refused: a member that does
+        // not speak it could not read the event.
+        let (needs, reader) = (cmd.kind.needs(), self.follow.reader());
+        if needs > reader.speaks() {
+            self.counters.commands_rejected += 1;
+            let reason = format!("unknown command kind {:?} (it needs cluster format {needs})", cmd.kind.name());
+            self.reply(reply, Outcome::Rejected { reason });
+            return;
+        }
+        if needs > reader.fence().active_format() {
+            self.counters.commands_rejected += 1;
+            let reason = format!(
+                "{} needs cluster format {needs}; the cluster's active format is {}: it moves up once every member \
+                 runs a build that speaks {needs} (docs/upgrading.md)",
+                cmd.kind.name(),
+                reader.fence().active_format()
+            );
+            self.reply(reply, Outcome::Rejected { reason });
             return;
         }
         let event = Event {

@@ -5,9 +5,10 @@
 //! leaving. The roles put their own decisions on top.
 
 use crate::log::{LogReader, Read};
-use crate::membership::{Lease, MemberObservation, Membership, MembershipOutput};
+use crate::membership::{Lease, LiveSet, MemberObservation, Membership, MembershipOutput};
 use crate::model::{Bucket, LogEntry, MemberRef};
 use crate::time::Time;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The log as one reader follows it: its `LogReader`, and the hole it waits to jump past when the log has
@@ -42,6 +43,19 @@ impl Tail {
         let read = self.reader.skip(seq);
         self.note(seq, &read);
         read
+    }
+
+    /// Reads the entry at `seq`, which did not decode and says it needs cluster format `needs`
+    /// (`LogReader::read_too_new`).
+    pub fn read_too_new(&mut self, seq: u64, needs: u32) -> Read {
+        let read = self.reader.read_too_new(seq, needs);
+        self.note(seq, &read);
+        read
+    }
+
+    /// Why this reader stopped for good, if it did (`LogReader::blocked_reason`).
+    pub fn blocked_reason(&self) -> Option<String> {
+        self.reader.blocked_reason()
     }
 
     /// How far the log is known to reach: the highest position handed in, read or not (waiting at a hole, the
@@ -97,6 +111,13 @@ pub enum Life {
     LogUnreadable {
         seq: u64,
     },
+    /// The entry at this log position did not decode and says it needs cluster format `needs`, newer than this
+    /// build's (`wire::WireError::TooNew`): passed over where the cluster had not allowed that format, this
+    /// reader's stop where it had (`LogReader::read_too_new`).
+    LogTooNew {
+        seq: u64,
+        needs: u32,
+    },
     /// A reader restored from a stored snapshot (the one a process starts from, or the latest, loaded after
     /// `NeedSnapshot`): taken if it is ahead of this member's; the driver then follows the log from the
     /// position after it.
@@ -133,6 +154,9 @@ pub struct Follower {
     lease: Lease,
     /// The time of the latest input that may have made a heartbeat put: when the put goes out.
     now: Time,
+    /// Every bucket's live members with the cluster format each speaks (the cluster's active format is the
+    /// lowest of them: `lowest_format`).
+    buckets: BTreeMap<Bucket, LiveSet>,
 }
 
 impl Follower {
@@ -149,6 +173,7 @@ impl Follower {
             caught_up: false,
             lease: Lease::new(ttl),
             now: Time::ZERO,
+            buckets: BTreeMap::new(),
         }
     }
 
@@ -211,7 +236,24 @@ impl Follower {
     /// A membership observation (any bucket; only ours counts). Returns whether our bucket's live set changed.
     pub fn observe(&mut self, now: Time, obs: &MemberObservation) -> bool {
         self.now = now;
+        self.buckets.entry(obs.bucket).or_default().observe(obs);
         self.membership.handle_observation(now, obs)
+    }
+
+    /// The lowest cluster format any live member of any bucket speaks, as the watch reported them (`None`:
+    /// none is live).
+    pub fn lowest_format(&self) -> Option<u32> {
+        self.buckets.values().filter_map(LiveSet::lowest_format).min()
+    }
+
+    /// See `Tail::read_too_new`.
+    pub fn read_too_new(&mut self, seq: u64, needs: u32) -> Read {
+        self.tail.read_too_new(seq, needs)
+    }
+
+    /// See `Tail::blocked_reason`.
+    pub fn blocked_reason(&self) -> Option<String> {
+        self.tail.blocked_reason()
     }
 
     /// Reads the entry at log position `seq` (see `Tail::read`).

@@ -17,6 +17,7 @@
 //! same position, and a retry within the window is answered with its first outcome by any of them. Older ids are
 //! forgotten, which keeps the record bounded by the commands of one window.
 
+use crate::format;
 use crate::hrw::{self, Ownership};
 use crate::model::{
     CommandId, EpochRecord, Event, EventBody, LogEntry, MemberId, MemberRef, ObjectDef, ObjectId, Outcome, State,
@@ -79,6 +80,8 @@ pub enum EpochRejection {
 pub struct Fence {
     /// `records[i]` is epoch `i + 1`.
     records: Vec<(EpochRecord, Ownership)>,
+    /// `formats[i]`: the active cluster format under epoch `i + 1`, the highest any record up to it named.
+    formats: Vec<u32>,
 }
 
 /// Where each epoch record stands in the log, so an event read again later (a replay) gets the verdict it had
@@ -119,6 +122,16 @@ impl Fence {
         self.index(epoch).map(|i| &self.records[i].1)
     }
 
+    /// The cluster's active format under the epoch in force (`crate::format`): 1 before the first record.
+    pub fn active_format(&self) -> u32 {
+        self.formats.last().copied().unwrap_or(format::OLDEST_CLUSTER_FORMAT)
+    }
+
+    /// The active format under epoch `in_force` (1 under none).
+    pub fn format_under(&self, in_force: u64) -> u32 {
+        self.index(in_force).map_or(format::OLDEST_CLUSTER_FORMAT, |i| self.formats[i])
+    }
+
     fn index(&self, epoch: u64) -> Option<usize> {
         let i = usize::try_from(epoch.checked_sub(1)?).ok()?;
         (i < self.records.len()).then_some(i)
@@ -133,6 +146,9 @@ impl Fence {
             return Err(EpochRejection::BadMembers);
         }
         let ownership = Ownership::new(&record.members);
+        // The active format never goes down: a record from a build that does not name one (or an older one that
+        // was paused while the others moved on) leaves it where it was.
+        self.formats.push(self.active_format().max(record.format));
         self.records.push((record.clone(), ownership));
         Ok(())
     }
@@ -220,6 +236,18 @@ pub enum Read {
     },
     /// The entry at this position could not be decoded (`LogReader::skip`): passed over, no effect.
     Unreadable,
+    /// The entry needs a cluster format the record in force did not allow where it stands (`crate::format`):
+    /// its writer broke the rule, or was a build that predates it. Passed over by every reader alike, counted.
+    NotAllowed {
+        needs: u32,
+        active: u32,
+    },
+    /// The entry needs a cluster format this reader does not speak, and the record in force allowed it: folding
+    /// on would give this reader a state no other reader has. The reader stops here for good (`blocked`); a
+    /// build that speaks the format reads on.
+    TooNew {
+        needs: u32,
+    },
     EpochInstalled,
     EpochRejected(EpochRejection),
     Event {
@@ -259,6 +287,9 @@ pub struct ReaderCounters {
     /// Entries that could not be decoded, passed over (`LogReader::skip`).
     #[serde(default)]
     pub unreadable_total: u64,
+    /// Entries passed over because they need a cluster format that was not active where they stand.
+    #[serde(default)]
+    pub not_allowed_total: u64,
 }
 
 /// Where the log clock crossed into a new step of `STEP`: `(p, t)` says every entry below position `p` has a
@@ -337,11 +368,52 @@ pub struct LogReader {
     epoch_seq: Option<u64>,
     epoch_positions: EpochPositions,
     pub counters: ReaderCounters,
+    /// The cluster format this reader speaks (this build's, unless a simulated older build).
+    speaks: Speaks,
+    /// The position and format of the entry this reader stopped at (`Read::TooNew`).
+    blocked: Option<(u64, u32)>,
+}
+
+/// The cluster format a reader speaks: this build's by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Speaks(u32);
+
+impl Default for Speaks {
+    fn default() -> Speaks {
+        Speaks(format::CLUSTER_FORMAT)
+    }
 }
 
 impl LogReader {
     pub fn new() -> LogReader {
         LogReader::default()
+    }
+
+    /// The same reader, speaking cluster format `speaks` (at most this build's): how the simulator runs an
+    /// older build's reader.
+    pub fn speaking(mut self, speaks: u32) -> LogReader {
+        self.speaks = Speaks(speaks.clamp(format::OLDEST_CLUSTER_FORMAT, format::CLUSTER_FORMAT));
+        self
+    }
+
+    /// The cluster format this reader speaks.
+    pub fn speaks(&self) -> u32 {
+        self.speaks.0
+    }
+
+    /// The position and format of the entry this reader stopped at because it does not speak the format the
+    /// cluster had allowed there (`Read::TooNew`).
+    pub fn blocked(&self) -> Option<(u64, u32)> {
+        self.blocked
+    }
+
+    /// Why a blocked reader stopped, for a person: what to do about it.
+    pub fn blocked_reason(&self) -> Option<String> {
+        let (seq, needs) = self.blocked?;
+        Some(format!(
+            "the log entry at position {seq} needs cluster format {needs}, and this build speaks {speaks}: run a              newer jaque (docs/upgrading.md)",
+            speaks = self.speaks.0
+        ))
     }
 
     pub fn fence(&self) -> &Fence {
@@ -431,7 +503,8 @@ impl LogReader {
     /// The reader's whole state, to start another reader from (`from_snapshot`).
     pub fn snapshot(&self) -> ReaderSnapshot {
         ReaderSnapshot {
-            version: ReaderSnapshot::VERSION,
+            // The newest version every member can read: the cluster's active format says which.
+            version: format::snapshot_version(self.fence.active_format()),
             position: self.position,
             started: self.started,
             epochs: self
@@ -458,10 +531,17 @@ impl LogReader {
 
     /// A reader in exactly the state of the one that took `snapshot`, or why the snapshot cannot be one.
     pub fn from_snapshot(s: ReaderSnapshot) -> Result<LogReader, SnapshotError> {
-        if s.version != ReaderSnapshot::VERSION {
+        LogReader::from_snapshot_speaking(s, format::CLUSTER_FORMAT)
+    }
+
+    /// `from_snapshot` for a reader speaking cluster format `speaks` (see `speaking`): it reads the snapshot
+    /// versions that format's builds read.
+    pub fn from_snapshot_speaking(s: ReaderSnapshot, speaks: u32) -> Result<LogReader, SnapshotError> {
+        if !(format::OLDEST_SNAPSHOT_VERSION..=format::snapshot_version(speaks)).contains(&s.version) {
             return Err(SnapshotError::Version(s.version));
         }
-        let mut reader = LogReader { position: s.position, started: s.started, ..LogReader::default() };
+        let mut reader =
+            LogReader { position: s.position, started: s.started, ..LogReader::default() }.speaking(speaks);
         let mut last = 0;
         for (seq, record) in &s.epochs {
             if *seq <= last && reader.epoch_seq.is_some() || *seq > s.position {
@@ -529,6 +609,9 @@ impl LogReader {
         if let Some(not_next) = self.not_next(seq) {
             return not_next;
         }
+        if let Some(gated) = self.gate(seq, entry.needs()) {
+            return gated;
+        }
         self.started = true;
         self.position = seq;
         match entry {
@@ -572,8 +655,43 @@ impl LogReader {
         Read::Unreadable
     }
 
-    /// `Duplicate` or `Gap` when `seq` is not the next position to read.
+    /// Reads the entry at `seq`, which did not decode but says it needs cluster format `needs`
+    /// (`wire::WireError::TooNew`): passed over where that format was not active, the reader's stop where it was.
+    pub fn read_too_new(&mut self, seq: u64, needs: u32) -> Read {
+        if let Some(not_next) = self.not_next(seq) {
+            return not_next;
+        }
+        match self.gate(seq, needs) {
+            Some(read) => read,
+            // A format this build speaks and still could not decode: garbage that claims a format.
+            None => self.skip(seq),
+        }
+    }
+
+    /// What becomes of the entry at `seq` (the next position) that needs cluster format `needs`, when it is not
+    /// read like any other: passed over where the record in force did not allow the format (every reader
+    /// alike), this reader's stop where it did and this reader does not speak it.
+    fn gate(&mut self, seq: u64, needs: u32) -> Option<Read> {
+        let active = self.fence.active_format();
+        if needs > active {
+            self.started = true;
+            self.position = seq;
+            self.counters.not_allowed_total += 1;
+            return Some(Read::NotAllowed { needs, active });
+        }
+        if needs > self.speaks.0 {
+            self.blocked = Some((seq, needs));
+            return Some(Read::TooNew { needs });
+        }
+        None
+    }
+
+    /// `Duplicate` or `Gap` when `seq` is not the next position to read; `TooNew` for every position once the
+    /// reader has stopped at one it cannot read.
     fn not_next(&mut self, seq: u64) -> Option<Read> {
+        if let Some((_, needs)) = self.blocked {
+            return Some(Read::TooNew { needs });
+        }
         if self.started && seq <= self.position {
             self.counters.duplicate_positions_total += 1;
             return Some(Read::Duplicate);
@@ -686,6 +804,14 @@ impl LogReader {
                 }
                 _ => Effect::Ignored,
             },
+            EventBody::Unack => match self.objects.get_mut(&event.object).map(Arc::make_mut) {
+                Some(view) => {
+                    view.acked = false;
+                    view.last_seq = seq;
+                    command_effect(event, applied)
+                }
+                None => not_found(event),
+            },
             EventBody::Delete => {
                 if self.objects.remove(&event.object).is_some() {
                     command_effect(event, applied)
@@ -760,13 +886,13 @@ pub struct ReaderSnapshot {
     pub counters: ReaderCounters,
 }
 
-impl ReaderSnapshot {
-    pub const VERSION: u32 = 1;
-}
-
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SnapshotError {
-    #[error("snapshot version {0} is not one this build reads (it reads {v})", v = ReaderSnapshot::VERSION)]
+    #[error(
+        "snapshot version {0} is not one this build reads (it reads {oldest}..={newest})",
+        oldest = format::OLDEST_SNAPSHOT_VERSION,
+        newest = format::SNAPSHOT_VERSION
+    )]
     Version(u32),
     #[error("invalid snapshot: {0}")]
     Invalid(String),

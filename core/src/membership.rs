@@ -16,6 +16,16 @@ pub struct MemberObservation {
     /// The store's revision of this change; strictly increasing per bucket.
     pub rev: u64,
     pub change: MemberChange,
+    /// The cluster format the member's value announces (`crate::format`); 1 for a `Down`, and for a value of a
+    /// build before v0.1.0.
+    pub format: u32,
+}
+
+impl MemberObservation {
+    /// An observation of a member of format 1 (what every member spoke before v0.1.0).
+    pub fn new(bucket: Bucket, rev: u64, change: MemberChange) -> MemberObservation {
+        MemberObservation { bucket, rev, change, format: crate::format::OLDEST_CLUSTER_FORMAT }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +60,8 @@ pub struct Resync {
 /// What a bucket's observers agree on: the live members as of a store revision.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LiveSet {
-    live: BTreeMap<MemberId, u64>,
+    /// Each live member's incarnation and the cluster format it speaks.
+    live: BTreeMap<MemberId, (u64, u32)>,
     rev: u64,
     /// Observations that arrived out of order or twice (revision not above the last one).
     pub ignored_total: u64,
@@ -58,16 +69,23 @@ pub struct LiveSet {
 
 impl LiveSet {
     /// Applies one observation. Returns whether the live set changed (a refresh of a live key does not).
-    pub fn observe(&mut self, rev: u64, change: &MemberChange) -> bool {
-        if rev <= self.rev {
+    pub fn observe(&mut self, obs: &MemberObservation) -> bool {
+        if obs.rev <= self.rev {
             self.ignored_total += 1;
             return false;
         }
-        self.rev = rev;
-        match change {
-            MemberChange::Up(m) => self.live.insert(m.id.clone(), m.incarnation) != Some(m.incarnation),
+        self.rev = obs.rev;
+        match &obs.change {
+            MemberChange::Up(m) => {
+                self.live.insert(m.id.clone(), (m.incarnation, obs.format)).map(|(inc, _)| inc) != Some(m.incarnation)
+            }
             MemberChange::Down(id) => self.live.remove(id).is_some(),
         }
+    }
+
+    /// The lowest cluster format a live member speaks (`None`: nobody is live).
+    pub fn lowest_format(&self) -> Option<u32> {
+        self.live.values().map(|(_, f)| *f).min()
     }
 
     pub fn rev(&self) -> u64 {
@@ -83,12 +101,12 @@ impl LiveSet {
     }
 
     pub fn incarnation(&self, id: &MemberId) -> Option<u64> {
-        self.live.get(id).copied()
+        self.live.get(id).map(|(inc, _)| *inc)
     }
 
     /// Live members sorted by id (the epoch record's order).
     pub fn members(&self) -> Vec<MemberRef> {
-        self.live.iter().map(|(id, inc)| MemberRef { id: id.clone(), incarnation: *inc }).collect()
+        self.live.iter().map(|(id, (inc, _))| MemberRef { id: id.clone(), incarnation: *inc }).collect()
     }
 
     /// Catches the view up with a fresh snapshot of the store after the watch that fed it was lost: `snapshot`
@@ -114,9 +132,7 @@ impl LiveSet {
         let mut unplaced = Vec::new();
         for id in self.live.keys().filter(|id| !named.contains(id)) {
             match free.next() {
-                Some(rev) => {
-                    observations.push(MemberObservation { bucket, rev, change: MemberChange::Down(id.clone()) })
-                }
+                Some(rev) => observations.push(MemberObservation::new(bucket, rev, MemberChange::Down(id.clone()))),
                 None => unplaced.push(id.clone()),
             }
         }
@@ -129,7 +145,7 @@ impl LiveSet {
     /// Whether the live set is exactly `members` (sorted by id).
     pub fn equals(&self, members: &[MemberRef]) -> bool {
         self.live.len() == members.len()
-            && self.live.iter().zip(members).all(|((id, inc), m)| *id == m.id && *inc == m.incarnation)
+            && self.live.iter().zip(members).all(|((id, (inc, _)), m)| *id == m.id && *inc == m.incarnation)
     }
 }
 
@@ -273,7 +289,7 @@ impl Membership {
         if obs.bucket != self.bucket {
             return false;
         }
-        let changed = self.view.observe(obs.rev, &obs.change);
+        let changed = self.view.observe(obs);
         match &obs.change {
             // Our key expired while we were alive (a pause, a lost refresh): write it again at once.
             MemberChange::Down(id)
@@ -319,7 +335,7 @@ mod tests {
     }
 
     fn obs(rev: u64, change: MemberChange) -> MemberObservation {
-        MemberObservation { bucket: Bucket::Engine, rev, change }
+        MemberObservation::new(Bucket::Engine, rev, change)
     }
 
     fn drain(ms: &mut Membership) -> Vec<MembershipOutput> {
@@ -370,8 +386,8 @@ mod tests {
     #[test]
     fn a_restarted_process_is_a_new_member() {
         let mut view = LiveSet::default();
-        assert!(view.observe(1, &MemberChange::Up(m("b", 1))));
-        assert!(view.observe(2, &MemberChange::Up(m("b", 2))));
+        assert!(view.observe(&obs(1, MemberChange::Up(m("b", 1)))));
+        assert!(view.observe(&obs(2, MemberChange::Up(m("b", 2)))));
         assert_eq!(view.members(), vec![m("b", 2)]);
     }
 
@@ -398,9 +414,9 @@ mod tests {
     #[test]
     fn old_or_repeated_revisions_are_ignored() {
         let mut view = LiveSet::default();
-        view.observe(5, &MemberChange::Up(m("b", 1)));
-        assert!(!view.observe(5, &MemberChange::Down(m("b", 1).id)));
-        assert!(!view.observe(4, &MemberChange::Down(m("b", 1).id)));
+        view.observe(&obs(5, MemberChange::Up(m("b", 1))));
+        assert!(!view.observe(&obs(5, MemberChange::Down(m("b", 1).id))));
+        assert!(!view.observe(&obs(4, MemberChange::Down(m("b", 1).id))));
         assert_eq!(view.len(), 1);
         assert_eq!(view.ignored_total, 2);
     }
@@ -417,7 +433,7 @@ mod tests {
 
     fn apply(view: &mut LiveSet, observations: &[MemberObservation]) {
         for o in observations {
-            view.observe(o.rev, &o.change);
+            view.observe(&obs(o.rev, o.change.clone()));
         }
     }
 
@@ -425,7 +441,7 @@ mod tests {
     fn members_missing_from_a_fresh_snapshot_go_down() {
         let mut view = LiveSet::default();
         for (rev, id) in [(3, "b"), (4, "c"), (5, "d")] {
-            view.observe(rev, &MemberChange::Up(m(id, 1)));
+            view.observe(&obs(rev, MemberChange::Up(m(id, 1))));
         }
         // While the watch was away: c's key expired (its marker is gone too), d refreshed, e joined; the store
         // was at revision 12 when the snapshot was read. b was not written since the view saw it.
@@ -450,14 +466,14 @@ mod tests {
         assert_eq!(view.ignored_total, ignored, "no observation is taken for an old one");
         assert_eq!(view.members(), vec![m("b", 1), m("d", 1), m("e", 1)]);
         assert_eq!(view.rev(), 12);
-        assert!(view.observe(13, &MemberChange::Down(m("e", 1).id)), "the new watch's next change is taken");
+        assert!(view.observe(&obs(13, MemberChange::Down(m("e", 1).id))), "the new watch's next change is taken");
     }
 
     #[test]
     fn a_missing_members_down_never_takes_the_revision_of_a_snapshot_change() {
         let mut view = LiveSet::default();
-        view.observe(4, &MemberChange::Up(m("b", 1)));
-        view.observe(5, &MemberChange::Up(m("c", 1)));
+        view.observe(&obs(4, MemberChange::Up(m("b", 1))));
+        view.observe(&obs(5, MemberChange::Up(m("c", 1))));
         let snapshot = [obs(7, MemberChange::Up(m("b", 1)))];
         let r = view.resync(Bucket::Engine, &snapshot, 7);
         assert_eq!(
@@ -474,14 +490,14 @@ mod tests {
     #[test]
     fn a_marker_still_in_the_snapshot_is_the_members_down() {
         let mut view = LiveSet::default();
-        view.observe(2, &MemberChange::Up(m("b", 1)));
+        view.observe(&obs(2, MemberChange::Up(m("b", 1))));
         let r = view.resync(Bucket::Engine, &[obs(6, MemberChange::Down(m("b", 1).id))], 9);
         assert_eq!(r.observations, vec![obs(6, MemberChange::Down(m("b", 1).id))], "at its own revision");
     }
 
     #[test]
     fn the_first_snapshot_is_the_snapshot_itself_and_other_buckets_are_left_out() {
-        let sink = MemberObservation { bucket: Bucket::Sink, rev: 2, change: MemberChange::Up(m("s", 1)) };
+        let sink = MemberObservation::new(Bucket::Sink, 2, MemberChange::Up(m("s", 1)));
         let snapshot = [obs(1, MemberChange::Up(m("a", 1))), sink, obs(3, MemberChange::Down(m("z", 1).id))];
         let r = LiveSet::default().resync(Bucket::Engine, &snapshot, 3);
         assert_eq!(r.observations, vec![snapshot[0].clone(), snapshot[2].clone()]);
@@ -504,7 +520,7 @@ mod tests {
     #[test]
     fn other_buckets_are_not_ours() {
         let mut ms = Membership::new(Bucket::Notifier, m("a", 1), Duration::from_secs(9));
-        let o = MemberObservation { bucket: Bucket::Engine, rev: 1, change: MemberChange::Up(m("b", 1)) };
+        let o = MemberObservation::new(Bucket::Engine, 1, MemberChange::Up(m("b", 1)));
         assert!(!ms.handle_observation(Time(0), &o));
         assert!(ms.view().is_empty());
     }

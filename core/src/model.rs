@@ -374,12 +374,16 @@ impl State {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum CommandKind {
-    Put { def: ObjectDef },
+    Put {
+        def: ObjectDef,
+    },
     Delete,
     Pause,
     Resume,
     CheckNow,
     Ack,
+    /// Withdraws an acknowledgement. Cluster format 2: refused while the cluster's active format is 1.
+    Unack,
 }
 
 impl CommandKind {
@@ -391,6 +395,15 @@ impl CommandKind {
             CommandKind::Resume => "resume",
             CommandKind::CheckNow => "check",
             CommandKind::Ack => "ack",
+            CommandKind::Unack => "unack",
+        }
+    }
+
+    /// The cluster format its event needs (`format`): an engine applies it only once the active format allows.
+    pub fn needs(&self) -> u32 {
+        match self {
+            CommandKind::Unack => 2,
+            _ => crate::format::OLDEST_CLUSTER_FORMAT,
         }
     }
 }
@@ -437,6 +450,11 @@ pub struct EpochRecord {
     /// position; `None` (records written before this field): never forgotten.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_window_ms: Option<u64>,
+    /// The cluster format the proposer found active (`crate::format`): the lowest any live member of any bucket
+    /// speaks. Left out when it is 1, as every build before v0.1.0 wrote records. The fence takes the highest
+    /// of this and every record before it: the active format never goes down.
+    #[serde(default = "crate::format::unnamed", skip_serializing_if = "crate::format::is_unnamed")]
+    pub format: u32,
 }
 
 /// What happened to an object. Commands' events carry the command id, so any later owner knows it was applied.
@@ -451,6 +469,8 @@ pub enum EventBody {
     Resume,
     CheckRequested,
     Ack,
+    /// An acknowledgement withdrawn (cluster format 2).
+    Unack,
     /// The state changed after a check; written only on a change.
     Transition {
         from: State,
@@ -468,6 +488,21 @@ impl EventBody {
             CommandKind::Resume => EventBody::Resume,
             CommandKind::CheckNow => EventBody::CheckRequested,
             CommandKind::Ack => EventBody::Ack,
+            CommandKind::Unack => EventBody::Unack,
+        }
+    }
+
+    /// The cluster format a reader needs to fold it.
+    pub fn needs(&self) -> u32 {
+        match self {
+            EventBody::Unack => 2,
+            EventBody::Put { .. }
+            | EventBody::Delete
+            | EventBody::Pause
+            | EventBody::Resume
+            | EventBody::CheckRequested
+            | EventBody::Ack
+            | EventBody::Transition { .. } => crate::format::OLDEST_CLUSTER_FORMAT,
         }
     }
 }
@@ -492,4 +527,15 @@ pub struct Event {
 pub enum LogEntry {
     Epoch(EpochRecord),
     Event(Event),
+}
+
+impl LogEntry {
+    /// The cluster format a reader needs to fold this entry: its writer wrote it only where the record in force
+    /// allowed that format, and says so in its bytes when it is more than 1 (`wire::encode_log_entry`).
+    pub fn needs(&self) -> u32 {
+        match self {
+            LogEntry::Epoch(_) => crate::format::OLDEST_CLUSTER_FORMAT,
+            LogEntry::Event(e) => e.body.needs(),
+        }
+    }
 }

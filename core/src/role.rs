@@ -340,6 +340,11 @@ impl LogRole {
                 self.handle_log(seq, &entry);
             }
             Life::LogUnreadable { seq } => self.handle_unreadable(seq),
+            Life::LogTooNew { seq, needs } => {
+                let had_hole = self.follow.hole().is_some();
+                self.follow.read_too_new(seq, needs);
+                self.note_hole(had_hole);
+            }
             Life::Restore(reader) => {
                 self.handle_restore(*reader);
             }
@@ -379,6 +384,12 @@ impl LogRole {
     /// missing event against them.
     pub fn history_lost(&self) -> &VecDeque<(ObjectId, u64, u64)> {
         &self.history_lost
+    }
+
+    /// Why this member's reader stopped for good (an entry of a cluster format this build does not speak, in
+    /// a cluster that allowed it): the role leaves, and its driver says this.
+    pub fn blocked_reason(&self) -> Option<String> {
+        self.follow.blocked_reason()
     }
 
     /// The position a snapshot has to reach for this member to read past a hole in the log, while it waits

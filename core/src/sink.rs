@@ -405,7 +405,13 @@ impl Sink {
                     self.leave_deadline = Some(now + self.cfg.leave_timeout);
                 }
             }
-            life => self.role.handle_life(now, life),
+            life => {
+                self.role.handle_life(now, life);
+                // An entry this build cannot read: its objects go to sinks that read on.
+                if self.role.blocked_reason().is_some() {
+                    self.handle_life(now, Life::Leave);
+                }
+            }
         }
     }
 
@@ -670,6 +676,7 @@ pub fn event_row(owned: &Owned, max_output: usize) -> EventRow {
         EventBody::Resume => ("resume", None, None, None, None),
         EventBody::CheckRequested => ("check_requested", None, None, None, None),
         EventBody::Ack => ("ack", None, None, None, None),
+        EventBody::Unack => ("unack", None, None, None, None),
         EventBody::Transition { from, to, output } => {
             ("transition", Some(*from), Some(*to), Some(storable(output, max_output)), None)
         }

@@ -28,6 +28,9 @@ pub enum WireError {
     Malformed { what: &'static str, source: serde_json::Error },
     #[error("invalid {what}: {reason}")]
     Invalid { what: &'static str, reason: String },
+    /// A log entry that says it needs a cluster format this build does not speak (`crate::format`).
+    #[error("log entry needs cluster format {needs}; this build speaks {}", crate::format::CLUSTER_FORMAT)]
+    TooNew { needs: u32 },
 }
 
 fn decode<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<T, WireError> {
@@ -177,7 +180,30 @@ pub fn decode_outcome(bytes: &[u8]) -> Result<Outcome, WireError> {
     decode("outcome", bytes)
 }
 
+/// A log entry's bytes. An entry that needs more than cluster format 1 starts with the format it needs,
+/// `{"v":N,`, so a reader that does not speak it knows it from the first bytes, whatever else the entry holds.
+pub fn encode_log_entry(entry: &LogEntry) -> Vec<u8> {
+    let bytes = encode(entry);
+    let needs = entry.needs();
+    if needs <= crate::format::OLDEST_CLUSTER_FORMAT {
+        return bytes;
+    }
+    let mut stamped = format!("{{\"v\":{needs},").into_bytes();
+    stamped.extend_from_slice(&bytes[1..]);
+    stamped
+}
+
+/// The cluster format an entry's bytes say they need (`encode_log_entry`), if they say one.
+pub fn stamped_format(bytes: &[u8]) -> Option<u32> {
+    let rest = bytes.strip_prefix(b"{\"v\":")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+}
+
 pub fn decode_log_entry(bytes: &[u8]) -> Result<LogEntry, WireError> {
+    if let Some(needs) = stamped_format(bytes).filter(|n| *n > crate::format::CLUSTER_FORMAT) {
+        return Err(WireError::TooNew { needs });
+    }
     let entry: LogEntry = decode("log entry", bytes)?;
     if let LogEntry::Epoch(r) = &entry {
         if !r.members.windows(2).all(|w| w[0].id < w[1].id) {
@@ -258,13 +284,20 @@ fn snapshot_reader(s: Result<ReaderSnapshot, serde_json::Error>) -> Result<LogRe
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Heartbeat {
     pub incarnation: u64,
+    /// The cluster format the member speaks (`crate::format`); absent from the values of builds before v0.1.0,
+    /// which speak 1.
+    #[serde(default = "crate::format::unnamed")]
+    pub format: u32,
 }
 
-/// A membership key's value, with the member id taken from the key.
-pub fn decode_heartbeat(id: &str, bytes: &[u8]) -> Result<MemberRef, WireError> {
+/// A membership key's value, with the member id taken from the key, and the cluster format it speaks.
+pub fn decode_heartbeat(id: &str, bytes: &[u8]) -> Result<(MemberRef, u32), WireError> {
     let hb: Heartbeat = decode("heartbeat", bytes)?;
     let id = MemberId::new(id).map_err(|e| WireError::Invalid { what: "heartbeat key", reason: e.to_string() })?;
-    Ok(MemberRef { id, incarnation: hb.incarnation })
+    if hb.format < crate::format::OLDEST_CLUSTER_FORMAT {
+        return Err(WireError::Invalid { what: "heartbeat", reason: format!("format {} does not exist", hb.format) });
+    }
+    Ok((MemberRef { id, incarnation: hb.incarnation }, hb.format))
 }
 
 #[cfg(test)]
@@ -389,7 +422,7 @@ mod tests {
         let commands = block("json command");
         let kinds: std::collections::BTreeSet<&str> =
             commands.iter().map(|l| decode_command(l.as_bytes()).unwrap().kind.name()).collect();
-        assert_eq!(kinds.len(), 6, "an example of every command kind: {kinds:?}");
+        assert_eq!(kinds.len(), 7, "an example of every command kind: {kinds:?}");
         for line in commands {
             let cmd = decode_command(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
             assert_eq!(String::from_utf8(encode(&cmd)).unwrap(), line);

@@ -310,6 +310,7 @@ fn memory_mode_forwards_nothing() {
                 members: vec![member("a", 1), member("b", 1)],
                 members_rev: 1,
                 idempotency_window_ms: None,
+                format: 1,
             }),
         }),
     );
@@ -393,6 +394,7 @@ fn engine_a_in_epoch_one_with_b(rev: u64) -> Engine {
         members: vec![member("a", 1), member("b", 1)],
         members_rev: rev,
         idempotency_window_ms: None,
+        format: 1,
     };
     e.handle(Time(0), Input::Life(Life::Log { seq: 1, entry: LogEntry::Epoch(record) }));
     e
@@ -403,11 +405,7 @@ fn an_engine_does_not_propose_from_a_view_older_than_the_record() {
     let mut e = engine_a_in_epoch_one_with_b(10);
     // Its watcher has only reached revision 5, where b had not joined yet.
     let up = |rev, id| {
-        Input::Life(Life::Member(MemberObservation {
-            bucket: Bucket::Engine,
-            rev,
-            change: MemberChange::Up(member(id, 1)),
-        }))
+        Input::Life(Life::Member(MemberObservation::new(Bucket::Engine, rev, MemberChange::Up(member(id, 1)))))
     };
     e.handle(Time(0), up(5, "a"));
     let proposals = |e: &mut Engine| {

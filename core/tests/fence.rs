@@ -61,6 +61,7 @@ fn build(ops: &[Op]) -> Vec<LogEntry> {
                     members,
                     members_rev: epoch,
                     idempotency_window_ms: window.map(u64::from),
+                    format: 1,
                 }));
             }
             Op::BadEpoch { skip } => {
@@ -71,6 +72,7 @@ fn build(ops: &[Op]) -> Vec<LogEntry> {
                     members: vec![m(0, 1)],
                     members_rev: 0,
                     idempotency_window_ms: None,
+                    format: 1,
                 }));
             }
             Op::Event { object, writer, inc, epoch_back, ahead, at, cmd } => {
@@ -209,7 +211,7 @@ proptest! {
     fn a_kept_owner_is_never_fenced(changes in proptest::collection::vec(1u8..32, 1..8), object in 0u32..1000) {
         let obj = ObjectId::new(format!("obj-{object}")).unwrap();
         let mut r = LogReader::new();
-        let first = EpochRecord { epoch: 1, members: (0..5).map(|i| m(i, 1)).collect(), members_rev: 1, idempotency_window_ms: None };
+        let first = EpochRecord { epoch: 1, members: (0..5).map(|i| m(i, 1)).collect(), members_rev: 1, idempotency_window_ms: None, format: 1 };
         let writer = Ownership::new(&first.members).owner(&obj).unwrap().clone();
         let wi = POOL.iter().position(|p| *p == writer.id.as_str()).unwrap();
         r.read(1, &LogEntry::Epoch(first));
@@ -221,7 +223,7 @@ proptest! {
             let owner = Ownership::new(&members).owner(&obj).cloned();
             prop_assert_eq!(owner.as_ref(), Some(&writer));
             seq += 1;
-            r.read(seq, &LogEntry::Epoch(EpochRecord { epoch, members, members_rev: seq, idempotency_window_ms: None }));
+            r.read(seq, &LogEntry::Epoch(EpochRecord { epoch, members, members_rev: seq, idempotency_window_ms: None, format: 1 }));
             seq += 1;
             // Written under the first epoch, read after every change since: still the writer's.
             let ev = Event { object: obj.clone(), epoch: 1, writer: writer.clone(), at: Time(0), command_id: None, body: EventBody::Ack };
@@ -238,12 +240,12 @@ proptest! {
         let writer = Ownership::new(&all).owner(&obj).unwrap().clone();
         let without: Vec<MemberRef> = all.iter().filter(|x| **x != writer).cloned().collect();
         let mut r = LogReader::new();
-        r.read(1, &LogEntry::Epoch(EpochRecord { epoch: 1, members: all.clone(), members_rev: 1, idempotency_window_ms: None }));
-        r.read(2, &LogEntry::Epoch(EpochRecord { epoch: 2, members: without, members_rev: 2, idempotency_window_ms: None }));
+        r.read(1, &LogEntry::Epoch(EpochRecord { epoch: 1, members: all.clone(), members_rev: 1, idempotency_window_ms: None, format: 1 }));
+        r.read(2, &LogEntry::Epoch(EpochRecord { epoch: 2, members: without, members_rev: 2, idempotency_window_ms: None, format: 1 }));
         let mut seq = 2;
         if regain {
             seq += 1;
-            r.read(seq, &LogEntry::Epoch(EpochRecord { epoch: 3, members: all, members_rev: 3, idempotency_window_ms: None }));
+            r.read(seq, &LogEntry::Epoch(EpochRecord { epoch: 3, members: all, members_rev: 3, idempotency_window_ms: None, format: 1 }));
         }
         let ev = Event { object: obj, epoch: 1, writer, at: Time(0), command_id: None, body: EventBody::Ack };
         let read = r.read(seq + 1, &LogEntry::Event(ev));
@@ -258,11 +260,23 @@ fn a_restarted_writer_is_not_its_old_incarnation() {
     let mut r = LogReader::new();
     r.read(
         1,
-        &LogEntry::Epoch(EpochRecord { epoch: 1, members: vec![m(0, 1)], members_rev: 1, idempotency_window_ms: None }),
+        &LogEntry::Epoch(EpochRecord {
+            epoch: 1,
+            members: vec![m(0, 1)],
+            members_rev: 1,
+            idempotency_window_ms: None,
+            format: 1,
+        }),
     );
     r.read(
         2,
-        &LogEntry::Epoch(EpochRecord { epoch: 2, members: vec![m(0, 2)], members_rev: 2, idempotency_window_ms: None }),
+        &LogEntry::Epoch(EpochRecord {
+            epoch: 2,
+            members: vec![m(0, 2)],
+            members_rev: 2,
+            idempotency_window_ms: None,
+            format: 1,
+        }),
     );
     let old =
         Event { object: obj.clone(), epoch: 1, writer: m(0, 1), at: Time(0), command_id: None, body: EventBody::Ack };
@@ -289,7 +303,13 @@ fn events_before_any_epoch_or_ahead_of_it_are_stale() {
     ));
     r.read(
         2,
-        &LogEntry::Epoch(EpochRecord { epoch: 1, members: vec![m(0, 1)], members_rev: 1, idempotency_window_ms: None }),
+        &LogEntry::Epoch(EpochRecord {
+            epoch: 1,
+            members: vec![m(0, 1)],
+            members_rev: 1,
+            idempotency_window_ms: None,
+            format: 1,
+        }),
     );
     assert!(matches!(
         r.read(3, &LogEntry::Event(ev(2))),

@@ -9,7 +9,13 @@ fn me() -> MemberRef {
 }
 
 fn record(epoch: u64, window_ms: Option<u64>) -> LogEntry {
-    LogEntry::Epoch(EpochRecord { epoch, members: vec![me()], members_rev: epoch, idempotency_window_ms: window_ms })
+    LogEntry::Epoch(EpochRecord {
+        epoch,
+        members: vec![me()],
+        members_rev: epoch,
+        idempotency_window_ms: window_ms,
+        format: 1,
+    })
 }
 
 fn event(object: &str, at: u64, cmd: Option<&str>, body: EventBody) -> LogEntry {
@@ -91,6 +97,7 @@ fn the_window_in_force_is_the_latest_epoch_records() {
         members: vec![me()],
         members_rev: 2,
         idempotency_window_ms: Some(1_000),
+        format: 1,
     });
     r.read(4, &two);
     assert_eq!(r.idempotency_window(), Some(std::time::Duration::from_secs(1)));

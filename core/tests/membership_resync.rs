@@ -55,7 +55,7 @@ impl Store {
         let (Op::Put { i, .. } | Op::Down { i, .. }) = *op else { return };
         let marker_gone = matches!(op, Op::Down { marker_gone: true, .. });
         self.last.insert(i, (rev, change.clone(), marker_gone));
-        self.changes.push(MemberObservation { bucket: Bucket::Engine, rev, change });
+        self.changes.push(MemberObservation::new(Bucket::Engine, rev, change));
     }
 
     /// What a watch started now reads first: the last change of every key still there, in revision order.
@@ -64,7 +64,7 @@ impl Store {
             .last
             .values()
             .filter(|(_, _, gone)| !gone)
-            .map(|(rev, change, _)| MemberObservation { bucket: Bucket::Engine, rev: *rev, change: change.clone() })
+            .map(|(rev, change, _)| MemberObservation::new(Bucket::Engine, *rev, change.clone()))
             .collect();
         s.sort_by_key(|o| o.rev);
         s
@@ -96,7 +96,7 @@ proptest! {
             store.apply(o);
         }
         for c in &store.changes {
-            view.observe(c.rev, &c.change);
+            view.observe(c);
         }
         // The watch is lost; these changes happen unseen.
         for o in &away {
@@ -109,7 +109,7 @@ proptest! {
         for o in &r.observations {
             prop_assert!(o.rev > last && o.rev <= upto, "revisions grow, up to the snapshot's: {o:?} after {last}");
             last = o.rev;
-            view.observe(o.rev, &o.change);
+            view.observe(o);
         }
         let mut live = store.live();
         live.sort_by(|a, b| a.id.cmp(&b.id));
@@ -121,7 +121,7 @@ proptest! {
         }
         let ignored = view.ignored_total;
         for c in &store.changes[from..] {
-            view.observe(c.rev, &c.change);
+            view.observe(c);
         }
         prop_assert_eq!(view.ignored_total, ignored);
         let mut live = store.live();

@@ -11,7 +11,13 @@ fn owner() -> MemberRef {
 }
 
 fn epoch() -> LogEntry {
-    LogEntry::Epoch(EpochRecord { epoch: 1, members: vec![owner()], members_rev: 1, idempotency_window_ms: None })
+    LogEntry::Epoch(EpochRecord {
+        epoch: 1,
+        members: vec![owner()],
+        members_rev: 1,
+        idempotency_window_ms: None,
+        format: 1,
+    })
 }
 
 fn put(i: u64, at: u64) -> LogEntry {

@@ -500,7 +500,7 @@ fn a_resume_counts_the_history_it_lost_before_it_hands_out_an_event_past_the_hol
     let mut sink = Sink::new(cfg);
     let mut inputs = VecDeque::from([
         Input::Life(Life::Start),
-        Input::Life(Life::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) })),
+        Input::Life(Life::Member(MemberObservation::new(Bucket::Sink, 1, MemberChange::Up(me)))),
     ]);
     inputs.extend(
         (1..=log.len() as u64).filter_map(|seq| log.get(seq).map(|e| Input::Life(Life::Log { seq, entry: e.clone() }))),
@@ -559,7 +559,7 @@ fn a_resume_whose_range_grows_past_the_history_it_said_lost_says_the_rest_too() 
     let mut sink = Sink::new(cfg);
     let mut inputs = VecDeque::from([
         Input::Life(Life::Start),
-        Input::Life(Life::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) })),
+        Input::Life(Life::Member(MemberObservation::new(Bucket::Sink, 1, MemberChange::Up(me)))),
     ]);
     inputs.extend((1..=3).filter_map(|seq| log.get(seq).map(|e| Input::Life(Life::Log { seq, entry: e.clone() }))));
     inputs.push_back(Input::Life(Life::CaughtUp));
@@ -618,10 +618,7 @@ fn a_jump_past_a_hole_keeps_what_a_running_resume_has_read() {
     cfg.role.replay_chunk = 1;
     let mut sink = Sink::new(cfg);
     sink.handle(now, Input::Life(Life::Start));
-    sink.handle(
-        now,
-        Input::Life(Life::Member(MemberObservation { bucket: Bucket::Sink, rev: 1, change: MemberChange::Up(me) })),
-    );
+    sink.handle(now, Input::Life(Life::Member(MemberObservation::new(Bucket::Sink, 1, MemberChange::Up(me)))));
     for seq in 1..=log.len() as u64 {
         sink.handle(now, Input::Life(Life::Log { seq, entry: log.get(seq).unwrap().clone() }));
     }

@@ -110,6 +110,15 @@ impl Oracle {
                 return v("log", format!("the oracle found a hole in the log: {expected} missing before {seq}"))
             }
             (Read::Unreadable, _) => unreachable!("the oracle reads entries, never skips one"),
+            (Read::NotAllowed { needs, active }, _) => {
+                return v(
+                    "13 mixed versions",
+                    format!("entry at {seq} needs cluster format {needs}, and the record in force allows {active}"),
+                );
+            }
+            (Read::TooNew { needs }, _) => {
+                unreachable!("the oracle speaks every format: format {needs} at {seq} is not one")
+            }
             (Read::EpochRejected(e), _) => {
                 return v("5 epochs only grow", format!("epoch record at {seq} rejected: {e:?}"));
             }

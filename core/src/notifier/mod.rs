@@ -588,7 +588,13 @@ impl Notifier {
                     self.release_backoffs();
                 }
             }
-            life => self.role.handle_life(now, life),
+            life => {
+                self.role.handle_life(now, life);
+                // An entry this build cannot read: its objects go to notifiers that read on.
+                if self.role.blocked_reason().is_some() {
+                    self.handle_life(now, Life::Leave);
+                }
+            }
         }
     }
 

@@ -105,11 +105,7 @@ impl World {
         let snapshot: VecDeque<MemberObservation> = self
             .kv
             .iter()
-            .map(|(k, (inc, _))| MemberObservation {
-                bucket: Bucket::Engine,
-                rev: self.kv_rev,
-                change: MemberChange::Up(member(k, *inc)),
-            })
+            .map(|(k, (inc, _))| MemberObservation::new(Bucket::Engine, self.kv_rev, MemberChange::Up(member(k, *inc))))
             .collect();
         // Snapshot entries share a revision; give each a distinct one below the current (like a KV's history).
         let n = snapshot.len() as u64;
@@ -134,7 +130,7 @@ impl World {
         self.kv_rev += 1;
         for (id, q) in self.watch.iter_mut() {
             let _ = id;
-            q.push_back(MemberObservation { bucket: Bucket::Engine, rev: self.kv_rev, change: change.clone() });
+            q.push_back(MemberObservation::new(Bucket::Engine, self.kv_rev, change.clone()));
         }
     }
 

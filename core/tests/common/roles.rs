@@ -76,7 +76,7 @@ impl Kv {
     /// The observations a watcher that has seen up to `rev` gets next.
     pub fn since(&self, rev: u64, bucket: Bucket) -> Vec<MemberObservation> {
         let from = self.changes.partition_point(|(r, _)| *r <= rev);
-        self.changes[from..].iter().map(|(r, c)| MemberObservation { bucket, rev: *r, change: c.clone() }).collect()
+        self.changes[from..].iter().map(|(r, c)| MemberObservation::new(bucket, *r, c.clone())).collect()
     }
 }
 
@@ -127,6 +127,7 @@ impl TestLog {
             members: members.clone(),
             members_rev: epoch,
             idempotency_window_ms: None,
+            format: 1,
         }));
         Ownership::new(&members)
     }

@@ -361,7 +361,7 @@ pub fn check(data: &[u8]) {
                 } else {
                     MemberChange::Down(member(usize::from(c >> 1) & 3, 1).id)
                 };
-                let obs = MemberObservation { bucket: Bucket::Engine, rev: w.member_rev, change };
+                let obs = MemberObservation::new(Bucket::Engine, w.member_rev, change);
                 w.handle(Input::Life(Life::Member(obs)));
             }
             3 => {
@@ -388,6 +388,7 @@ pub fn check(data: &[u8]) {
                     members,
                     members_rev: w.member_rev,
                     idempotency_window_ms: None,
+                    format: 1,
                 };
                 w.append(LogEntry::Epoch(record));
             }

@@ -105,7 +105,8 @@ pub fn scenario(data: &[u8]) -> Scenario {
                 }
                 _ => {}
             }
-            let record = EpochRecord { epoch, members, members_rev: u64::from(b.u8()), idempotency_window_ms: None };
+            let record =
+                EpochRecord { epoch, members, members_rev: u64::from(b.u8()), idempotency_window_ms: None, format: 1 };
             if record.epoch == records.len() as u64 + 1 && well_formed(&record.members) {
                 records.push(record.clone());
             }
@@ -368,7 +369,7 @@ impl Model {
                 }
                 exists
             }
-            EventBody::Ack | EventBody::CheckRequested => exists,
+            EventBody::Ack | EventBody::Unack | EventBody::CheckRequested => exists,
             EventBody::Transition { .. } => {
                 assert!(matches!(effect, Effect::Transitioned | Effect::Ignored), "transition at {seq}: {effect:?}");
                 assert!(exists || *effect == Effect::Ignored, "transition on a missing object took effect at {seq}");

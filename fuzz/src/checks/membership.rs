@@ -102,11 +102,11 @@ pub fn check(data: &[u8]) {
                 } else {
                     MemberChange::Down(id(usize::from(c >> 1)))
                 };
-                let obs = MemberObservation { bucket: on, rev, change: change.clone() };
+                let obs = MemberObservation::new(on, rev, change.clone());
                 let changed = ms.handle_observation(now, &obs);
                 let mut model_changed = false;
                 if on == bucket {
-                    assert_eq!(standalone.observe(rev, &change), changed, "standalone LiveSet disagrees");
+                    assert_eq!(standalone.observe(&obs), changed, "standalone LiveSet disagrees");
                     if rev <= model.rev {
                         model.ignored += 1;
                     } else {

@@ -367,7 +367,7 @@ pub fn check(data: &[u8]) {
                     MemberChange::Up(member(i, if i == 0 { 7 } else { u64::from(b.u8() % 3) }))
                 };
                 let bk = if b.below(5) == 0 { Bucket::Engine } else { bucket };
-                w.member(MemberObservation { bucket: bk, rev: member_rev, change });
+                w.member(MemberObservation::new(bk, member_rev, change));
             }
             2 => {
                 let epoch = w.log.iter().filter(|e| matches!(e, LogEntry::Epoch(_))).count() as u64 + 1;
@@ -381,6 +381,7 @@ pub fn check(data: &[u8]) {
                     members,
                     members_rev: u64::from(b.u8()),
                     idempotency_window_ms: None,
+                    format: 1,
                 }));
             }
             3..=5 => {

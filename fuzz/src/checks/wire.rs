@@ -120,10 +120,10 @@ pub fn check(data: &[u8]) {
     // A heartbeat's member id comes from the key; try a fixed good id and the input itself as one.
     let as_id = String::from_utf8_lossy(&data[..data.len().min(80)]).into_owned();
     for id in ["e1", as_id.as_str()] {
-        if let Ok(m) = wire::decode_heartbeat(id, data) {
+        if let Ok((m, format)) = wire::decode_heartbeat(id, data) {
             assert_eq!(m.id.as_str(), id);
-            let bytes = wire::encode(&Heartbeat { incarnation: m.incarnation });
-            assert_eq!(wire::decode_heartbeat(id, &bytes).expect("an encoded heartbeat decodes"), m);
+            let bytes = wire::encode(&Heartbeat { incarnation: m.incarnation, format });
+            assert_eq!(wire::decode_heartbeat(id, &bytes).expect("an encoded heartbeat decodes"), (m, format));
         }
     }
 }

@@ -279,7 +279,7 @@ impl DiskLog {
     /// Queues an entry; it is delivered once `synced` reports its position.
     pub(super) fn entry(&self, seq: u64, entry: &LogEntry) -> Durable {
         let epoch = matches!(entry, LogEntry::Epoch(_));
-        let _ = self.jobs.send(Job::Entry { seq, bytes: wire::encode(entry), epoch });
+        let _ = self.jobs.send(Job::Entry { seq, bytes: wire::encode_log_entry(entry), epoch });
         Durable { durable: self.durable.clone(), seq, rev: 0 }
     }
 
@@ -857,6 +857,7 @@ mod tests {
             members: vec![MemberRef { id: MemberId::new("e1").unwrap(), incarnation: n }],
             members_rev: n,
             idempotency_window_ms: None,
+            format: 1,
         })
     }
 

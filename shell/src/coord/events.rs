@@ -38,6 +38,11 @@ pub enum LogEvent {
     Unreadable {
         seq: u64,
     },
+    /// The entry at `seq` says it needs a cluster format this build does not speak (`wire::WireError::TooNew`).
+    TooNew {
+        seq: u64,
+        needs: u32,
+    },
     CaughtUp,
     /// The follower was lost, or could not be made again yet (`error`); it follows again from `from`.
     Lost {
@@ -57,9 +62,9 @@ pub(crate) fn observe(rev: u64, key: &str, up: Option<&[u8]>) -> Option<MemberOb
         metrics::wire_error("membership key");
         return None;
     };
-    let change = match up {
+    let (change, format) = match up {
         Some(bytes) => match wire::decode_heartbeat(id, bytes) {
-            Ok(m) => MemberChange::Up(m),
+            Ok((m, format)) => (MemberChange::Up(m), format),
             Err(e) => {
                 tracing::warn!(key, error = %e, "skipping a malformed heartbeat");
                 metrics::wire_error("heartbeat");
@@ -67,12 +72,12 @@ pub(crate) fn observe(rev: u64, key: &str, up: Option<&[u8]>) -> Option<MemberOb
             }
         },
         None => match MemberId::new(id) {
-            Ok(id) => MemberChange::Down(id),
+            Ok(id) => (MemberChange::Down(id), jaque_core::format::OLDEST_CLUSTER_FORMAT),
             Err(_) => {
                 metrics::wire_error("membership key");
                 return None;
             }
         },
     };
-    Some(MemberObservation { bucket, rev, change })
+    Some(MemberObservation { bucket, rev, change, format })
 }

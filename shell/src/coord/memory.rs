@@ -148,7 +148,8 @@ impl MemStore {
 
     pub(super) fn put(&self, bucket: Bucket, member: &MemberRef, ttl: Duration) {
         let key = key(bucket, &member.id);
-        let value = wire::encode(&Heartbeat { incarnation: member.incarnation });
+        let value =
+            wire::encode(&Heartbeat { incarnation: member.incarnation, format: jaque_core::format::CLUSTER_FORMAT });
         let mut inner = self.lock();
         inner.change(&key, Some(&value));
         let rev = inner.rev;
@@ -371,7 +372,7 @@ mod tests {
     }
 
     fn epoch(n: u64) -> EpochRecord {
-        EpochRecord { epoch: n, members: vec![member()], members_rev: 10 * n, idempotency_window_ms: None }
+        EpochRecord { epoch: n, members: vec![member()], members_rev: 10 * n, idempotency_window_ms: None, format: 1 }
     }
 
     fn event(i: u64) -> LogEntry {

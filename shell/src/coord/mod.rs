@@ -64,7 +64,7 @@ impl Coordination {
     pub async fn delete_heartbeat(&self, bucket: Bucket, member: &MemberRef) -> Result<(), String> {
         let k = key(bucket, &member.id);
         let ours = |value: &[u8]| {
-            wire::decode_heartbeat(member.id.as_str(), value).is_ok_and(|m| m.incarnation == member.incarnation)
+            wire::decode_heartbeat(member.id.as_str(), value).is_ok_and(|(m, _)| m.incarnation == member.incarnation)
         };
         match self {
             Coordination::Memory(m) => {
@@ -160,7 +160,7 @@ impl Coordination {
                 None => AppendAck::Done,
             }),
             Coordination::Nats(n) => {
-                let payload = wire::encode(&LogEntry::Event(event));
+                let payload = wire::encode_log_entry(&LogEntry::Event(event));
                 let ack = n
                     .js()
                     .send_publish(EVENT_SUBJECT, PublishMessage::build().payload(payload.into()))

@@ -204,7 +204,8 @@ impl NatsCoord {
 
     pub(super) async fn put_heartbeat(&self, bucket: Bucket, member: &MemberRef, ttl: Duration) -> Result<(), String> {
         let subject = format!("$KV.{KV_BUCKET}.{}", key(bucket, &member.id));
-        let payload = wire::encode(&Heartbeat { incarnation: member.incarnation });
+        let payload =
+            wire::encode(&Heartbeat { incarnation: member.incarnation, format: jaque_core::format::CLUSTER_FORMAT });
         let ack = self
             .js
             .send_publish(subject, PublishMessage::build().payload(payload.into()).ttl(ttl))
@@ -214,7 +215,7 @@ impl NatsCoord {
     }
 
     pub(super) async fn propose(&self, record: &EpochRecord, after_seq: Option<u64>) -> Result<bool, String> {
-        let payload = wire::encode(&LogEntry::Epoch(record.clone()));
+        let payload = wire::encode_log_entry(&LogEntry::Epoch(record.clone()));
         // The compare-and-set: epoch records are the only messages on their subject, so "the last message on
         // the epoch subject is at after_seq" is "the epoch record in force is still the one we read" (0: none).
         let publish =
@@ -458,6 +459,10 @@ impl Follow for Tail {
             self.next = seq + 1;
             match wire::decode_log_entry(&msg.payload) {
                 Ok(entry) => LogEvent::Entry { seq, entry },
+                Err(wire::WireError::TooNew { needs }) => {
+                    tracing::warn!(seq, needs, "a log entry of a cluster format this build does not speak");
+                    LogEvent::TooNew { seq, needs }
+                }
                 Err(e) => {
                     tracing::warn!(seq, error = %e, "skipping a malformed log entry");
                     metrics::wire_error("log entry");

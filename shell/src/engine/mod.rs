@@ -190,7 +190,12 @@ impl EngineLoop {
         }
         // The key's delete was queued by the core's Leave.
         self.reading.flush_leave().await;
-        Ok(())
+        // An engine that met an entry it cannot read left its bucket so the others take its objects; the
+        // process says why and ends in error, so a supervisor shows it (and restarts it, ideally as a newer build).
+        match self.engine.reader().blocked_reason() {
+            Some(reason) => Err(format!("engine: {reason}")),
+            None => Ok(()),
+        }
     }
 
     /// Hands a loaded snapshot to the core and, if the core jumped to it, follows the log from after it.

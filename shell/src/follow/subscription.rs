@@ -17,6 +17,8 @@ pub enum Followed {
     Log { seq: u64, entry: LogEntry },
     /// The entry at this position does not decode: the role's reader passes over it.
     Unreadable { seq: u64 },
+    /// The entry at this position needs a cluster format this build does not speak.
+    TooNew { seq: u64, needs: u32 },
     /// Once: the membership snapshot and the log backlog that existed at start have both been delivered.
     CaughtUp,
 }
@@ -29,6 +31,7 @@ impl From<Followed> for jaque_core::Life {
             Followed::Member(obs) => Life::Member(obs),
             Followed::Log { seq, entry } => Life::Log { seq, entry },
             Followed::Unreadable { seq } => Life::LogUnreadable { seq },
+            Followed::TooNew { seq, needs } => Life::LogTooNew { seq, needs },
             Followed::CaughtUp => Life::CaughtUp,
         }
     }
@@ -104,6 +107,7 @@ impl Subscription {
                 Some(ev) = self.log.recv() => match ev {
                     LogEvent::Entry { seq, entry } => return Some(Followed::Log { seq, entry }),
                     LogEvent::Unreadable { seq } => return Some(Followed::Unreadable { seq }),
+                    LogEvent::TooNew { seq, needs } => return Some(Followed::TooNew { seq, needs }),
                     LogEvent::CaughtUp => {
                         self.log_caught_up = true;
                         if let Some((from, _)) = self.log_lost.take() {
@@ -164,7 +168,7 @@ pub struct Buckets(pub BTreeMap<Bucket, LiveSet>);
 
 impl Buckets {
     pub fn observe(&mut self, obs: &MemberObservation) {
-        self.0.entry(obs.bucket).or_default().observe(obs.rev, &obs.change);
+        self.0.entry(obs.bucket).or_default().observe(obs);
     }
 
     /// What every bucket's view must observe to catch up with a membership snapshot (`LiveSet::resync`), in
@@ -211,11 +215,11 @@ mod tests {
 
     fn up(rev: u64, id: &str) -> MemberObservation {
         let m = MemberRef { id: MemberId::new(id).unwrap(), incarnation: 1 };
-        MemberObservation { bucket: Bucket::Engine, rev, change: MemberChange::Up(m) }
+        MemberObservation::new(Bucket::Engine, rev, MemberChange::Up(m))
     }
 
     fn down(rev: u64, id: &str) -> MemberObservation {
-        MemberObservation { bucket: Bucket::Engine, rev, change: MemberChange::Down(MemberId::new(id).unwrap()) }
+        MemberObservation::new(Bucket::Engine, rev, MemberChange::Down(MemberId::new(id).unwrap()))
     }
 
     fn pair() -> (UnboundedSender<MemberEvent>, mpsc::Sender<LogEvent>, Subscription) {
@@ -281,6 +285,7 @@ mod tests {
             members: vec![],
             members_rev: 0,
             idempotency_window_ms: None,
+            format: 1,
         });
         log_tx.try_send(LogEvent::Entry { seq: 8, entry }).unwrap();
         assert!(matches!(ready(&mut f)[..], [Followed::Log { seq: 8, .. }]));

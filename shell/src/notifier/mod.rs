@@ -125,7 +125,10 @@ impl NotifierLoop {
         }
         // The key's delete was queued by the core once its claims were finished.
         self.reading.flush_leave().await;
-        Ok(())
+        match self.n.role().blocked_reason() {
+            Some(reason) => Err(format!("notifier: {reason}")),
+            None => Ok(()),
+        }
     }
 
     /// Hands a loaded snapshot to the core and, if it jumped to it, follows the log from after it.

@@ -126,12 +126,16 @@ impl SinkLoop {
             snapshots::warn_history_lost("sink", lost, self.sink.role().counters.objects_lost_history);
             self.drain();
             self.log_health();
-            if self.reading.has_left() && self.sink.is_done() {
+            let blocked = self.sink.role().reader().blocked().is_some();
+            if (self.reading.has_left() || blocked) && self.sink.is_done() {
                 break;
             }
         }
         // The key's delete was queued by the core's Leave.
         self.reading.flush_leave().await;
+        if let Some(reason) = self.sink.role().blocked_reason() {
+            return Err(format!("sink: {reason}"));
+        }
         tracing::info!(written = self.sink.counters.events_written, "sink: left");
         Ok(())
     }

@@ -480,9 +480,11 @@ async fn action(
         "resume" => Ok(CommandKind::Resume),
         "check" => Ok(CommandKind::CheckNow),
         "ack" => Ok(CommandKind::Ack),
-        other => {
-            Err((StatusCode::BAD_REQUEST, format!("unknown action {other:?}; actions are pause, resume, check, ack")))
-        }
+        "unack" => Ok(CommandKind::Unack),
+        other => Err((
+            StatusCode::BAD_REQUEST,
+            format!("unknown action {other:?}; actions are pause, resume, check, ack, unack"),
+        )),
     })
     .await
 }

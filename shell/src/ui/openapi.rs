@@ -82,7 +82,8 @@ mod tests {
     /// A log with an epoch, an object in each kind of state, a paused one and an acknowledged one.
     fn reader() -> LogReader {
         let mut r = LogReader::new();
-        let record = EpochRecord { epoch: 1, members: vec![engine()], members_rev: 1, idempotency_window_ms: None };
+        let record =
+            EpochRecord { epoch: 1, members: vec![engine()], members_rev: 1, idempotency_window_ms: None, format: 1 };
         r.read(1, &LogEntry::Epoch(record));
         let mut seq = 1;
         let mut event = |r: &mut LogReader, object: &str, body: EventBody| {

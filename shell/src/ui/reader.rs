@@ -49,6 +49,13 @@ pub async fn run_reader(
                     Some(read)
                 }
                 Followed::Unreadable { seq } => Some(tail.skip(seq)),
+                Followed::TooNew { seq, needs } => {
+                    let read = tail.read_too_new(seq, needs);
+                    if let Some(reason) = tail.blocked_reason() {
+                        tracing::error!(seq, needs, "ui: {reason}");
+                    }
+                    Some(read)
+                }
                 Followed::CaughtUp => {
                     publish(tail.reader());
                     feed.reload("caught up with the log");
@@ -79,6 +86,7 @@ pub async fn run_reader(
                 (Some(UiRequest::Metrics { reply }), reader) => { let _ = reply.send(metrics(reader, &follow)); None }
                 (Some(UiRequest::Health { reply }), _) => {
                     let status = match (follow.resyncing(), tail.hole()) {
+                        _ if tail.blocked_reason().is_some() => (false, tail.blocked_reason().unwrap_or_default()),
                         (Some(reason), _) => (false, reason),
                         (None, Some(covering)) => (false, jaque_core::compact::hole_reason(covering)),
                         (None, None) if follow.is_caught_up() => (true, "ready".into()),

@@ -243,6 +243,7 @@ mod tests {
             members: members.iter().map(|m| member(m)).collect(),
             members_rev: n,
             idempotency_window_ms: None,
+            format: 1,
         })
     }
 

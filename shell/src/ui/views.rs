@@ -457,6 +457,7 @@ mod tests {
                 members: vec![me.clone()],
                 members_rev: 1,
                 idempotency_window_ms: None,
+                format: 1,
             }),
         );
         let mut seq = 1;

@@ -50,7 +50,7 @@ impl Store {
     /// The change at revision `rev`, as a watcher reports it (`None`: a write to another key).
     pub fn observation(&self, rev: u64) -> Option<MemberObservation> {
         let (bucket, change) = self.revs[(rev - 1) as usize].clone()?;
-        Some(MemberObservation { bucket, rev, change })
+        Some(MemberObservation::new(bucket, rev, change))
     }
 
     /// The watcher's snapshot: the last entry of every key of every bucket, in revision order.
