@@ -293,8 +293,13 @@ fn load_objects(
         let client = async_nats::connect(&servers.url).await.unwrap();
         let js = async_nats::jetstream::new(client);
         let loader = MemberRef { id: MemberId::new("loader").unwrap(), incarnation: 1 };
-        let record =
-            EpochRecord { epoch: 2, members: vec![loader.clone()], members_rev: 0, idempotency_window_ms: None };
+        let record = EpochRecord {
+            epoch: 2,
+            members: vec![loader.clone()],
+            members_rev: 0,
+            idempotency_window_ms: None,
+            format: 1,
+        };
         js.publish("jaque.log.epoch", wire::encode(&LogEntry::Epoch(record)).into()).await.unwrap().await.unwrap();
         let mut acks = Vec::new();
         for i in 0..n {
@@ -597,7 +602,8 @@ fn p12() {
     let (lat, floor, floor_claim, rate, raw_rate, m, (records, gets, scan)) = rt().block_on(async {
         let client = async_nats::connect(&nats.url).await.unwrap();
         let js = async_nats::jetstream::new(client.clone());
-        let record = EpochRecord { epoch: 1, members: vec![loader()], members_rev: 0, idempotency_window_ms: None };
+        let record =
+            EpochRecord { epoch: 1, members: vec![loader()], members_rev: 0, idempotency_window_ms: None, format: 1 };
         js.publish("jaque.log.epoch", wire::encode(&LogEntry::Epoch(record)).into()).await.unwrap().await.unwrap();
         js.get_or_create_stream(async_nats::jetstream::stream::Config {
             name: "BENCH_NOTIFY".into(),
@@ -934,6 +940,7 @@ fn p11() {
         members: vec![loader.clone()],
         members_rev: 0,
         idempotency_window_ms: None,
+        format: 1,
     }))
     .chain((0..STORM_OBJECTS).map(|i| {
         LogEntry::Event(Event {
