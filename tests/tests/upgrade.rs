@@ -5,29 +5,45 @@
 //! The previous build is `JAQUE_PREVIOUS_BIN`, which `scripts/upgrade.sh` builds from git and sets; without it
 //! every test here prints that it was skipped and passes, so the default test command needs no old build.
 //!
-//! The cluster: one nats-server, three engines (`-target engine,ui`, so each one's view can be compared), two
-//! workers, a ui, a sink into PostgreSQL and a notifier with a webhook receiver, all of the previous build; 24
-//! objects checked against a local target whose answers flip every 350 ms, so transitions flow; writes through
-//! the ui (`checker::Writer`). Each process is replaced in turn (SIGTERM, a clean exit, its leave seen, the new
-//! build started with the same flags and id, its join seen, writes applied again), in this order:
+//! The cluster: one nats-server, three engines (`-target engine,ui`, so each one's view can be compared; a
+//! snapshot every 50 entries, so each new engine starts from one the old build wrote), two workers, a ui, a sink
+//! into PostgreSQL and a notifier with a webhook receiver, all of the previous build; 24 objects checked against
+//! a local target whose answers flip every 350 ms, so transitions flow, and `held`, critical and acknowledged,
+//! which nothing touches until its acknowledgement is withdrawn; writes through the ui (`checker::Writer`). Each
+//! process is replaced in turn (SIGTERM, a clean exit, its leave seen, the new build started with the same flags
+//! and id, its join seen, writes applied and transitions notified again), in this order:
 //!
 //! 1. the workers (w1, w2): stateless, in no bucket; the engines' check work must reach a worker of either build;
-//! 2. the engines (e1, e2, e3), one at a time: the log's writers, each waited back into the epoch before the next;
+//! 2. the engines (e1, e2, e3), one at a time: the log's writers, each waited back into the epoch, owning
+//!    objects and writing their transitions, before the next. With e1 new, unack (format 2) through e1 is
+//!    refused with a reason, whoever owns the object;
 //! 3. the sink (s1), then the notifier (n1): readers of the log the engines write, so they follow the writers;
+//!    with n1 new, every member speaks format 2;
 //! 4. the ui last: it only reads and submits, and the writer goes through it, so its writes pause over its restart
 //!    (one writer before, one after).
 //!
-//! Then the writes stop, the target answers 200, and: every acknowledged write applied once (`checker::check_run`),
-//! every engine and the ui at the same position with the same state as the log; the sink's rows exactly the log's
-//! accepted events; every accepted transition since the notifier's start delivered, with its one webhook-id, and
-//! none twice (every stop was a clean SIGTERM); no process of either build counted a message it could not decode.
-//! Last, rollback: one engine replaced by the previous build again.
+//! Then: the active format 2 in the log, unack of every object applied; the writes stop, the target answers
+//! 200, and every acknowledged write applied once (`checker::check_run`), every engine and the ui at the same
+//! position with the same state as the log; the sink's rows exactly the log's accepted events; every accepted
+//! transition since the notifier's start delivered, with its one webhook-id, and none twice (every stop was a
+//! clean SIGTERM); no process of either build counted a message it could not decode.
+//!
+//! Last, rollback: the engine that writes the snapshots back to the previous build, writes flowing; then a ui of
+//! the new build started (from the latest snapshot, the previous build's), unack through an engine that stayed
+//! new, and the engine forward to the new build again. At each step every object must read the same in the
+//! process that changed as in that engine, or the process must refuse with a reason: a process that is ready
+//! with a state of its own is the silent wrong state this test fails on.
 
+use jaque_core::compact::SNAPSHOT_KEY;
+use jaque_core::format::CLUSTER_FORMAT;
+use jaque_core::hrw::{self, Ownership};
 use jaque_core::notifier::EndpointId;
 use jaque_core::role::{After, Owned};
 use jaque_core::sink::event_row;
-use jaque_core::{EventBody, LogEntry, LogReader, Read};
-use jaque_tests::checker::{check_run, epoch_records_raw, object_body, read_log, CountingTarget, WriteRecord, Writer};
+use jaque_core::{EventBody, LogEntry, LogReader, MemberId, MemberRef, Read};
+use jaque_tests::checker::{
+    check_log, check_run, epoch_records_raw, object_body, read_log, CountingTarget, WriteRecord, Writer,
+};
 use jaque_tests::webhook::Receiver;
 use jaque_tests::{http, jaque_bin, poll, Jaque, Nats, Postgres};
 use serde_json::{json, Value};
@@ -136,8 +152,14 @@ struct Member {
     jaque: Jaque,
 }
 
+/// Messages a process could not decode, less the commands: the unack probes of the mixed cluster send the old
+/// owners a command kind they do not know on purpose (each rejected and counted as a `command`).
 fn decode_errors(j: &Jaque) -> f64 {
-    j.metric("jaque_wire_decode_errors_total{what=\"any\"}").unwrap_or(0.0)
+    let text = j.get("/metrics").text();
+    text.lines()
+        .filter(|l| l.starts_with("jaque_wire_decode_errors_total{") && !l.contains("what=\"command\""))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
 }
 
 struct Cluster {
@@ -219,6 +241,23 @@ impl Cluster {
                 (r.status == 200).then_some(())
             });
         }
+        // `held`: checked hourly against a port that refuses, so it stays critical and makes no transition, and
+        // the writer leaves it alone; acknowledged now, its acknowledgement withdrawn once format 2 is active.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap(); // dropped: refuses
+        let body = json!({"probe": {"type": "tcp", "addr": closed.to_string()}, "interval": "1h"}).to_string();
+        poll("held created", || {
+            let r = http(
+                c.ui().addr,
+                "PUT",
+                "/api/objects/held",
+                &[("Idempotency-Key", "setup-held")],
+                Some(body.as_bytes()),
+            );
+            (r.status == 200).then_some(())
+        });
+        poll("held critical", || (c.ui().get("/api/objects/held").json()["state"] == "critical").then_some(()));
+        let r = c.ui().request("POST", "/api/objects/held/actions/ack", &[("Idempotency-Key", "setup-held-ack")], None);
+        assert_eq!(r.status, 200, "{}", r.text());
         c
     }
 
@@ -527,6 +566,102 @@ fn check_notifier(c: &Cluster) -> (usize, usize, usize) {
     (transitions.range(start + 1..).count(), deliveries.len(), repeats)
 }
 
+/// Unack (cluster format 2) of every object through the new e1 while the other engines are old: each is
+/// refused (400) with a reason, never applied; the new owner says the active format is 1, an old owner that
+/// it does not know the command. Returns the command ids.
+fn unack_refused_in_a_mixed_cluster(c: &Cluster) -> Vec<String> {
+    let e1 = c.get("e1");
+    let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut keys = Vec::new();
+    for o in &c.objects {
+        let key = format!("unack-mixed-{o}");
+        let r = e1.request("POST", &format!("/api/objects/{o}/actions/unack"), &[("Idempotency-Key", &key)], None);
+        assert_eq!(r.status, 400, "unack of {o} while the cluster is at format 1: {}", r.text());
+        let reason = r.json()["reason"].as_str().unwrap_or_default().to_string();
+        assert!(!reason.is_empty(), "a refusal says why: {}", r.text());
+        reasons.entry(reason).or_default().push(o.clone());
+        keys.push(key);
+    }
+    for (reason, objects) in &reasons {
+        eprintln!("upgrade: unack in the mixed cluster refused for {} objects: {reason}", objects.len());
+    }
+    keys
+}
+
+/// Unack of every object (and `held`) through the ui, as writes for the checker: each applied.
+fn unacks(c: &Cluster, name: &str) -> Vec<WriteRecord> {
+    c.objects
+        .iter()
+        .chain([&"held".to_string()])
+        .map(|o| {
+            let key = format!("{name}-{o}");
+            let r =
+                c.ui().request("POST", &format!("/api/objects/{o}/actions/unack"), &[("Idempotency-Key", &key)], None);
+            assert_eq!(r.status, 200, "unack of {o} at the active format 2: {}", r.text());
+            let outcome = r.json();
+            WriteRecord { key, object: o.clone(), op: "unack", status: r.status, outcome, attempts: 1 }
+        })
+        .collect()
+}
+
+/// The engine that writes the snapshots: the owner of their key by HRW over the engines (by id).
+fn snapshot_writer() -> &'static str {
+    let members: Vec<MemberRef> =
+        ENGINES.iter().map(|id| MemberRef { id: MemberId::new(*id).unwrap(), incarnation: 1 }).collect();
+    let owner = Ownership::new(&members).owner_of_key(hrw::key(SNAPSHOT_KEY)).unwrap().id.to_string();
+    ENGINES.into_iter().find(|e| *e == owner).unwrap()
+}
+
+/// Every object as `name` and `reference` read it at one log position: `None` when they agree, else the
+/// objects that differ (each as both read it), what `name` runs, and what it said.
+fn views_differ(c: &Cluster, name: &str, reference: &str) -> Option<String> {
+    let (j, r) = (c.get(name), c.get(reference));
+    let objects = |j: &Jaque| -> BTreeMap<String, Value> {
+        let list = j.get("/api/objects").json();
+        list.as_array().into_iter().flatten().map(|o| (o["id"].as_str().unwrap_or("").to_string(), o.clone())).collect()
+    };
+    let (mine, theirs, position) = poll(&format!("{name} and {reference} at one position"), || {
+        let at = |j: &Jaque| j.get("/api/cluster").json()["log_position"].as_u64();
+        let p = at(j)?;
+        let (mine, theirs) = (objects(j), objects(r));
+        (at(r)? == p && at(j)? == p).then_some((mine, theirs, p))
+    });
+    let kept = |o: Option<&Value>| {
+        o.map_or(json!("absent"), |o| {
+            json!({"state": o["state"], "acknowledged": o["acknowledged"], "paused": o["paused"], "last_seq": o["last_seq"]})
+        })
+    };
+    let ids: BTreeSet<&String> = mine.keys().chain(theirs.keys()).collect();
+    let differ: Vec<String> = ids
+        .into_iter()
+        .filter(|id| mine.get(*id) != theirs.get(*id))
+        .map(|id| format!("{id}: {} where {reference} has {}", kept(mine.get(id)), kept(theirs.get(id))))
+        .collect();
+    if differ.is_empty() {
+        return None;
+    }
+    let said: Vec<String> = j
+        .proc
+        .output
+        .text()
+        .lines()
+        .filter(|l| l.contains("does not decode") || l.contains("starting from a snapshot"))
+        .take(4)
+        .map(|l| l.split_once("  ").map_or(l, |(_, r)| r).to_string())
+        .collect();
+    Some(format!(
+        "{name} ({:?} build), ready (/healthz {}), owning {} objects, at position {position} reads {} of {} objects \
+         otherwise than {reference}: {:?}; it counted {} messages it could not decode and logged {said:?}",
+        c.members[name].build,
+        j.get("/healthz").status,
+        j.metric("jaque_engine_objects_owned").unwrap_or(0.0),
+        differ.len(),
+        mine.len(),
+        differ.iter().take(4).collect::<Vec<_>>(),
+        decode_errors(j),
+    ))
+}
+
 #[test]
 fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
     let Some(old) = previous_bin("rolling upgrade") else { return };
@@ -542,10 +677,15 @@ fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
     assert_eq!(active_format(&c.nats.url, "every member old"), None, "the previous build records no format");
     eprintln!("upgrade: a cluster of the previous build running ({:.1} s)", began.elapsed().as_secs_f64());
 
+    let mut refused_unacks = Vec::new();
     for name in ["w1", "w2", "e1", "e2", "e3", "s1", "n1"] {
         c.replace(name, Build::New);
         c.goes_on(&w, 20);
         active_format(&c.nats.url, &format!("{name} replaced"));
+        if name == "e1" {
+            // Format 2's unack through the new e1 while e2 and e3 (and the sink, the notifier) are old.
+            refused_unacks = unack_refused_in_a_mixed_cluster(&c);
+        }
     }
     // The ui: the writer through it stops before it goes and another starts once the new one is up.
     let mut writes: Vec<WriteRecord> = w.finish();
@@ -554,9 +694,18 @@ fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
     c.goes_on(&w, 20);
     writes.extend(w.finish());
     active_format(&c.nats.url, "every member new");
+    // Every member speaks 2: an engine records it as the active format, and unack is applied.
+    poll("the active format 2 in the log", || {
+        (check_log(&c.nats.url).reader.fence().active_format() == CLUSTER_FORMAT).then_some(())
+    });
+    active_format(&c.nats.url, "the active format raised");
+    writes.extend(unacks(&c, "unack"));
 
     flapper.stop();
     let log = check_run(&c.nats.url, &writes, &c.readers());
+    for key in &refused_unacks {
+        assert_eq!(log.applied.get(key), None, "{key} was refused, yet applied");
+    }
     let rows = check_sink(&c);
     let (transitions, deliveries, repeats) = check_notifier(&c);
     eprintln!(
@@ -576,18 +725,23 @@ fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
     }
     eprintln!("upgrade: old -> new done in {:.1} s", began.elapsed().as_secs_f64());
 
-    // Rollback: e3 back to the previous build in a cluster of the new one. It must either join and agree
-    // with every other reader, or fail in a way that says so; never run on with a state of its own.
+    // Rollback: the engine that writes the snapshots (the HRW owner of their key; the one whose state every
+    // reader that starts later takes) back to the previous build in a cluster of the new one. It must either
+    // join and agree with every other reader, or fail in a way that says so; never run on with a state of its
+    // own. Then forward again: it runs the new build once more, starting from the latest snapshot.
+    let back = snapshot_writer();
     let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
     let w = c.writer("rollback");
-    let m = c.members.get_mut("e3").unwrap();
-    c.decode_errors.push(("e3".into(), Build::New, decode_errors(&m.jaque)));
+    let m = c.members.get_mut(back).unwrap();
+    c.decode_errors.push((back.into(), Build::New, decode_errors(&m.jaque)));
     m.jaque.proc.signal("TERM");
     assert!(m.jaque.proc.wait_exit().success());
     let args = m.args.clone();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    c.ui().wait_epoch(&["e1", "e2"]);
-    match Jaque::try_start_bin("e3 (Old, rollback)", &c.builds.old, &args, &[]) {
+    let others: Vec<&str> = ENGINES.iter().copied().filter(|e| *e != back).collect();
+    c.ui().wait_epoch(&others);
+    let name = format!("{back} (Old, rollback)");
+    match Jaque::try_start_bin(&name, &c.builds.old, &args, &[]) {
         Err(mut proc) => {
             // Refused before it listened: the refusal must say why, and the rest of the cluster goes on.
             let status = proc.wait_exit();
@@ -597,13 +751,13 @@ fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
             assert!(out.contains("ERROR") || out.contains("error"), "it says why: {out}");
             c.more_writes(&w, 10);
         }
-        Ok(mut e3) => {
-            let outcome = poll("the previous e3 to join the epoch, or to say it cannot", || {
-                if !e3.proc.is_running() {
-                    return Some(Err(format!("exited: {}", e3.proc.output.text())));
+        Ok(mut old) => {
+            let outcome = poll(&format!("the previous {back} to join the epoch, or to say it cannot"), || {
+                if !old.proc.is_running() {
+                    return Some(Err(format!("exited: {}", old.proc.output.text())));
                 }
-                let h = e3.get("/healthz");
-                let owns = e3.metric("jaque_engine_objects_owned").unwrap_or(0.0) > 0.0;
+                let h = old.get("/healthz");
+                let owns = old.metric("jaque_engine_objects_owned").unwrap_or(0.0) > 0.0;
                 if h.status == 200 && owns && c.ui().epoch_members() == ENGINES.iter().map(|s| s.to_string()).collect()
                 {
                     return Some(Ok(()));
@@ -612,31 +766,89 @@ fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
                 (h.status == 503 && (said.contains("format") || said.contains("version") || said.contains("newer")))
                     .then(|| Err(format!("not ready: {said}")))
             });
-            let m = c.members.get_mut("e3").unwrap();
-            m.jaque = e3;
+            let m = c.members.get_mut(back).unwrap();
+            m.jaque = old;
             m.build = Build::Old;
             match outcome {
                 Ok(()) => {
                     c.goes_on(&w, 20);
+                    let old = c.get(back);
+                    poll(&format!("a snapshot written by the previous {back}"), || {
+                        (old.metric("jaque_snapshots_written_total")? >= 1.0).then_some(())
+                    });
                     let writes = w.finish();
                     flapper.stop();
+                    // A new engine that stayed up all along is the reference.
+                    let reference = others[0];
+                    let mut silent: Vec<String> = views_differ(&c, back, reference).into_iter().collect();
+                    let (loads, failures, undecoded) = (
+                        old.metric("jaque_snapshot_loads_total").unwrap_or(0.0),
+                        old.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0),
+                        decode_errors(old),
+                    );
+                    eprintln!(
+                        "upgrade: rollback: the previous build's {back} joined a cluster of the new one (it started \
+                         from {loads} snapshot(s), {failures} it could not read, {undecoded} messages it could not \
+                         decode); held {}",
+                        if silent.is_empty() {
+                            "reads every object as the others do"
+                        } else {
+                            "reads objects otherwise"
+                        }
+                    );
+                    active_format(&c.nats.url, &format!("after the rollback of {back}"));
+                    // A reader of the new build that starts now starts from the latest snapshot, which the
+                    // previous build's engine wrote.
+                    c.replace("ui", Build::New);
+                    silent.extend(views_differ(&c, "ui", reference));
+                    // Unack (format 2) of every object through the reference engine: where the previous build
+                    // owns the object it cannot take the command; elsewhere it is applied, and every reader of
+                    // the new build must fold it.
+                    let mut unacked = Vec::new();
+                    let mut refused = 0;
+                    for o in &c.objects {
+                        let key = format!("unack-rollback-{o}");
+                        let path = format!("/api/objects/{o}/actions/unack");
+                        let r = c.get(reference).request("POST", &path, &[("Idempotency-Key", &key)], None);
+                        match r.status {
+                            200 => unacked.push(WriteRecord {
+                                key,
+                                object: o.clone(),
+                                op: "unack",
+                                status: 200,
+                                outcome: r.json(),
+                                attempts: 1,
+                            }),
+                            400 => refused += 1,
+                            s => panic!("unack of {o} after the rollback: {s} {}", r.text()),
+                        }
+                    }
+                    eprintln!(
+                        "upgrade: rollback: unack through {reference}: {} applied, {refused} refused (owned by the \
+                         previous build)",
+                        unacked.len()
+                    );
+                    silent.extend(views_differ(&c, "ui", reference));
+                    // Forward again (with transitions flowing, which its replacement waits for).
+                    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+                    c.replace(back, Build::New);
+                    flapper.stop();
+                    silent.extend(views_differ(&c, back, reference));
+                    if !silent.is_empty() {
+                        panic!("rollback: SILENT WRONG STATE:\n{}", silent.join("\n"));
+                    }
+                    let writes: Vec<WriteRecord> = writes.into_iter().chain(unacked).collect();
                     let log = check_run(&c.nats.url, &writes, &c.readers());
                     let rows = check_sink(&c);
                     let (transitions, deliveries, repeats) = check_notifier(&c);
-                    let e3 = c.get("e3");
                     eprintln!(
-                        "upgrade: rollback: the previous build's e3 joined a cluster of the new one and agrees at \
-                         {}: {rows} rows, {transitions} transitions in {deliveries} deliveries ({repeats} repeats); \
-                         it started from {} snapshot(s), {} it could not read, {} messages it could not decode",
-                        log.reader.position(),
-                        e3.metric("jaque_snapshot_loads_total").unwrap_or(0.0),
-                        e3.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0),
-                        decode_errors(e3),
+                        "upgrade: rollback and forward again: every reader agrees at {}: {rows} rows, {transitions} \
+                         transitions in {deliveries} deliveries ({repeats} repeats)",
+                        log.reader.position()
                     );
-                    active_format(&c.nats.url, "after the rollback of e3");
                 }
                 Err(why) => {
-                    eprintln!("upgrade: rollback: the previous build's e3 says it cannot run here: {why}");
+                    eprintln!("upgrade: rollback: the previous build's {back} says it cannot run here: {why}");
                     c.more_writes(&w, 10);
                 }
             }
@@ -647,33 +859,37 @@ fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
 
 // (b) and (c): one process with a data directory.
 
-fn solo_args(dir: &Path) -> Vec<String> {
+/// One process on a data directory, `-target engine,worker,ui,sink` (history from its SQLite store), writing a
+/// snapshot every 5 entries. `purged`: no retention below a snapshot (`-log-retention 0s`), so a restart must
+/// start from a snapshot the other build wrote; else the default retention keeps the whole log.
+fn solo_args(dir: &Path, purged: bool) -> Vec<String> {
     let d = dir.to_str().unwrap();
-    // A snapshot every 5 entries and no retention below it: a restart starts from a snapshot the other build
-    // wrote, not from the whole log.
+    let retention: &[&str] = if purged { &["-log-retention", "0s"] } else { &[] };
     [
-        "-target",
-        "engine,worker,ui,sink",
-        "-queue",
-        "memory",
-        "-coordination",
-        "memory",
-        "-data-dir",
-        d,
-        "-id",
-        "solo",
-        "-snapshot-every",
-        "5",
-        "-log-retention",
-        "0s",
+        &[
+            "-target",
+            "engine,worker,ui,sink",
+            "-queue",
+            "memory",
+            "-coordination",
+            "memory",
+            "-data-dir",
+            d,
+            "-id",
+            "solo",
+            "-snapshot-every",
+            "5",
+        ][..],
+        retention,
     ]
+    .concat()
     .iter()
     .map(|s| s.to_string())
     .collect()
 }
 
-fn start_solo(bin: &Path, name: &str, dir: &Path) -> Jaque {
-    let args = solo_args(dir);
+fn start_solo(bin: &Path, name: &str, dir: &Path, purged: bool) -> Jaque {
+    let args = solo_args(dir, purged);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let j = Jaque::start_bin(name, bin, &args, &[]);
     j.wait_ready();
@@ -733,15 +949,18 @@ fn settled(j: &Jaque) -> BTreeMap<String, Value> {
 /// and history), or it refused with a message.
 enum Met {
     Read(Jaque),
-    Refused(String),
+    /// Why, and the process when it is still running (not ready).
+    Refused(String, Option<Jaque>),
 }
 
-fn meet(bin: &Path, name: &str, dir: &Path) -> Met {
-    let args = solo_args(dir);
+fn meet(bin: &Path, name: &str, dir: &Path, purged: bool) -> Met {
+    let args = solo_args(dir, purged);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut j = match Jaque::try_start_bin(name, bin, &args, &[]) {
         Ok(j) => j,
-        Err(mut p) => return Met::Refused(format!("exited {} before listening: {}", p.wait_exit(), p.output.text())),
+        Err(mut p) => {
+            return Met::Refused(format!("exited {} before listening: {}", p.wait_exit(), p.output.text()), None)
+        }
     };
     let ready = poll(&format!("{name} ready, or saying why not"), || {
         if !j.proc.is_running() {
@@ -751,15 +970,18 @@ fn meet(bin: &Path, name: &str, dir: &Path) -> Met {
         if h.status == 200 {
             return Some(true);
         }
+        // Not ready, and a warning or error that names the version it cannot read.
         let out = j.proc.output.text();
-        let said = out.lines().any(|l| (l.contains("WARN") || l.contains("ERROR")) && l.contains("snapshot"));
+        let said = out.lines().any(|l| (l.contains("WARN") || l.contains("ERROR")) && l.contains("version"));
         (h.status == 503 && said).then_some(false)
     });
     if ready {
         Met::Read(j)
     } else {
-        let status = if j.proc.is_running() { "running, not ready".into() } else { format!("{}", j.proc.wait_exit()) };
-        Met::Refused(format!("{status}; /healthz {}; output:\n{}", j.get("/healthz").text(), j.proc.output.text()))
+        let running = j.proc.is_running();
+        let status = if running { "running, not ready".into() } else { format!("exited {}", j.proc.wait_exit()) };
+        let why = format!("{status}; /healthz {}; output:\n{}", j.get("/healthz").text(), j.proc.output.text());
+        Met::Refused(why, running.then_some(j))
     }
 }
 
@@ -770,9 +992,34 @@ fn compare(before: &BTreeMap<String, Value>, after: &BTreeMap<String, Value>, wh
     }
 }
 
+/// The objects whose view differs between two API reads, each with both views.
+fn differences(before: &BTreeMap<String, Value>, after: &BTreeMap<String, Value>) -> Vec<String> {
+    let ids: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    ids.into_iter()
+        .filter(|id| before.get(*id) != after.get(*id))
+        .map(|id| format!("{id}: {} where it was {}", show(after.get(id)), show(before.get(id))))
+        .collect()
+}
+
+/// An object's view without its history (which the sink's store keeps whatever build reads the log).
+fn show(v: Option<&Value>) -> String {
+    v.map_or("absent".into(), |v| v["object"].to_string())
+}
+
 #[test]
-fn a_data_dir_of_the_previous_build_is_read_by_this_one_and_back() {
-    let Some(old) = previous_bin("data dir upgrade") else { return };
+fn a_data_dir_of_the_previous_build_is_read_by_this_one_and_back_from_snapshots() {
+    data_dir_scenario("data dir upgrade (purged below snapshots)", true);
+}
+
+#[test]
+fn a_data_dir_of_the_previous_build_is_read_by_this_one_and_back_with_the_whole_log() {
+    data_dir_scenario("data dir upgrade (whole log)", false);
+}
+
+/// (b) and (c): the previous build writes a data directory, this one reads it and writes more (format 2's unack
+/// among it), the previous one meets that, and this one reads the directory once more.
+fn data_dir_scenario(what: &str, purged: bool) {
+    let Some(old) = previous_bin(what) else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let new = jaque_bin();
     let dir = tempfile::tempdir().unwrap();
@@ -780,7 +1027,7 @@ fn a_data_dir_of_the_previous_build_is_read_by_this_one_and_back() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap(); // dropped: refuses
 
     // The previous build: objects, transitions, an ack, a pause.
-    let mut j = start_solo(&old, "solo (Old)", dir.path());
+    let mut j = start_solo(&old, "solo (Old)", dir.path(), purged);
     let hourly = |url: String| json!({"probe": {"type": "http", "url": url}, "interval": "1h", "timeout": "800ms"});
     for id in ["web", "db"] {
         let r = j.put(&format!("/api/objects/{id}"), &hourly(format!("{}/{id}", target.url())));
@@ -802,7 +1049,7 @@ fn a_data_dir_of_the_previous_build_is_read_by_this_one_and_back() {
     assert!(j.proc.wait_exit().success(), "the previous build exits cleanly on SIGTERM");
 
     // This build on the same directory: the same objects, states and history, from the old build's snapshot.
-    let mut j = start_solo(&new, "solo (New)", dir.path());
+    let mut j = start_solo(&new, "solo (New)", dir.path(), purged);
     compare(&before, &api_view(&j), "the new build reading the old build's data directory");
     assert!(j.metric("jaque_snapshot_loads_total").unwrap_or(0.0) >= 1.0, "started from the old build's snapshot");
     assert_eq!(j.metric("jaque_snapshot_load_failures_total"), Some(0.0));
@@ -814,25 +1061,67 @@ fn a_data_dir_of_the_previous_build_is_read_by_this_one_and_back() {
     action(&j, "quiet", "resume");
     go(&j, &target, "critical");
     action(&j, "db", "ack");
+    // Format 2 (one process speaking it is the whole cluster): an acknowledgement withdrawn.
+    action(&j, "web", "ack");
+    action(&j, "web", "unack");
+    assert_eq!(j.get("/api/objects/web").json()["acknowledged"], false);
     let before = settled(&j);
     j.proc.signal("TERM");
     assert!(j.proc.wait_exit().success(), "the new build exits cleanly on SIGTERM");
-    eprintln!("data dir: the new build read the previous build's directory: {} objects, same history", before.len());
+    eprintln!("{what}: the new build read the previous build's directory: {} objects, same history", before.len());
 
-    // Rollback: the previous build on what this one wrote.
-    match meet(&old, "solo (Old, rollback)", dir.path()) {
+    // Rollback: the previous build on what this one wrote. It reads it all, or it says it cannot; a previous
+    // build that is ready with a state of its own is the silent wrong state this must never be.
+    let mut silent = None;
+    let rolled_back = match meet(&old, "solo (Old, rollback)", dir.path(), purged) {
         Met::Read(j) => {
-            compare(&before, &api_view(&j), "the previous build reading the new build's data directory");
-            eprintln!(
-                "data dir: rollback: the previous build read what this one wrote: same objects, states and history \
-                 (started from {} snapshot(s), {} it could not read)",
+            let diff = differences(&before, &api_view(&j));
+            let (loads, failures) = (
                 j.metric("jaque_snapshot_loads_total").unwrap_or(0.0),
-                j.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0)
+                j.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0),
             );
+            let passed_over: Vec<String> = j
+                .proc
+                .output
+                .text()
+                .lines()
+                .filter(|l| l.contains("does not decode"))
+                .map(|l| l.split_once("WARN ").map_or(l, |(_, r)| r).to_string())
+                .collect();
+            if diff.is_empty() {
+                eprintln!(
+                    "{what}: rollback: the previous build read what this one wrote: same objects, states and \
+                     history (started from {loads} snapshot(s), {failures} it could not read)"
+                );
+            } else {
+                let msg = format!(
+                    "the previous build is ready (/healthz 200) on what this build wrote, with a state of its own: \
+                     {diff:?}; it started from {loads} snapshot(s), {failures} it could not read, and said only: \
+                     {passed_over:?}"
+                );
+                eprintln!("{what}: rollback: SILENT WRONG STATE: {msg}");
+                silent = Some(msg);
+            }
+            Some(j)
         }
-        Met::Refused(why) => {
-            eprintln!("data dir: rollback: the previous build cannot read what this one wrote, and says so: {why}");
-            assert!(why.contains("snapshot") || why.contains("version") || why.contains("format"), "{why}");
+        Met::Refused(why, j) => {
+            eprintln!("{what}: rollback: the previous build cannot read what this one wrote, and says so: {why}");
+            j
         }
+    };
+    // Forward again: whatever the previous build did with the directory, this build reads what it wrote.
+    if let Some(mut j) = rolled_back {
+        j.proc.signal("TERM");
+        let status = j.proc.wait_exit();
+        eprintln!("{what}: the previous build exited {status} on SIGTERM");
     }
+    let j = start_solo(&new, "solo (New, again)", dir.path(), purged);
+    let diff = differences(&before, &api_view(&j));
+    eprintln!(
+        "{what}: forward again: the new build reads the directory; differences from before the rollback: {diff:?}"
+    );
+    if let Some(msg) = silent {
+        panic!("rollback of a data directory to the previous build: {msg}");
+    }
+    assert!(diff.is_empty(), "the new build after the rollback: {diff:?}");
 }
