@@ -68,5 +68,7 @@ target/ci/jaque --version | head -1 | sed 's/^/upgrade: current: /'
 
 export JAQUE_PREVIOUS_BIN=$prev_bin
 t=$EPOCHREALTIME
-cargo test --profile ci -p jaque-tests --test upgrade -- --nocapture
-echo "upgrade: tests in $(since "$t") s; whole run $(since "$start") s"
+status=0
+cargo test --profile ci -p jaque-tests --test upgrade -- --nocapture || status=$?
+echo "upgrade: tests in $(since "$t") s; whole run $(since "$start") s (exit $status)"
+exit $status
