@@ -657,7 +657,16 @@ impl LogReader {
 
     /// Reads the entry at `seq`, which did not decode but says it needs cluster format `needs`
     /// (`wire::WireError::TooNew`): passed over where that format was not active, the reader's stop where it was.
+    ///
+    /// Past a hole (`seq` beyond the next position) it is what a snapshot at `seq` that this reader cannot
+    /// restore says (a snapshot version of a format it does not speak): the reader cannot get past the hole, and
+    /// stops there for good.
     pub fn read_too_new(&mut self, seq: u64, needs: u32) -> Read {
+        let next = if self.started { self.position + 1 } else { 1 };
+        if seq > next && needs > self.speaks.0 && self.blocked.is_none() {
+            self.blocked = Some((seq, needs));
+            return Read::TooNew { needs };
+        }
         if let Some(not_next) = self.not_next(seq) {
             return not_next;
         }

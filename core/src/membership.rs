@@ -83,6 +83,11 @@ impl LiveSet {
         }
     }
 
+    /// Each live member's id with the cluster format it speaks, sorted by id.
+    pub fn formats(&self) -> impl Iterator<Item = (&MemberId, u32)> {
+        self.live.iter().map(|(id, (_, f))| (id, *f))
+    }
+
     /// The lowest cluster format a live member speaks (`None`: nobody is live).
     pub fn lowest_format(&self) -> Option<u32> {
         self.live.values().map(|(_, f)| *f).min()

@@ -49,6 +49,8 @@ pub struct RoleConfig {
     /// Retries of a progress query or a replay read: the first after `retry_base`, doubling to `retry_max`.
     pub retry_base: Duration,
     pub retry_max: Duration,
+    /// The cluster format the member's reader speaks: this build's (the simulator runs older builds' members).
+    pub speaks: u32,
 }
 
 impl RoleConfig {
@@ -62,6 +64,7 @@ impl RoleConfig {
             max_held: 10_000,
             retry_base: Duration::from_millis(200),
             retry_max: Duration::from_secs(30),
+            speaks: crate::format::CLUSTER_FORMAT,
         }
     }
 }
@@ -242,7 +245,8 @@ impl LogRole {
     pub fn with_reader(cfg: RoleConfig, reader: LogReader) -> LogRole {
         let salt = hrw::key(cfg.me.id.as_str()) ^ cfg.me.incarnation;
         LogRole {
-            follow: Follower::with_reader(cfg.bucket, cfg.me.clone(), cfg.ttl, reader).with_lease_span(cfg.lease_span),
+            follow: Follower::with_reader(cfg.bucket, cfg.me.clone(), cfg.ttl, reader.speaking(cfg.speaks))
+                .with_lease_span(cfg.lease_span),
             backoff: Backoff::new(cfg.retry_base, cfg.retry_max, salt),
             cfg,
             owners: Ownership::default(),

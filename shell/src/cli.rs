@@ -2,8 +2,9 @@
 //! `--target engine` and `--target=engine` accepted too, an environment variable for each, and the checks that
 //! refuse a configuration before anything starts.
 
+use crate::coord::DataDir;
 use crate::nats::NatsAuth;
-use crate::sink::store::{StoreUrl, DEFAULT_STORE};
+use crate::sink::store::{StoreUrl, DEFAULT_STORE, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION};
 
 /// The sink's SQLite file inside `-data-dir` when no `-sink-store` is given.
 const DATA_DIR_STORE: &str = "jaque-sink.db";
@@ -13,12 +14,32 @@ use jaque_core::ui::SubmitTimeouts;
 use jaque_core::{CheckBatching, MemberId};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
+
+/// This build: the crate's version and the git commit it was built from (`unknown` outside a git checkout).
+pub const BUILD: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("JAQUE_COMMIT"), ")");
+
+/// What `jaque --version` (`-version`, `-V`) prints after the name: the build, then the version of everything
+/// it writes and which it reads (`docs/upgrading.md` says which may meet which, and how to roll back).
+pub fn version_text() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        format!(
+            "{BUILD}\n{}\ndata-dir version {} (reads {}..={})\n\
+             sink schema version {SCHEMA_VERSION} (reads {OLDEST_SCHEMA_VERSION}..={SCHEMA_VERSION})",
+            jaque_core::format::describe(),
+            DataDir::VERSION,
+            DataDir::OLDEST_VERSION,
+            DataDir::VERSION,
+        )
+    })
+}
 
 #[derive(Parser, Debug, Clone)]
 #[command(
     name = "jaque",
-    version,
+    version = version_text(),
     about = "jaque: checks on objects, every state transition in a shared ordered log.",
     after_help = "Flags take one dash or two: -target engine, --target engine and --target=engine are the same."
 )]
@@ -105,6 +126,11 @@ pub struct Args {
         value_name = "DURATION"
     )]
     pub idempotency_window: String,
+
+    /// An engine raises the cluster's format (docs/upgrading.md) no higher than this, so a rollback to the
+    /// release that speaks it stays possible. Default: this build's.
+    #[arg(long = "hold-format", env = "JAQUE_HOLD_FORMAT", value_name = "N")]
+    pub hold_format: Option<u32>,
 
     /// An engine writes a snapshot of the log's state at most this many entries after the last one.
     #[arg(long = "snapshot-every", env = "JAQUE_SNAPSHOT_EVERY", default_value_t = 10_000, value_name = "N")]
@@ -266,6 +292,8 @@ pub struct Config {
     /// `-check-linger`, `-check-batch`: how an engine gathers the checks due into one dispatch.
     pub check_batching: CheckBatching,
     pub idempotency_window: Duration,
+    /// `-hold-format`: the highest cluster format an engine raises the cluster to.
+    pub hold_format: u32,
     /// `-snapshot-every`, `-snapshot-interval`, `-log-retention`.
     pub snapshots: SnapshotConfig,
     pub log_replicas: usize,
@@ -483,6 +511,14 @@ impl Config {
         if a.snapshot_every == 0 {
             return err("-snapshot-every: 0 entries; use at least 1 (default 10000)");
         }
+        let (oldest, newest) = (jaque_core::format::OLDEST_CLUSTER_FORMAT, jaque_core::format::CLUSTER_FORMAT);
+        let hold_format = a.hold_format.unwrap_or(newest);
+        if !(oldest..=newest).contains(&hold_format) {
+            return err(format!(
+                "-hold-format: {hold_format} is not a cluster format this build speaks ({oldest} to {newest}); see \
+                 docs/upgrading.md"
+            ));
+        }
         let snapshot_interval = duration("-snapshot-interval", &a.snapshot_interval, "5m")?;
         if snapshot_interval < Duration::from_secs(1) {
             return err(format!(
@@ -570,6 +606,7 @@ impl Config {
             worker_concurrency: a.worker_concurrency,
             check_batching,
             idempotency_window,
+            hold_format,
             snapshots,
             log_replicas: a.log_replicas,
             ui_writes_to_owner,
@@ -616,6 +653,22 @@ mod tests {
         let argv = normalize_args(std::iter::once("jaque").chain(args.iter().copied()).map(String::from));
         let a = Args::try_parse_from(argv).map_err(|e| e.to_string())?;
         Config::from_args(a).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_version_in_every_spelling_names_the_build_and_every_format_it_reads_and_writes() {
+        for flag in ["-version", "--version", "-V"] {
+            let argv = normalize_args(["jaque", flag].map(String::from));
+            let e = Args::try_parse_from(argv).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::DisplayVersion, "{flag}");
+            assert_eq!(e.to_string(), format!("jaque {}\n", version_text()), "{flag}");
+        }
+        let lines: Vec<&str> = version_text().lines().collect();
+        assert_eq!(lines[0], BUILD);
+        assert!(lines[0].starts_with(concat!(env!("CARGO_PKG_VERSION"), " (commit ")), "{}", lines[0]);
+        assert_eq!(lines[1..3].join("\n"), jaque_core::format::describe());
+        assert_eq!(lines[3], format!("data-dir version {} (reads 1..={})", DataDir::VERSION, DataDir::VERSION));
+        assert_eq!(lines[4], format!("sink schema version {SCHEMA_VERSION} (reads 1..={SCHEMA_VERSION})"));
     }
 
     #[test]
@@ -668,6 +721,11 @@ mod tests {
         assert!(parse(&engine).unwrap_err().contains("-sink-store is for -target sink"));
         assert!(parse(&["-target", "ui", "-idempotency-window", "1d2"]).unwrap_err().contains("-idempotency-window"));
         assert!(parse(&["-target", "ui", "-idempotency-window", "10ms"]).unwrap_err().contains("at least 1s"));
+        let engine = |extra: &[&str]| parse(&[&["-target", "ui"], extra].concat());
+        assert!(engine(&["-hold-format", "0"]).unwrap_err().contains("-hold-format: 0 is not a cluster format"));
+        assert!(engine(&["-hold-format", "99"]).unwrap_err().contains("docs/upgrading.md"));
+        assert_eq!(engine(&["-hold-format", "1"]).unwrap().hold_format, 1);
+        assert_eq!(engine(&[]).unwrap().hold_format, jaque_core::format::CLUSTER_FORMAT);
         let c = parse(&["-target", "ui", "-idempotency-window", "2h"]).unwrap();
         assert_eq!(c.idempotency_window, Duration::from_secs(7200));
         assert_eq!(parse(&["-target", "ui"]).unwrap().idempotency_window, Duration::from_secs(24 * 3600));

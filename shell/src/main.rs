@@ -93,6 +93,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
     let mut engine_cfg = EngineConfig::new(me.clone(), cfg.ttl);
     engine_cfg.forwarding = cfg.coordination.is_nats();
     engine_cfg.idempotency_window = cfg.idempotency_window;
+    engine_cfg.hold_format = cfg.hold_format;
     engine_cfg.snapshots = cfg.snapshots.clone();
     engine_cfg.check_batching = cfg.check_batching;
     tracing::info!(

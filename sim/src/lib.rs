@@ -16,6 +16,8 @@ pub mod run;
 pub mod scenario;
 pub mod world;
 
-pub use params::{FaultKind, IngressParams, NotifyParams, Params, PoolParams, SinkParams, SnapshotParams};
+pub use params::{
+    FaultKind, IngressParams, NotifyParams, Params, PoolParams, Role, SinkParams, SnapshotParams, VersionParams,
+};
 pub use run::{run_seed, Report};
 pub use world::{Category, IngressStats, NotifyStats, PoolStats, Sim, Via, Violation};

@@ -263,6 +263,13 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
                 k.writes, k.stored, k.refused, k.answers_lost, k.late, k.purges, k.purged_below, k.starts, k.loads, k.jumps, k.lost_sink, k.lost_notifier, k.checks, k.checks_to_end, k.checks_at_hole
             );
         }
+        if report.params.versions.is_mixed() {
+            let v = &s.versions;
+            println!(
+                "  versions seed={seed} upgrades={} blocked={} unack_applied={} unack_refused={} format={} raised_at_ms={}",
+                v.upgrades, v.blocked, v.unack_applied, v.unack_refused, v.format, v.raised_at_ms
+            );
+        }
         // Seeds without notifiers print exactly what they printed before notifiers joined the simulator.
         if s.notify.notifiers > 0 {
             let n = &s.notify;

@@ -80,6 +80,11 @@ impl Oracle {
         self.reader.position()
     }
 
+    /// The cluster's active format as of the last record read.
+    pub fn active_format(&self) -> u32 {
+        self.reader.fence().active_format()
+    }
+
     /// Whether the entry at `seq` is an event the fence accepted (its verdict, checked against the definition).
     pub fn is_accepted(&self, seq: u64) -> bool {
         seq.checked_sub(1).and_then(|i| self.accepted.get(usize::try_from(i).ok()?)).copied().unwrap_or(false)
@@ -197,13 +202,15 @@ impl Oracle {
             );
         }
         let Some(prev) = self.reader.fence().current() else { return Ok(()) };
-        if prev.members == rec.members {
+        // A record of the same members is one that raises the cluster's active format (13), and only that.
+        let raises = rec.format > self.reader.fence().active_format();
+        if prev.members == rec.members && !raises {
             return v(
                 "5 epochs only grow",
                 format!("epoch {} repeats the member list of epoch {}", rec.epoch, prev.epoch),
             );
         }
-        if rec.members_rev <= prev.members_rev {
+        if rec.members_rev < prev.members_rev || rec.members_rev == prev.members_rev && prev.members != rec.members {
             return v(
                 "5 epochs only grow",
                 format!(

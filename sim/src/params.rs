@@ -6,6 +6,7 @@
 //! `params/notify.rs` holds the notifiers' and their endpoints', `params/objects.rs` the objects' definitions.
 
 use jaque_core::CheckBatching;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt;
@@ -212,6 +213,8 @@ pub struct Params {
     /// How the ui's ingress writes wait for claims, and how soon the NATS server drops a member of the ingress
     /// queue group that stopped answering (a stream of their own).
     pub ingress: IngressParams,
+    /// Mixed versions: members of an older build beside this one's, each replaced by this build mid-run.
+    pub versions: VersionParams,
 }
 
 /// What a seed draws for writes through ingress (`sim/src/world/ingress.rs`).
@@ -239,6 +242,62 @@ impl IngressParams {
             claim_timeout_ms: pick_u64(&mut r, &[0, 50, 200, 200, 500]),
             server_drop_ms: r.random_range(4..=10u64) * 500,
         }
+    }
+}
+
+/// Which role a member of an older build plays (`VersionParams`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Engine,
+    Sink,
+    Notifier,
+}
+
+/// Mixed versions (issue 33): some members start as a build of the oldest cluster format
+/// (`jaque_core::format::OLDEST_CLUSTER_FORMAT`: it announces it, and its reader and commands are that build's),
+/// and each is replaced by this build at its time, one by one, with a clean leave and a start, as an operator
+/// upgrades a running cluster. Meanwhile the workload withdraws some acknowledgements (`unack`, a command of
+/// format 2), which the cluster refuses until it is at format 2.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VersionParams {
+    /// Each older member: its role, its slot and when it is replaced (ms from the start), sorted by time.
+    pub old: Vec<(Role, usize, u64)>,
+    /// Per mille of the workload's acknowledgements sent as `unack` instead.
+    pub unack_permille: u32,
+}
+
+impl VersionParams {
+    /// A third of the swarm's seeds mix versions (a stream of its own: the other seeds' worlds stay as they were).
+    pub fn draw(p: &Params) -> VersionParams {
+        let mut r = stream(p.seed, Stream::Params, 9);
+        if !r.random_bool(0.33) {
+            return VersionParams::default();
+        }
+        let members = [(Role::Engine, p.engines), (Role::Sink, p.sinks), (Role::Notifier, p.notify.notifiers)];
+        let mut old: Vec<(Role, usize, u64)> = Vec::new();
+        for (role, n) in members {
+            for slot in 0..n {
+                if r.random_bool(0.5) {
+                    old.push((role, slot, 0));
+                }
+            }
+        }
+        if old.is_empty() {
+            old.push((Role::Engine, r.random_range(0..p.engines), 0));
+        }
+        // One by one across the safety phase (its first fifth runs mixed before the first replacement).
+        let (from, to) = (p.safety_ms / 5, p.safety_ms * 4 / 5);
+        let mut times: Vec<u64> = old.iter().map(|_| r.random_range(from..=to.max(from))).collect();
+        times.sort_unstable();
+        old.shuffle(&mut r);
+        for (o, t) in old.iter_mut().zip(times) {
+            o.2 = t;
+        }
+        VersionParams { old, unack_permille: pick_u64(&mut r, &[100, 300, 1000]) as u32 }
+    }
+
+    pub fn is_mixed(&self) -> bool {
+        !self.old.is_empty()
     }
 }
 
@@ -465,6 +524,7 @@ impl Params {
             check_batching: CheckBatching::NONE,
             workers: None,
             ingress: IngressParams::shipped(),
+            versions: VersionParams::default(),
         };
         // Later additions draw from their own stream, so the worlds of earlier (pinned) seeds stay as they were.
         let mut x = stream(seed, Stream::Params, 1);
@@ -523,6 +583,7 @@ impl Params {
         }
         p.workers = PoolParams::draw(&p);
         p.ingress = IngressParams::draw(seed);
+        p.versions = VersionParams::draw(&p);
         p
     }
 
@@ -571,6 +632,7 @@ impl Params {
             check_batching: CheckBatching::NONE,
             workers: None,
             ingress: IngressParams::shipped(),
+            versions: VersionParams::default(),
         }
     }
 
@@ -697,6 +759,13 @@ impl fmt::Display for Params {
             k.refuse_defs
         )?;
         writeln!(f, "{}", self.snapshots)?;
+        if self.versions.is_mixed() {
+            writeln!(
+                f,
+                "  mixed versions: older members (role, slot, replaced at ms) {:?}, unack {}‰ of acks",
+                self.versions.old, self.versions.unack_permille
+            )?;
+        }
         let b = &self.check_batching;
         write!(f, "  checks: linger={}ms batch={}", b.linger.as_millis(), b.batch)?;
         match &self.workers {

@@ -13,9 +13,28 @@
 //! - `snapshots/<position>.snap`: the newest two snapshots;
 //! - `records`: every write of a progress record, appended; rewritten with the live ones when mostly stale.
 //!
-//! Every record in these files is a frame: the body's length (u32 LE), the CRC-32C of the body (u32 LE), the
-//! body. A log entry's body is its position (u64 LE) and its wire bytes; a progress record's is its revision
-//! (u64 LE), its key's length (u32 LE), the key and the value. A snapshot file is one frame with a u64 length.
+//! - `FORMAT`: the directory's version (below);
+//!
+//! **Version.** `FORMAT` holds `jaque data-dir <n>` on its first line, and on the next which build wrote it
+//! (for the message that refuses it, and for people). It versions the layout above and the framing below, the
+//! whole directory, so it is a file of its own rather than a header in each: a build reads it first, right after
+//! taking the lock and before any other file, and refuses a version newer than `DataDir::VERSION` without
+//! touching anything (an older build must not cut what it misreads as a torn tail). Plain text, so `cat
+//! DIR/FORMAT` answers which build a backup needs. It is written whole (a temporary file renamed into place)
+//! when a directory is made, and when a directory without it is opened: one that holds a log without a `FORMAT`
+//! was written by a build before v0.1.0, which wrote version 1. What a log entry or a snapshot *says* is
+//! versioned apart, by the cluster format and the snapshot version (`jaque_core::format`): a new kind of event
+//! changes no data-dir version, and the data-dir version changes only when the files or their framing do
+//! (`docs/upgrading.md`).
+//!
+//! **Version 1's bytes.** No record carries a version of its own; these are version 1's. Integers are little
+//! endian; a checksum is CRC-32C (Castagnoli). Every record in `log/*.seg`, `log/epochs` and `records` is a
+//! frame: the body's length (u32), the checksum of the body (u32), the body. A log entry's body is its position
+//! (u64) and its wire bytes (`wire::encode` of the entry: JSON, `docs/wire.md`); `log/epochs` holds the same
+//! bodies, epoch records only. A progress record's body is its revision (u64), its key's length (u32), the key
+//! (UTF-8) and the value (the bytes a NATS bucket would hold). A snapshot file is one frame with a u64 length:
+//! the length (u64) and checksum (u32) of the body, then the body, the snapshot's position (u64) and its bytes
+//! (`wire::encode_snapshot`). `lock` holds the pid in decimal and a newline.
 //!
 //! **Durability.** The store delivers an entry to the log's followers, and answers an append, a proposal or a
 //! record write, only once this writer has fsync'd it. An engine answers `applied` after it reads its own
@@ -30,6 +49,7 @@
 //! later frame after it (damage, not an interrupted append), is refused (exit 2) with the file and the offset:
 //! the process never drops silently what it may have acknowledged.
 
+use super::events::Held;
 use super::snapshot::{SnapshotBytes, SNAPSHOTS_KEPT};
 use jaque_core::wire;
 use jaque_core::LogEntry;
@@ -55,6 +75,9 @@ const SEGMENT_BYTES: u64 = 64 << 20;
 /// `records` is rewritten once it is this large and four times the size of its live records.
 const RECORDS_REWRITE_BYTES: u64 = 1 << 20;
 
+/// The name of the file that holds a data directory's version.
+const FORMAT_FILE: &str = "FORMAT";
+
 /// A data directory, locked and read, before its writer starts.
 pub struct DataDir {
     path: PathBuf,
@@ -66,8 +89,9 @@ pub struct DataDir {
 
 /// What the files hold: the store's state at start.
 pub(super) struct Loaded {
-    /// The log by position; `None` for an entry whose frame is whole but whose bytes do not decode.
-    pub log: BTreeMap<u64, Option<LogEntry>>,
+    /// The log by position; `Err` for an entry whose frame is whole but whose bytes do not decode (with the
+    /// cluster format they say they need, if they say one).
+    pub log: BTreeMap<u64, Held>,
     /// The position the next entry gets.
     pub next_seq: u64,
     pub last_epoch_seq: Option<u64>,
@@ -141,6 +165,11 @@ impl Durable {
 }
 
 impl DataDir {
+    /// The data-dir version this build writes (the layout and framing the module documentation describes).
+    pub const VERSION: u32 = 1;
+    /// The oldest data-dir version this build reads: what a directory without `FORMAT` is.
+    pub const OLDEST_VERSION: u32 = 1;
+
     /// Makes DIR if it is missing, locks it, and reads what it holds (cutting a torn tail). The error says
     /// what is wrong with DIR and what to do; the caller refuses to start with it.
     pub fn open(path: &Path) -> Result<DataDir, String> {
@@ -149,14 +178,22 @@ impl DataDir {
             return Err(format!("-data-dir {shown} is not a directory"));
         }
         fs::create_dir_all(path).map_err(|e| format!("-data-dir {shown} cannot be made: {e}"))?;
+        // A version this build cannot read is refused before the lock writes its pid: nothing in DIR changes.
+        // Read again under the lock, which a build upgrading DIR holds while it does.
+        read_format(path)?;
         let lock = lock(path)?;
+        let marked = read_format(path)?;
+        // Before anything below makes a file: whether a directory without `FORMAT` holds what a build before
+        // v0.1.0 wrote, or nothing yet.
+        let unmarked_data = marked.is_none() && ["log", "snapshots", "records"].iter().any(|f| path.join(f).exists());
         let fail = |what: &str, e: io::Error| format!("-data-dir {shown}: {what}: {e}");
         let log_dir = path.join("log");
         let snap_dir = path.join("snapshots");
         for dir in [&log_dir, &snap_dir] {
             fs::create_dir_all(dir).map_err(|e| fail("making a directory", e))?;
         }
-        for leftover in [path.join("records.tmp"), log_dir.join("epochs.tmp")] {
+        for leftover in [path.join("records.tmp"), log_dir.join("epochs.tmp"), path.join(format!("{FORMAT_FILE}.tmp"))]
+        {
             let _ = fs::remove_file(leftover);
         }
         let snapshots = check_snapshots(&snap_dir)?;
@@ -194,7 +231,7 @@ impl DataDir {
         // epoch of its own.
         let mut members_rev = 0;
         for (seq, entry) in &log {
-            if let Some(LogEntry::Epoch(record)) = entry {
+            if let Ok(LogEntry::Epoch(record)) = entry {
                 last_epoch_seq = Some(*seq);
                 members_rev = members_rev.max(record.members_rev);
             }
@@ -221,6 +258,19 @@ impl DataDir {
         let live: BTreeMap<String, (u64, Vec<u8>)> =
             records.iter().map(|(k, (v, rev))| (k.clone(), (*rev, v.clone()))).collect();
         let live_bytes = live.iter().map(|(k, (_, v))| record_frame_len(k, v)).sum();
+        // Read whole as the version it is; a version older than this build's would be brought up to it here,
+        // before the marker says so (version 1 is the only one yet).
+        if marked != Some(DataDir::VERSION) {
+            write_format(path).map_err(|e| fail("writing FORMAT", e))?;
+            if unmarked_data {
+                tracing::info!(
+                    dir = %shown,
+                    version = DataDir::VERSION,
+                    "a data directory without FORMAT, written by a jaque before v0.1.0 (data-dir version 1): read, \
+                     and marked"
+                );
+            }
+        }
         tracing::info!(
             dir = %shown,
             entries = log.len(),
@@ -350,6 +400,53 @@ fn lock(dir: &Path) -> Result<File, String> {
     Ok(file)
 }
 
+/// The version in DIR's `FORMAT`, if it has one this build reads; an error naming the build needed if it is
+/// newer, or if the file is not a marker jaque wrote.
+fn read_format(dir: &Path) -> Result<Option<u32>, String> {
+    let path = dir.join(FORMAT_FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("-data-dir {}: reading {FORMAT_FILE}: {e}", dir.display())),
+    };
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or_default();
+    let Some(version) = first.strip_prefix("jaque data-dir ").and_then(|v| v.trim().parse::<u32>().ok()) else {
+        return Err(format!(
+            "{} does not say `jaque data-dir <version>` (it begins {first:?}): it is not the marker jaque writes, \
+             so which files DIR holds, and how, is unknown; restore DIR from a backup",
+            path.display()
+        ));
+    };
+    if version > DataDir::VERSION {
+        let by = lines.next().and_then(|l| l.strip_prefix("written by ")).map(|b| format!(", {b}")).unwrap_or_default();
+        return Err(format!(
+            "-data-dir {} was written by a newer jaque (data-dir version {version}{by}); this build (jaque {}) reads \
+             up to {}: run the jaque that wrote it or a later one (docs/upgrading.md), or go back to the copy \
+             of DIR taken before the upgrade. Nothing in DIR was changed",
+            dir.display(),
+            crate::cli::BUILD,
+            DataDir::VERSION
+        ));
+    }
+    if version < DataDir::OLDEST_VERSION {
+        return Err(format!(
+            "-data-dir {} holds data-dir version {version}, older than this build reads ({}..={}): start it once \
+             with a release that reads both (docs/upgrading.md)",
+            dir.display(),
+            DataDir::OLDEST_VERSION,
+            DataDir::VERSION
+        ));
+    }
+    Ok(Some(version))
+}
+
+/// Marks DIR as this build's data-dir version, whole (renamed into place).
+fn write_format(dir: &Path) -> io::Result<()> {
+    let text = format!("jaque data-dir {}\nwritten by jaque {}\n", DataDir::VERSION, crate::cli::BUILD);
+    replace_file(&dir.join(FORMAT_FILE), text.as_bytes())
+}
+
 fn damaged(path: &Path, at: usize, what: &str) -> String {
     format!(
         "{} is damaged at byte {at}: {what}. This is not what a crash leaves (only the end of the newest segment \
@@ -412,13 +509,17 @@ fn entry_body(body: &[u8]) -> Option<(u64, &[u8])> {
     Some((seq, &body[8..]))
 }
 
-fn decode_entry(seq: u64, bytes: &[u8]) -> Option<LogEntry> {
+fn decode_entry(seq: u64, bytes: &[u8]) -> Held {
     match wire::decode_log_entry(bytes) {
-        Ok(entry) => Some(entry),
+        Ok(entry) => Ok(entry),
+        Err(wire::WireError::TooNew { needs }) => {
+            tracing::warn!(seq, needs, "a log entry on disk of a cluster format this build does not speak");
+            Err(Some(needs))
+        }
         Err(e) => {
             tracing::warn!(seq, error = %e, "a log entry on disk that does not decode; readers pass over it");
             crate::metrics::wire_error("log entry");
-            None
+            Err(None)
         }
     }
 }
@@ -444,7 +545,7 @@ fn load_segment(
     first: u64,
     path: &Path,
     newest: bool,
-    log: &mut BTreeMap<u64, Option<LogEntry>>,
+    log: &mut BTreeMap<u64, Held>,
 ) -> Result<Option<Segment>, String> {
     let shown = path.display();
     let bytes = fs::read(path).map_err(|e| format!("reading {shown}: {e}"))?;
@@ -460,7 +561,7 @@ fn load_segment(
             return Err(damaged(path, at, &format!("position {seq} out of order (after {last})")));
         }
         let entry = decode_entry(seq, payload);
-        if matches!(entry, Some(LogEntry::Epoch(_))) {
+        if matches!(entry, Ok(LogEntry::Epoch(_))) {
             seg.epochs.push(body.to_vec());
         }
         log.insert(seq, entry);
@@ -884,6 +985,15 @@ mod tests {
         segment_files(&dir.join("log")).unwrap().into_iter().map(|(f, _)| f).collect()
     }
 
+    #[test]
+    fn an_entry_of_a_newer_cluster_format_is_held_as_what_it_needs_not_as_garbage() {
+        assert_eq!(decode_entry(5, br#"{"v":99,"entry":"event","type":"flapping"}"#), Err(Some(99)));
+        assert_eq!(decode_entry(6, b"not json"), Err(None));
+        let LogEntry::Event(e) = event("a") else { unreachable!() };
+        let unack = LogEntry::Event(Event { body: EventBody::Unack, ..e });
+        assert_eq!(decode_entry(7, &wire::encode_log_entry(&unack)), Ok(unack));
+    }
+
     #[tokio::test]
     async fn entries_records_and_snapshots_survive_a_restart_and_are_synced_before_they_count() {
         let tmp = tempfile::tempdir().unwrap();
@@ -900,7 +1010,7 @@ mod tests {
 
         let (loaded, disk, _) = start(tmp.path());
         assert_eq!(loaded.log.len(), 3);
-        assert_eq!(loaded.log[&2], Some(event("a")));
+        assert_eq!(loaded.log[&2], Ok(event("a")));
         assert_eq!((loaded.next_seq, loaded.last_epoch_seq, loaded.rev), (4, Some(1), 7));
         assert_eq!(loaded.records["notify.x.y"], (b"{}".to_vec(), 7));
         assert_eq!(disk.latest_snapshot().await.unwrap(), Some((3, b"state at 3".to_vec())));
@@ -975,6 +1085,90 @@ mod tests {
         assert_eq!(loaded.log.keys().copied().collect::<Vec<_>>(), vec![1, 5], "events gone, the epoch kept");
         assert_eq!((loaded.last_epoch_seq, loaded.next_seq), (Some(1), 6));
         disk.close().await;
+    }
+
+    fn format_of(dir: &Path) -> String {
+        fs::read_to_string(dir.join(FORMAT_FILE)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_new_directory_is_marked_with_this_builds_version_and_the_build() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("new");
+        let (_, disk, _) = start(&dir);
+        let marker = format_of(&dir);
+        assert_eq!(marker.lines().next(), Some(format!("jaque data-dir {}", DataDir::VERSION).as_str()));
+        assert_eq!(marker.lines().nth(1), Some(format!("written by jaque {}", crate::cli::BUILD).as_str()));
+        disk.entry(1, &epoch(1)).wait().await.unwrap();
+        disk.close().await;
+        drop(disk);
+        // Reopened, the marker stays as the build that made the directory wrote it.
+        fs::write(dir.join(FORMAT_FILE), "jaque data-dir 1\nwritten by jaque 0.1.0 (commit 0000000)\n").unwrap();
+        let (loaded, disk, _) = start(&dir);
+        assert_eq!(loaded.log.len(), 1);
+        assert_eq!(format_of(&dir), "jaque data-dir 1\nwritten by jaque 0.1.0 (commit 0000000)\n");
+        disk.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_directory_without_a_marker_is_a_pre_release_builds_version_1_read_and_then_marked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (_, disk, _) = start(tmp.path());
+        disk.entry(1, &epoch(1));
+        disk.entry(2, &event("a")).wait().await.unwrap();
+        disk.record(3, "notify.x.y", b"{}").wait().await.unwrap();
+        disk.save_snapshot(2, SnapshotBytes::from_vec(b"s2".to_vec())).await.unwrap();
+        disk.close().await;
+        drop(disk);
+        // What a build before v0.1.0 leaves: version 1's files, no FORMAT (they are the same bytes).
+        fs::remove_file(tmp.path().join(FORMAT_FILE)).unwrap();
+        let (loaded, disk, _) = start(tmp.path());
+        assert_eq!(loaded.log.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(loaded.records["notify.x.y"], (b"{}".to_vec(), 3));
+        assert_eq!(disk.latest_snapshot().await.unwrap(), Some((2, b"s2".to_vec())));
+        assert!(format_of(tmp.path()).starts_with("jaque data-dir 1\n"), "marked once read");
+        disk.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_directory_of_a_newer_version_or_a_foreign_marker_is_refused_and_left_as_it_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (_, disk, _) = start(tmp.path());
+        for seq in 1..=3 {
+            disk.entry(seq, &event("a"));
+        }
+        disk.entry(4, &event("b")).wait().await.unwrap();
+        disk.close().await;
+        drop(disk);
+        // A newer build's directory, whose newest segment this build would take for one with a torn tail.
+        let seg = tmp.path().join("log").join(format!("{:020}.seg", 1));
+        let mut bytes = fs::read(&seg).unwrap();
+        bytes.extend_from_slice(b"version 2 bytes");
+        fs::write(&seg, &bytes).unwrap();
+        let newer = format!("jaque data-dir {}\nwritten by jaque 9.0.0 (commit abcdef0)\n", DataDir::VERSION + 1);
+        fs::write(tmp.path().join(FORMAT_FILE), &newer).unwrap();
+        fs::remove_file(tmp.path().join("lock")).unwrap();
+        let e = DataDir::open(tmp.path()).err().unwrap();
+        let want = format!(
+            "was written by a newer jaque (data-dir version {}, jaque 9.0.0 (commit abcdef0)); this build (jaque {}) \
+             reads up to {}",
+            DataDir::VERSION + 1,
+            crate::cli::BUILD,
+            DataDir::VERSION
+        );
+        assert!(e.contains(&want), "{e}");
+        assert_eq!(fs::read(&seg).unwrap(), bytes, "no tail cut");
+        assert_eq!(format_of(tmp.path()), newer);
+        assert!(!tmp.path().join("lock").exists(), "not even the lock taken");
+
+        fs::write(tmp.path().join(FORMAT_FILE), "jaque data-dir 3\n").unwrap();
+        let e = DataDir::open(tmp.path()).err().unwrap();
+        assert!(e.contains("a newer jaque (data-dir version 3); this build"), "without a build named: {e}");
+        for foreign in ["", "1\n", "jaque data-dir one\n", "jaque sink 1\n"] {
+            fs::write(tmp.path().join(FORMAT_FILE), foreign).unwrap();
+            let e = DataDir::open(tmp.path()).err().unwrap();
+            assert!(e.contains("does not say `jaque data-dir <version>`"), "{foreign:?}: {e}");
+        }
     }
 
     #[tokio::test]

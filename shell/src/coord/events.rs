@@ -51,6 +51,19 @@ pub enum LogEvent {
     },
 }
 
+/// A log entry as an in-process store holds it: decoded, or why not (`None`: its bytes do not decode;
+/// `Some(needs)`: they say they need cluster format `needs`, newer than this build's).
+pub type Held = Result<LogEntry, Option<u32>>;
+
+/// The follower's event for a held entry.
+pub fn held_event(seq: u64, held: &Held) -> LogEvent {
+    match held {
+        Ok(entry) => LogEvent::Entry { seq, entry: entry.clone() },
+        Err(None) => LogEvent::Unreadable { seq },
+        Err(Some(needs)) => LogEvent::TooNew { seq, needs: *needs },
+    }
+}
+
 /// The page's key name: `membership/<id>`, `sink/membership/<id>`, `notifier/membership/<id>`.
 pub fn key(bucket: Bucket, id: &MemberId) -> String {
     format!("{}{}", bucket.prefix(), id)

@@ -5,7 +5,7 @@
 //! events from the map (and drops them), so the log holds what the retention keeps plus the epoch records.
 
 use super::disk::{DataDir, DiskLog, Durable, Freed};
-use super::events::{key, observe, LogEvent, MemberEvent};
+use super::events::{held_event, key, observe, Held, LogEvent, MemberEvent};
 use super::snapshot::{SnapshotBytes, SNAPSHOTS_KEPT};
 use jaque_core::wire::{self, Heartbeat};
 use jaque_core::{Bucket, EpochRecord, LogEntry, MemberRef};
@@ -32,7 +32,7 @@ struct MemInner {
     member_watchers: Vec<UnboundedSender<MemberEvent>>,
     /// The log by position (from 1); purged events leave holes, as in the stream. `None`: an entry read from
     /// the data directory whose bytes do not decode (followers are told, and pass over it).
-    log: BTreeMap<u64, Option<LogEntry>>,
+    log: BTreeMap<u64, Held>,
     /// With a data directory: entries given a position but not fsync'd yet, delivered once they are.
     unsynced: VecDeque<(u64, LogEntry)>,
     /// The position the next entry gets.
@@ -63,13 +63,13 @@ impl MemInner {
                 (seq, Some(durable))
             }
             None => {
-                self.deliver(seq, Some(entry));
+                self.deliver(seq, Ok(entry));
                 (seq, None)
             }
         }
     }
 
-    fn deliver(&mut self, seq: u64, entry: Option<LogEntry>) {
+    fn deliver(&mut self, seq: u64, entry: Held) {
         self.log.insert(seq, entry);
         self.appended.notify_waiters();
     }
@@ -130,7 +130,7 @@ impl MemStore {
         let mut inner = self.lock();
         while inner.unsynced.front().is_some_and(|(seq, _)| *seq <= upto) {
             let (seq, entry) = inner.unsynced.pop_front().expect("checked");
-            inner.deliver(seq, Some(entry));
+            inner.deliver(seq, Ok(entry));
         }
     }
 
@@ -212,16 +212,17 @@ impl MemStore {
                     .log
                     .range(next..)
                     .take(FOLLOW_BATCH)
-                    .map(|(seq, entry)| match entry {
-                        Some(entry) => LogEvent::Entry { seq: *seq, entry: entry.clone() },
-                        None => LogEvent::Unreadable { seq: *seq },
-                    })
+                    .map(|(seq, held)| held_event(*seq, held))
                     .collect();
                 drop(store);
                 // Fewer than a batch: the log was read to its end, and the follower waits for more.
                 let at_end = batch.len() < FOLLOW_BATCH;
                 for event in batch {
-                    let (LogEvent::Entry { seq, .. } | LogEvent::Unreadable { seq }) = &event else { continue };
+                    let (LogEvent::Entry { seq, .. } | LogEvent::Unreadable { seq } | LogEvent::TooNew { seq, .. }) =
+                        &event
+                    else {
+                        continue;
+                    };
                     next = seq + 1;
                     if tx.send(event).await.is_err() {
                         return;
@@ -257,7 +258,7 @@ impl MemStore {
             return (to, Vec::new());
         }
         let entries =
-            self.lock().log.range(from..=to).filter_map(|(s, e)| e.as_ref().map(|e| (*s, e.clone()))).collect();
+            self.lock().log.range(from..=to).filter_map(|(s, e)| e.as_ref().ok().map(|e| (*s, e.clone()))).collect();
         (to, entries)
     }
 
@@ -295,7 +296,7 @@ impl MemStore {
             let purged: Vec<u64> = inner
                 .log
                 .range(..below)
-                .filter(|(_, e)| !matches!(e, Some(LogEntry::Epoch(_))))
+                .filter(|(_, e)| !matches!(e, Ok(LogEntry::Epoch(_))))
                 .map(|(s, _)| *s)
                 .collect();
             for seq in purged {
@@ -396,7 +397,7 @@ mod tests {
         store.purge_events_below(900).await.unwrap();
         let inner = store.lock();
         assert_eq!(inner.log.len(), 1 + 102, "the epoch record and the events at 900..=1001");
-        assert!(matches!(inner.log.first_key_value(), Some((1, Some(LogEntry::Epoch(_))))));
+        assert!(matches!(inner.log.first_key_value(), Some((1, Ok(LogEntry::Epoch(_))))));
     }
 
     /// Every event a follower has ready now, without waiting for more.

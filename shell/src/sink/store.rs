@@ -28,6 +28,9 @@ use std::time::{Duration, UNIX_EPOCH};
 /// The schema version this build writes and reads. A store with a newer one is refused.
 pub const SCHEMA_VERSION: i32 = 1;
 
+/// The oldest schema version this build reads (and brings up to `SCHEMA_VERSION`): the first one.
+pub const OLDEST_SCHEMA_VERSION: i32 = 1;
+
 /// `-sink-store` when a sink runs and none is given.
 pub const DEFAULT_STORE: &str = "sqlite://jaque-sink.db";
 

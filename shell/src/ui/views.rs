@@ -407,9 +407,11 @@ pub fn cluster(reader: &LogReader, buckets: &Buckets) -> Value {
         .iter()
         .map(|b| {
             let live = buckets.0.get(b).unwrap_or(&empty);
+            let formats: BTreeMap<String, u32> = live.formats().map(|(id, f)| (id.to_string(), f)).collect();
             let mut v = json!({
                 "bucket": b.prefix(),
                 "live_members": live.members(),
+                "formats": formats,
             });
             if *b == Bucket::Engine {
                 let mut per_owner: BTreeMap<String, u64> = BTreeMap::new();
@@ -434,9 +436,15 @@ pub fn cluster(reader: &LogReader, buckets: &Buckets) -> Value {
             v
         })
         .collect();
+    let lowest = buckets.0.values().filter_map(LiveSet::lowest_format).min();
     json!({
         "log_position": reader.position(),
         "stale_events": reader.counters.stale_epoch_total,
+        "cluster_format": {
+            "active": reader.fence().active_format(),
+            "lowest_live": lowest,
+            "this_build": jaque_core::format::CLUSTER_FORMAT,
+        },
         "buckets": out,
     })
 }

@@ -114,10 +114,7 @@ impl Role for EngineRole {
     /// From the snapshot's reader if it starts from one (`Engine::with_reader`).
     fn make(sim: &mut Sim, n: usize, reader: Option<LogReader>) -> (EngineRole, Option<LogReader>) {
         let cfg = config(&sim.params, sim.nodes[n].member());
-        let engine = match reader {
-            Some(reader) => Engine::with_reader(cfg, reader),
-            None => Engine::new(cfg),
-        };
+        let engine = Engine::with_reader(cfg, reader.unwrap_or_default().speaking(sim.nodes[n].speaks));
         let role = EngineRole {
             engine,
             hop0: BTreeSet::new(),

@@ -196,6 +196,9 @@ pub(super) enum LifeEv {
     Exit { inc: u64 },
     /// The store's answer to one of its heartbeat puts (answers reach it in the order of the puts).
     HeartbeatAck { inc: u64, ok: bool },
+    /// The operator replaces the process by this build (mixed versions): a clean leave, then a start of the
+    /// new build.
+    Upgrade,
 }
 
 impl LifeEv {
@@ -207,7 +210,7 @@ impl LifeEv {
             | LifeEv::LogDeliver { inc, .. }
             | LifeEv::MemberDeliver { inc, .. }
             | LifeEv::HeartbeatAck { inc, .. } => Some(*inc),
-            LifeEv::Restart { .. } | LifeEv::Resume { .. } | LifeEv::Exit { .. } => None,
+            LifeEv::Restart { .. } | LifeEv::Resume { .. } | LifeEv::Exit { .. } | LifeEv::Upgrade => None,
         }
     }
 
@@ -225,6 +228,7 @@ impl LifeEv {
             LifeEv::Exit { .. } => (24, 114, 111),
             // Each role's answer had an event of its own (the notifier's was its generic answer, 106).
             LifeEv::HeartbeatAck { .. } => (29, 114, 106),
+            LifeEv::Upgrade => (30, 115, 116),
         };
         match who {
             Who::Engine(_) => (engine, None),
@@ -268,6 +272,16 @@ impl Sim {
     /// The process dies: state lost, its key stays until the ttl (a request it sent may still land).
     pub fn crash(&mut self, who: Who) {
         by_role!(who, |R, slot| self.crash_as::<R>(slot))
+    }
+
+    /// Mixed versions: the operator replaces the process by this build (a clean leave, then a start).
+    pub fn upgrade(&mut self, who: Who) {
+        by_role!(who, |R, slot| self.upgrade_as::<R>(slot))
+    }
+
+    /// The cluster format the build of process `who` speaks.
+    pub fn speaks(&self, who: Who) -> u32 {
+        by_role!(who, |R, slot| R::slots(self)[slot].speaks)
     }
 
     /// A clean leave (SIGTERM): the process deletes its key, finishes what its role finishes, and exits.
@@ -374,6 +388,7 @@ impl Sim {
                 }
             }
             LifeEv::Exit { inc } => self.exit_if_done::<R>(slot, inc),
+            LifeEv::Upgrade => self.upgrade_as::<R>(slot),
             LifeEv::HeartbeatAck { inc, ok } => {
                 if p.is_current(inc) {
                     self.step_life::<R>(slot, Life::HeartbeatWritten { ok });
@@ -394,6 +409,40 @@ impl Sim {
     }
 
     // ---- the life ----
+
+    /// Mixed versions: the process is replaced by this build. Its next start is this build's; a running one
+    /// leaves cleanly first (a paused one is replaced once it runs again), and comes back once it has exited.
+    fn upgrade_as<R: Role>(&mut self, slot: usize) {
+        let who = R::who(slot);
+        let p = &mut R::slots_mut(self)[slot];
+        p.upgrade = true;
+        if p.is_paused() {
+            self.after(1_000, Ev::Life(who, LifeEv::Upgrade));
+            return;
+        }
+        self.stats.versions.upgrades += 1;
+        self.tr(|| format!("{who} is replaced by this build"));
+        self.leave_as::<R>(slot);
+        self.after(TICK, Ev::Life(who, LifeEv::Restart { healing: true }));
+    }
+
+    /// A process whose reader stopped at an entry its build cannot read leaves on its own (its core said so):
+    /// the world exits it once it is done, as the shell does.
+    fn left_on_its_own<R: Role>(&mut self, slot: usize) {
+        let p = &R::slots(self)[slot];
+        let blocked = p.role.as_ref().is_some_and(|r| r.core().reader().blocked().is_some());
+        if !blocked || p.leave_started.is_some() {
+            return;
+        }
+        self.stats.versions.blocked += 1;
+        R::note(self, slot, Act::Leave);
+        R::slots_mut(self)[slot].leave_started = Some(self.now);
+        let (who, inc) = (R::who(slot), R::slots(self)[slot].inc);
+        self.tr(|| format!("{who} stops at an entry its build cannot read, and leaves"));
+        if R::EXIT == Exit::Polled {
+            self.after(TICK, Ev::Life(who, LifeEv::Exit { inc }));
+        }
+    }
 
     pub(super) fn start_as<R: Role>(&mut self, slot: usize) {
         let who = R::who(slot);
@@ -480,6 +529,7 @@ impl Sim {
         }
         self.rearm::<R>(slot);
         R::stepped(self, slot);
+        self.left_on_its_own::<R>(slot);
         if R::EXIT == Exit::AfterStep && R::may_exit(self, slot) {
             self.exit::<R>(slot);
         }

@@ -86,6 +86,11 @@ impl Sim {
             LogEntry::Epoch(_) => {
                 self.stats.epochs += 1;
                 self.log.last_epoch_seq = Some(seq);
+                let format = self.oracle.active_format();
+                if format > self.stats.versions.format {
+                    self.stats.versions.format = format;
+                    self.stats.versions.raised_at_ms = self.now.0;
+                }
             }
             LogEntry::Event(ev) => {
                 if ev.command_id.is_some() && self.oracle.reader.object(&ev.object).is_some_and(|v| v.last_seq == seq) {

@@ -125,6 +125,8 @@ enum Ev {
         bucket: Bucket,
         member: MemberRef,
         ttl_ms: u64,
+        /// The cluster format its value announces (the build of the process that put it).
+        format: u32,
     },
     HeartbeatDelete {
         bucket: Bucket,
@@ -267,9 +269,27 @@ impl Ev {
 }
 
 /// Statistics of a run, for reports and the benchmark.
+/// What mixed versions did in a run.
+#[derive(Clone, Debug, Default)]
+pub struct VersionStats {
+    /// Processes replaced by this build.
+    pub upgrades: u64,
+    /// Processes that stopped at an entry (or a snapshot) their build could not read, and left.
+    pub blocked: u64,
+    /// `unack` commands applied, and refused because the cluster was not at format 2 yet (or an older engine
+    /// did not know the command).
+    pub unack_applied: u64,
+    pub unack_refused: u64,
+    /// The highest active format the log reached, and when.
+    pub format: u32,
+    pub raised_at_ms: u64,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
     pub events: u64,
+    /// Mixed versions (`VersionStats`).
+    pub versions: VersionStats,
     pub engine_steps: u64,
     pub log_entries: u64,
     pub epochs: u64,
@@ -362,7 +382,7 @@ impl Sim {
         let nodes: Vec<Node> = (0..params.engines).map(|i| engine::slot(&params, i)).collect();
         let slot_of = nodes.iter().enumerate().map(|(i, n)| (n.id.clone(), i)).collect();
         let anyone = MemberRef { id: MemberId::new("e1").expect("valid member id"), incarnation: 0 };
-        Sim {
+        let mut sim = Sim {
             core: engine::config(&params, anyone),
             now: Time::ZERO,
             seq: 0,
@@ -394,7 +414,13 @@ impl Sim {
             same_time: (Time::ZERO, 0),
             trace: None,
             params,
+        };
+        for (who, _) in sim.older_members() {
+            lifecycle::by_role!(who, |R, slot| {
+                <R as lifecycle::Role>::slots_mut(&mut sim)[slot].speaks = jaque_core::format::OLDEST_CLUSTER_FORMAT
+            });
         }
+        sim
     }
 
     /// Keep the last `lines` trace lines (costly: only for replays of failures and for scenarios).
@@ -453,8 +479,26 @@ impl Sim {
             self.push(Time(at), Ev::FaultTick);
         }
         self.start_notifiers();
+        self.start_mixed_versions();
         self.push(Time(self.params.safety_ms.max(1)), Ev::Heal);
         self.start_sinks();
+    }
+
+    /// Mixed versions: the older members, each with the time it is replaced by this build.
+    fn older_members(&self) -> Vec<(Who, u64)> {
+        let who = |role, slot| match role {
+            crate::params::Role::Engine => Who::Engine(slot),
+            crate::params::Role::Sink => Who::Sink(slot),
+            crate::params::Role::Notifier => Who::Notifier(slot),
+        };
+        self.params.versions.old.iter().map(|(role, slot, at)| (who(*role, *slot), *at)).collect()
+    }
+
+    /// Mixed versions: the older members run the older build until each is replaced by this one at its time.
+    fn start_mixed_versions(&mut self) {
+        for (who, at) in self.older_members() {
+            self.push(Time(at), Ev::Life(who, LifeEv::Upgrade));
+        }
     }
 
     /// Runs until the run ends or an invariant breaks.
@@ -566,7 +610,7 @@ impl Sim {
     fn dispatch(&mut self, ev: Ev) {
         match ev {
             Ev::Life(who, life) => self.life_event(who, life),
-            Ev::HeartbeatLand { bucket, member, ttl_ms } => self.kv_put(bucket, member, ttl_ms),
+            Ev::HeartbeatLand { bucket, member, ttl_ms, format } => self.kv_put(bucket, member, ttl_ms, format),
             Ev::HeartbeatDelete { bucket, member } => self.kv_delete_own(bucket, &member),
             Ev::Expire { bucket, id, gen } => self.kv_expire(bucket, id, gen),
             Ev::AppendLand { event } => self.append(LogEntry::Event(event)),

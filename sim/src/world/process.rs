@@ -75,6 +75,11 @@ pub struct Process<R> {
     /// Since when it has stopped answering NATS (paused, or cut off either way): the server drops it from the
     /// ingress queue group a while after (`ingress.rs`).
     pub(super) dark_since: Option<Time>,
+    /// The cluster format of the build this slot runs (`VersionParams`): this build's unless the seed mixes
+    /// versions; an upgrade replaces the process by this build.
+    pub(super) speaks: u32,
+    /// Replaced by this build: its next start speaks this build's format.
+    pub(super) upgrade: bool,
 }
 
 /// How far a follower (of the log, or of the membership bucket) has read, and when its last delivery is
@@ -119,6 +124,8 @@ impl<R> Process<R> {
             watch_held: false,
             loading: false,
             dark_since: None,
+            speaks: jaque_core::format::CLUSTER_FORMAT,
+            upgrade: false,
         }
     }
 
@@ -148,6 +155,9 @@ impl<R> Process<R> {
     pub(super) fn begin(&mut self, now: Time) {
         assert!(self.role.is_none(), "restart of a running process");
         self.inc += 1;
+        if std::mem::take(&mut self.upgrade) {
+            self.speaks = jaque_core::format::CLUSTER_FORMAT;
+        }
         self.booted = false;
         self.log = Follow { cursor: 0, sched: now };
         self.members = Follow { cursor: 0, sched: now };

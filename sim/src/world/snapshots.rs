@@ -29,6 +29,7 @@ use super::process::Process;
 use super::process::Who;
 use super::{Category, Ev, Phase, Sim};
 use crate::params::{stream, Stream};
+use jaque_core::format;
 use jaque_core::log::{LogReader, ReaderSnapshot};
 use jaque_core::Life;
 use jaque_core::{wire, IoError, ObjectId, Time};
@@ -314,9 +315,16 @@ impl Sim {
     pub(super) fn start_reader(&mut self, who: Who) -> Option<LogReader> {
         let reaches = by_role!(who, |R, slot| R::slots(self)[slot].can_send() && R::slots(self)[slot].can_recv());
         let latest = self.snaps.stored.values().next_back().filter(|_| reaches)?.clone();
+        // A build of an older format starts without a snapshot of a version it does not read (as the shell's
+        // does: it logs it and reads the log from its start, where a hole stops it).
+        let speaks = by_role!(who, |R, slot| R::slots(self)[slot].speaks);
+        if latest.version > format::snapshot_version(speaks) {
+            self.tr(|| format!("{who} cannot read the snapshot at {} (version {})", latest.position, latest.version));
+            return None;
+        }
         self.snaps.stats.starts += 1;
         self.tr(|| format!("{who} starts from the snapshot at {}", latest.position));
-        self.through_wire(&latest, &format!("the snapshot {who} starts from"))
+        self.through_wire(&latest, &format!("the snapshot {who} starts from")).map(|r| r.speaking(speaks))
     }
 
     /// A reader's `NeedSnapshot`: the latest snapshot is loaded unless a load is out already.
@@ -364,7 +372,16 @@ impl Sim {
             self.tr(|| format!("{who}: no snapshot reaches the hole up to {covering} yet"));
             return;
         };
+        let speaks = by_role!(who, |R, slot| R::slots(self)[slot].speaks);
+        if snapshot.version > format::snapshot_version(speaks) {
+            // A build of an older format cannot restore it: it cannot get past the hole, and stops there.
+            let (seq, needs) = (snapshot.position, format::CLUSTER_FORMAT);
+            self.tr(|| format!("{who} cannot read the snapshot at {seq} (version {})", snapshot.version));
+            by_role!(who, |R, slot| self.step_life::<R>(slot, Life::LogTooNew { seq, needs }));
+            return;
+        }
         let Some(reader) = self.through_wire(&snapshot, &format!("the snapshot {who} loaded")) else { return };
+        let reader = reader.speaking(speaks);
         let before = self.reader_position(who);
         by_role!(who, |R, slot| self.step_life::<R>(slot, Life::Restore(Box::new(reader))));
         let Some(after) = self.reader_position(who).filter(|a| Some(*a) > before) else { return };

@@ -28,7 +28,7 @@ struct KeyState {
 
 pub(super) struct Store {
     /// `revs[rev - 1]`: the change at revision `rev`, and its key's bucket (`None`: a write to another key).
-    revs: Vec<Option<(Bucket, MemberChange)>>,
+    revs: Vec<Option<(Bucket, MemberChange, u32)>>,
     keys: BTreeMap<(Bucket, MemberId), KeyState>,
     /// `live[rev][bucket]`: the hash of the bucket's live set after revision `rev` (index 0: every bucket
     /// empty), so an epoch record's `members_rev` can be checked against what the bucket really held.
@@ -49,8 +49,8 @@ impl Store {
 
     /// The change at revision `rev`, as a watcher reports it (`None`: a write to another key).
     pub fn observation(&self, rev: u64) -> Option<MemberObservation> {
-        let (bucket, change) = self.revs[(rev - 1) as usize].clone()?;
-        Some(MemberObservation::new(bucket, rev, change))
+        let (bucket, change, format) = self.revs[(rev - 1) as usize].clone()?;
+        Some(MemberObservation { bucket, rev, change, format })
     }
 
     /// The watcher's snapshot: the last entry of every key of every bucket, in revision order.
@@ -107,7 +107,7 @@ impl Store {
     }
 
     /// Writes `member`'s key at the next revision; returns the revision and the key's generation.
-    fn put(&mut self, bucket: Bucket, member: MemberRef) -> (u64, u64) {
+    fn put(&mut self, bucket: Bucket, member: MemberRef, format: u32) -> (u64, u64) {
         let rev = self.rev() + 1;
         let mut live = *self.live.last().expect("live hashes of revision 0");
         let key = self.keys.entry((bucket, member.id.clone())).or_insert(KeyState {
@@ -127,7 +127,7 @@ impl Store {
         key.last_rev = rev;
         let gen = key.gen;
         self.live.push(live);
-        self.revs.push(Some((bucket, MemberChange::Up(member))));
+        self.revs.push(Some((bucket, MemberChange::Up(member), format)));
         (rev, gen)
     }
 
@@ -142,7 +142,7 @@ impl Store {
         let mut live = *self.live.last().expect("live hashes");
         live[bucket as usize] = live[bucket as usize].wrapping_sub(member_hash(&gone));
         self.live.push(live);
-        self.revs.push(Some((bucket, MemberChange::Down(id.clone()))));
+        self.revs.push(Some((bucket, MemberChange::Down(id.clone()), jaque_core::format::OLDEST_CLUSTER_FORMAT)));
         Some(rev)
     }
 
@@ -164,7 +164,8 @@ impl Sim {
         if self.nodes[n].can_send() && !lost {
             let d = self.delay(n);
             let ttl_ms = ttl.as_millis() as u64;
-            self.after(d, Ev::HeartbeatLand { bucket, member, ttl_ms });
+            let format = self.nodes[n].speaks;
+            self.after(d, Ev::HeartbeatLand { bucket, member, ttl_ms, format });
             if self.nodes[n].can_recv() {
                 let back = d + self.delay(n);
                 if back <= timeout {
@@ -183,10 +184,10 @@ impl Sim {
         }
     }
 
-    pub(super) fn kv_put(&mut self, bucket: Bucket, member: MemberRef, ttl_ms: u64) {
+    pub(super) fn kv_put(&mut self, bucket: Bucket, member: MemberRef, ttl_ms: u64, format: u32) {
         let id = member.id.clone();
         let replaced = self.store.live_incarnation(bucket, &id).filter(|i| *i != member.incarnation);
-        let (rev, gen) = self.store.put(bucket, member);
+        let (rev, gen) = self.store.put(bucket, member, format);
         if let Some(incarnation) = replaced {
             self.key_gone(bucket, MemberRef { id: id.clone(), incarnation });
         }
@@ -248,9 +249,9 @@ mod tests {
     #[test]
     fn every_bucket_shares_one_revision_sequence_and_keeps_its_own_live_set() {
         let mut s = Store::new();
-        assert_eq!(s.put(Bucket::Engine, m("a", 1)), (1, 1));
-        assert_eq!(s.put(Bucket::Sink, m("a", 1)), (2, 1), "same id, another bucket: another key");
-        assert_eq!(s.put(Bucket::Engine, m("b", 1)).0, 3);
+        assert_eq!(s.put(Bucket::Engine, m("a", 1), 1), (1, 1));
+        assert_eq!(s.put(Bucket::Sink, m("a", 1), 1), (2, 1), "same id, another bucket: another key");
+        assert_eq!(s.put(Bucket::Engine, m("b", 1), 1).0, 3);
         assert_eq!(s.delete(Bucket::Sink, &m("a", 1).id), Some(4));
         assert_eq!(s.delete(Bucket::Sink, &m("a", 1).id), None, "already deleted");
         let engines = crate::oracle::members_hash(&[m("a", 1), m("b", 1)]);
@@ -265,12 +266,12 @@ mod tests {
     #[test]
     fn other_keys_share_the_revisions_and_compare_and_set() {
         let mut s = Store::new();
-        assert_eq!(s.put(Bucket::Notifier, m("n1", 1)).0, 1);
+        assert_eq!(s.put(Bucket::Notifier, m("n1", 1), 1).0, 1);
         assert_eq!(s.update("notifier/progress/a/o1", "x".into(), Some(7)), None, "no such key at revision 7");
         assert_eq!(s.update("notifier/progress/a/o1", "x".into(), None), Some(2), "created: the next revision");
         assert_eq!(s.update("notifier/progress/a/o1", "y".into(), None), None, "exists: create fails");
         assert_eq!(s.update("notifier/progress/a/o1", "y".into(), Some(1)), None, "not at revision 1");
-        assert_eq!(s.put(Bucket::Notifier, m("n2", 1)).0, 3, "a membership key after it: one sequence");
+        assert_eq!(s.put(Bucket::Notifier, m("n2", 1), 1).0, 3, "a membership key after it: one sequence");
         assert_eq!(s.update("notifier/progress/a/o1", "y".into(), Some(2)), Some(4));
         assert_eq!(s.get("notifier/progress/a/o1"), Some(("y", 4)));
         assert_eq!(s.create("notifier/start/a", "5".into()), "5");
@@ -289,9 +290,9 @@ mod tests {
     #[test]
     fn a_refresh_voids_the_expiry_of_the_write_before_it() {
         let mut s = Store::new();
-        let (_, gen) = s.put(Bucket::Notifier, m("n1", 1));
+        let (_, gen) = s.put(Bucket::Notifier, m("n1", 1), 1);
         assert!(s.expires(Bucket::Notifier, &m("n1", 1).id, gen));
-        let (_, again) = s.put(Bucket::Notifier, m("n1", 1));
+        let (_, again) = s.put(Bucket::Notifier, m("n1", 1), 1);
         assert!(!s.expires(Bucket::Notifier, &m("n1", 1).id, gen));
         assert!(s.expires(Bucket::Notifier, &m("n1", 1).id, again));
         assert!(!s.expires(Bucket::Engine, &m("n1", 1).id, again), "not a key of the engine bucket");

@@ -125,6 +125,14 @@ impl Sim {
                 25..=39 => CommandKind::Pause,
                 40..=59 => CommandKind::Resume,
                 60..=84 => CommandKind::CheckNow,
+                // Mixed versions: some acknowledgements withdrawn instead (a command of format 2), by a hash of
+                // the command's number, not a draw: the workload's stream stays as it was.
+                _ if self.params.versions.is_mixed()
+                    && mix(self.stats.commands ^ 0x756e_6163_6b00) % 1000
+                        < u64::from(self.params.versions.unack_permille) =>
+                {
+                    CommandKind::Unack
+                }
                 _ => CommandKind::Ack,
             };
             (w.command(i, kind), exp(&mut w.rng, self.params.command_every_ms))
@@ -187,6 +195,13 @@ impl Sim {
         if self.trace.is_some() {
             let line = format!("client: {} -> {outcome:?}", self.subs[sub].cmd.id);
             self.tr(|| line);
+        }
+        if matches!(self.subs[sub].cmd.kind, CommandKind::Unack) {
+            match &outcome {
+                Outcome::Applied { .. } => self.stats.versions.unack_applied += 1,
+                Outcome::Rejected { .. } => self.stats.versions.unack_refused += 1,
+                _ => {}
+            }
         }
         match &outcome {
             Outcome::Applied { .. } => self.stats.applied += 1,

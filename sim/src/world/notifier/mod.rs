@@ -163,6 +163,7 @@ pub(in crate::world) enum NEv {
         inc: u64,
         member: MemberRef,
         ttl_ms: u64,
+        format: u32,
     },
     /// A leaving notifier's delete of its key lands.
     DeleteLand {
@@ -323,8 +324,10 @@ impl Role for NotifierRole {
         sim.note_notifier_start();
         let member = sim.notify.slots[k].member();
         let endpoints: Vec<Endpoint> = sim.notify.endpoints.iter().map(|e| e.endpoint.clone()).collect();
+        let mut cfg = config(&sim.params, member, endpoints);
+        cfg.role.speaks = sim.notify.slots[k].speaks;
         let role = NotifierRole {
-            n: Notifier::new(config(&sim.params, member, endpoints)),
+            n: Notifier::new(cfg),
             sends: Sends::new(sim.notify.endpoints.len()),
             deleting: None,
             deleted: false,
@@ -483,7 +486,7 @@ impl Sim {
             NEv::HttpAnswer { slot, inc, op, result, timeout_at } => {
                 self.http_answer(slot, inc, op, result, timeout_at)
             }
-            NEv::HeartbeatLand { slot, inc, member, ttl_ms } => {
+            NEv::HeartbeatLand { slot, inc, member, ttl_ms, format } => {
                 if self.notify.slots[slot].inc > inc {
                     // The process that sent it crashed and a new one has started since: its connection is
                     // gone, and the new incarnation's key is not overwritten by its predecessor's (core's
@@ -492,7 +495,7 @@ impl Sim {
                     self.tr(|| format!("store: n{}'s heartbeat of incarnation {inc} lost with its process", slot + 1));
                     return;
                 }
-                self.kv_put(Bucket::Notifier, member, ttl_ms);
+                self.kv_put(Bucket::Notifier, member, ttl_ms, format);
             }
             NEv::DeleteLand { slot, inc, member, sent } => {
                 let p = &mut self.notify.slots[slot];
@@ -547,8 +550,8 @@ impl Sim {
         let mut answer = (timeout, false);
         if !lost {
             let d = self.hop::<NotifierRole>(s);
-            let (inc, ttl_ms) = (self.notify.slots[s].inc, ttl.as_millis() as u64);
-            self.after(d, Ev::Notify(NEv::HeartbeatLand { slot: s, inc, member, ttl_ms }));
+            let (inc, ttl_ms, format) = (self.notify.slots[s].inc, ttl.as_millis() as u64, self.notify.slots[s].speaks);
+            self.after(d, Ev::Notify(NEv::HeartbeatLand { slot: s, inc, member, ttl_ms, format }));
             if self.notify.slots[s].can_recv() {
                 let back = d + self.hop::<NotifierRole>(s);
                 if back <= timeout {

@@ -230,7 +230,8 @@ impl Role for SinkRole {
 
     /// A new sink; the snapshot's reader, if it starts from one, is handed in as `Restore` (as the shell does).
     fn make(sim: &mut Sim, s: usize, reader: Option<LogReader>) -> (SinkRole, Option<LogReader>) {
-        let cfg = config(&sim.params, sim.sinks.procs[s].member());
+        let mut cfg = config(&sim.params, sim.sinks.procs[s].member());
+        cfg.role.speaks = sim.sinks.procs[s].speaks;
         (SinkRole { sink: Sink::new(cfg), writes: BTreeMap::new(), promises: BTreeMap::new() }, reader)
     }
 
@@ -297,7 +298,8 @@ impl Role for SinkRole {
                 if can_send && !lost {
                     let d = sim.hop::<SinkRole>(s);
                     let ttl_ms = ttl.as_millis() as u64;
-                    sim.after(d, Ev::HeartbeatLand { bucket, member, ttl_ms });
+                    let format = sim.sinks.procs[s].speaks;
+                    sim.after(d, Ev::HeartbeatLand { bucket, member, ttl_ms, format });
                     if sim.sinks.procs[s].can_recv() && 2 * d <= answer.0 {
                         answer = (2 * d, true);
                     }
