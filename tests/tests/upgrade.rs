@@ -1,6 +1,7 @@
 //! Rolling upgrade, real processes (issue 33): a cluster of the previous release's `jaque` upgraded to this
-//! build one process at a time while writes, checks, transitions, the sink and the notifier go on; a
-//! `-data-dir` written by the previous build read by this one; and back (rollback).
+//! build one process at a time while writes, checks, transitions, the sink and the notifier go on; rollback of
+//! an engine with the format held at 1 (`-hold-format 1`, docs/upgrading.md) and after the cluster moved to 2;
+//! a `-data-dir` written by the previous build read by this one, and back.
 //!
 //! The previous build is `JAQUE_PREVIOUS_BIN`, which `scripts/upgrade.sh` builds from git and sets; without it
 //! every test here prints that it was skipped and passes, so the default test command needs no old build.
@@ -22,17 +23,16 @@
 //! 4. the ui last: it only reads and submits, and the writer goes through it, so its writes pause over its restart
 //!    (one writer before, one after).
 //!
-//! Then: the active format 2 in the log, unack of every object applied; the writes stop, the target answers
-//! 200, and every acknowledged write applied once (`checker::check_run`), every engine and the ui at the same
-//! position with the same state as the log; the sink's rows exactly the log's accepted events; every accepted
-//! transition since the notifier's start delivered, with its one webhook-id, and none twice (every stop was a
-//! clean SIGTERM); no process of either build counted a message it could not decode.
+//! The end-of-run checks (`check_all`): every acknowledged write applied once (`checker::check_run`), every
+//! engine and the ui at the same position with the same state as the log; the sink's rows exactly the log's
+//! accepted events; every accepted transition since the notifier's start delivered, with its one webhook-id, and
+//! none twice (every stop was a clean SIGTERM); no process of either build counted a message it could not decode.
 //!
-//! Last, rollback: the engine that writes the snapshots back to the previous build, writes flowing; then a ui of
-//! the new build started (from the latest snapshot, the previous build's), unack through an engine that stayed
-//! new, and the engine forward to the new build again. At each step every object must read the same in the
-//! process that changed as in that engine, or the process must refuse with a reason: a process that is ready
-//! with a state of its own is the silent wrong state this test fails on.
+//! A rollback (`roll_back_and_forward`) takes the engine that writes the snapshots back to the previous build,
+//! writes flowing; then starts a ui of the new build (from the latest snapshot, the previous build's), sends
+//! unack through an engine that stayed new, and takes the engine forward to the new build again. At each step
+//! every object must read the same in the process that changed as in that engine, or the process must refuse
+//! with a reason: a process that is ready with a state of its own is the silent wrong state these tests fail on.
 
 use jaque_core::compact::SNAPSHOT_KEY;
 use jaque_core::format::CLUSTER_FORMAT;
@@ -148,6 +148,8 @@ struct Member {
     name: &'static str,
     role: Role,
     args: Vec<String>,
+    /// Flags only the new build takes (`-hold-format`: the previous build does not know it).
+    new_only: Vec<String>,
     build: Build,
     jaque: Jaque,
 }
@@ -206,8 +208,8 @@ impl Cluster {
         let mut members = BTreeMap::new();
         for (name, role, args) in specs {
             let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            let jaque = start(&builds, Build::Old, name, &args);
-            members.insert(name, Member { name, role, args, build: Build::Old, jaque });
+            let jaque = start(&builds, Build::Old, name, &args, &[]);
+            members.insert(name, Member { name, role, args, new_only: Vec::new(), build: Build::Old, jaque });
         }
         for m in members.values() {
             m.jaque.wait_ready();
@@ -315,7 +317,7 @@ impl Cluster {
             Role::Worker | Role::Ui => {}
         }
         let m = self.members.get_mut(name).unwrap();
-        let jaque = start(&self.builds, build, name, &m.args);
+        let jaque = start(&self.builds, build, name, &m.args, &m.new_only);
         jaque.wait_ready();
         m.jaque = jaque;
         m.build = build;
@@ -355,6 +357,13 @@ impl Cluster {
         eprintln!("upgrade: {name} now runs the {build:?} build ({:.1} s)", began.elapsed().as_secs_f64());
     }
 
+    /// Flags the new build of every process of `role` takes from its next start on.
+    fn new_only(&mut self, role: Role, args: &[&str]) {
+        for m in self.members.values_mut().filter(|m| m.role == role) {
+            m.new_only = args.iter().map(|s| s.to_string()).collect();
+        }
+    }
+
     /// Waits until `w` has had `n` more writes applied.
     fn more_writes(&self, w: &Writer, n: usize) {
         let applied = w.applied();
@@ -376,8 +385,9 @@ impl Cluster {
     }
 }
 
-fn start(builds: &Builds, build: Build, name: &str, args: &[String]) -> Jaque {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+fn start(builds: &Builds, build: Build, name: &str, args: &[String], new_only: &[String]) -> Jaque {
+    let extra = if build == Build::New { new_only } else { &[] };
+    let args: Vec<&str> = args.iter().chain(extra).map(String::as_str).collect();
     Jaque::start_bin(&format!("{name} ({build:?})"), builds.bin(build), &args, &[])
 }
 
@@ -566,28 +576,6 @@ fn check_notifier(c: &Cluster) -> (usize, usize, usize) {
     (transitions.range(start + 1..).count(), deliveries.len(), repeats)
 }
 
-/// Unack (cluster format 2) of every object through the new e1 while the other engines are old: each is
-/// refused (400) with a reason, never applied; the new owner says the active format is 1, an old owner that
-/// it does not know the command. Returns the command ids.
-fn unack_refused_in_a_mixed_cluster(c: &Cluster) -> Vec<String> {
-    let e1 = c.get("e1");
-    let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut keys = Vec::new();
-    for o in &c.objects {
-        let key = format!("unack-mixed-{o}");
-        let r = e1.request("POST", &format!("/api/objects/{o}/actions/unack"), &[("Idempotency-Key", &key)], None);
-        assert_eq!(r.status, 400, "unack of {o} while the cluster is at format 1: {}", r.text());
-        let reason = r.json()["reason"].as_str().unwrap_or_default().to_string();
-        assert!(!reason.is_empty(), "a refusal says why: {}", r.text());
-        reasons.entry(reason).or_default().push(o.clone());
-        keys.push(key);
-    }
-    for (reason, objects) in &reasons {
-        eprintln!("upgrade: unack in the mixed cluster refused for {} objects: {reason}", objects.len());
-    }
-    keys
-}
-
 /// Unack of every object (and `held`) through the ui, as writes for the checker: each applied.
 fn unacks(c: &Cluster, name: &str) -> Vec<WriteRecord> {
     c.objects
@@ -649,9 +637,11 @@ fn views_differ(c: &Cluster, name: &str, reference: &str) -> Option<String> {
         .take(4)
         .map(|l| l.split_once("  ").map_or(l, |(_, r)| r).to_string())
         .collect();
+    let format = |j: &Jaque| j.get("/api/cluster").json()["cluster_format"].clone();
     Some(format!(
         "{name} ({:?} build), ready (/healthz {}), owning {} objects, at position {position} reads {} of {} objects \
-         otherwise than {reference}: {:?}; it counted {} messages it could not decode and logged {said:?}",
+         otherwise than {reference}: {:?}; it counted {} messages it could not decode and logged {said:?}; \
+         cluster_format: {name} {}, {reference} {}",
         c.members[name].build,
         j.get("/healthz").status,
         j.metric("jaque_engine_objects_owned").unwrap_or(0.0),
@@ -659,24 +649,26 @@ fn views_differ(c: &Cluster, name: &str, reference: &str) -> Option<String> {
         mine.len(),
         differ.iter().take(4).collect::<Vec<_>>(),
         decode_errors(j),
+        format(j),
+        format(r),
     ))
 }
 
-#[test]
-fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
-    let Some(old) = previous_bin("rolling upgrade") else { return };
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let began = Instant::now();
-    let mut c = Cluster::start(Builds { old, new: jaque_bin() });
-    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+/// The cluster's format as the ui reads it (`/api/cluster`: `active`, `lowest_live`, `this_build`).
+fn cluster_format(c: &Cluster) -> Value {
+    c.ui().get("/api/cluster").json()["cluster_format"].clone()
+}
+
+/// Replaces every process by the new build, in the order of the module docs, with writes through the ui and
+/// transitions notified after each. With e1 new, unack through it is refused whoever owns the object (the
+/// command ids are returned with the writes). Leaves the flapper running.
+fn upgrade_all(c: &mut Cluster) -> (Vec<WriteRecord>, Vec<String>) {
     let w = c.writer("old");
     poll("the sink writes and the notifier delivers", || {
         let rows = c.get("s1").metric("jaque_sink_events_written_total").unwrap_or(0.0);
         (rows > 20.0 && c.rx.delivery_count("/hook") > 10).then_some(())
     });
     assert_eq!(active_format(&c.nats.url, "every member old"), None, "the previous build records no format");
-    eprintln!("upgrade: a cluster of the previous build running ({:.1} s)", began.elapsed().as_secs_f64());
-
     let mut refused_unacks = Vec::new();
     for name in ["w1", "w2", "e1", "e2", "e3", "s1", "n1"] {
         c.replace(name, Build::New);
@@ -684,7 +676,7 @@ fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
         active_format(&c.nats.url, &format!("{name} replaced"));
         if name == "e1" {
             // Format 2's unack through the new e1 while e2 and e3 (and the sink, the notifier) are old.
-            refused_unacks = unack_refused_in_a_mixed_cluster(&c);
+            refused_unacks = unack_refused(c, "e1", "unack-mixed");
         }
     }
     // The ui: the writer through it stops before it goes and another starts once the new one is up.
@@ -694,28 +686,68 @@ fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
     c.goes_on(&w, 20);
     writes.extend(w.finish());
     active_format(&c.nats.url, "every member new");
-    // Every member speaks 2: an engine records it as the active format, and unack is applied.
-    poll("the active format 2 in the log", || {
-        (check_log(&c.nats.url).reader.fence().active_format() == CLUSTER_FORMAT).then_some(())
-    });
-    active_format(&c.nats.url, "the active format raised");
-    writes.extend(unacks(&c, "unack"));
+    (writes, refused_unacks)
+}
 
-    flapper.stop();
-    let log = check_run(&c.nats.url, &writes, &c.readers());
-    for key in &refused_unacks {
+/// Unack of every object through `via`, each refused (400) with a reason, never applied (while the cluster is at
+/// format 1: the new owners say so, old owners that they do not know the command). Returns the command ids.
+fn unack_refused(c: &Cluster, via: &str, name: &str) -> Vec<String> {
+    let j = c.get(via);
+    let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut keys = Vec::new();
+    for o in &c.objects {
+        let key = format!("{name}-{o}");
+        let r = j.request("POST", &format!("/api/objects/{o}/actions/unack"), &[("Idempotency-Key", &key)], None);
+        assert_eq!(r.status, 400, "unack of {o} while the cluster is at format 1: {}", r.text());
+        let reason = r.json()["reason"].as_str().unwrap_or_default().to_string();
+        assert!(!reason.is_empty(), "a refusal says why: {}", r.text());
+        reasons.entry(reason).or_default().push(o.clone());
+        keys.push(key);
+    }
+    for (reason, objects) in &reasons {
+        eprintln!("upgrade: unack through {via} refused for {} objects: {reason}", objects.len());
+    }
+    keys
+}
+
+/// The end-of-run checks: the checker's (writes, readers, the log), none of `refused` applied, the sink's rows,
+/// the notifications (none twice: every stop was a clean SIGTERM), no message any process could not decode.
+fn check_all(c: &Cluster, writes: &[WriteRecord], refused: &[String], what: &str) {
+    let log = check_run(&c.nats.url, writes, &c.readers());
+    for key in refused {
         assert_eq!(log.applied.get(key), None, "{key} was refused, yet applied");
     }
-    let rows = check_sink(&c);
-    let (transitions, deliveries, repeats) = check_notifier(&c);
+    let rows = check_sink(c);
+    let (transitions, deliveries, repeats) = check_notifier(c);
     eprintln!(
-        "upgrade: the readers agreed at {}; then {rows} rows in the store, the log's accepted events; \
+        "upgrade: {what}: the readers agreed at {}; then {rows} rows in the store, the log's accepted events; \
          {transitions} transitions notified in {deliveries} deliveries ({repeats} repeats)",
         log.reader.position()
     );
     assert_eq!(repeats, 0, "every stop was a clean SIGTERM: no transition may be delivered twice");
     let errors = c.all_decode_errors();
     assert!(errors.iter().all(|(_, _, n)| *n == 0.0), "messages some process could not decode: {errors:?}");
+}
+
+#[test]
+fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
+    let Some(old) = previous_bin("rolling upgrade") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let began = Instant::now();
+    let mut c = Cluster::start(Builds { old, new: jaque_bin() });
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    let (mut writes, refused) = upgrade_all(&mut c);
+    // Every member speaks 2: an engine records it as the active format, and unack is applied.
+    poll("the active format 2 in the log", || {
+        (check_log(&c.nats.url).reader.fence().active_format() == CLUSTER_FORMAT).then_some(())
+    });
+    active_format(&c.nats.url, "the active format raised");
+    let format = cluster_format(&c);
+    eprintln!("upgrade: /api/cluster: cluster_format {format}");
+    assert_eq!(format, json!({"active": 2, "lowest_live": 2, "this_build": 2}));
+    writes.extend(unacks(&c, "unack"));
+    flapper.stop();
+    check_all(&c, &writes, &refused, "old -> new");
     for e in ENGINES {
         let j = c.get(e);
         let failures = j.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0);
@@ -724,137 +756,178 @@ fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
         assert_eq!(failures, 0.0, "{e}: a snapshot of the previous build it could not read");
     }
     eprintln!("upgrade: old -> new done in {:.1} s", began.elapsed().as_secs_f64());
+}
 
-    // Rollback: the engine that writes the snapshots (the HRW owner of their key; the one whose state every
-    // reader that starts later takes) back to the previous build in a cluster of the new one. It must either
-    // join and agree with every other reader, or fail in a way that says so; never run on with a state of its
-    // own. Then forward again: it runs the new build once more, starting from the latest snapshot.
+#[test]
+fn with_the_format_held_at_1_an_engine_rolls_back_and_forward_then_the_hold_is_lifted() {
+    let Some(old) = previous_bin("rolling upgrade held at format 1") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let began = Instant::now();
+    let mut c = Cluster::start(Builds { old, new: jaque_bin() });
+    // docs/upgrading.md, *Rolling back*: the new release's engines start with -hold-format 1.
+    c.new_only(Role::Engine, &["-hold-format", "1"]);
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    let (mut writes, mut refused) = upgrade_all(&mut c);
+    // Every member speaks 2, the cluster stays at 1.
+    poll("every live member at format 2", || (cluster_format(&c)["lowest_live"] == 2).then_some(()));
+    let format = cluster_format(&c);
+    eprintln!("held: /api/cluster: cluster_format {format}");
+    assert_eq!(format, json!({"active": 1, "lowest_live": 2, "this_build": 2}));
+    assert_eq!(check_log(&c.nats.url).reader.fence().active_format(), 1, "the log's records say 1");
+    refused.extend(unack_refused(&c, "ui", "unack-held"));
+    flapper.stop();
+
+    // The rollback a hold keeps possible: it must join and agree, and so must everything after it.
+    let (more, silent) = roll_back_and_forward(&mut c);
+    writes.extend(more);
+    assert!(silent.is_empty(), "rollback held at format 1: SILENT WRONG STATE:\n{}", silent.join("\n"));
+    eprintln!("held: rollback and forward again: every object reads the same everywhere");
+
+    // The hold lifted: each engine restarted without the flag, one at a time; then the cluster moves to 2.
+    c.new_only(Role::Engine, &[]);
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    for e in ENGINES {
+        c.replace(e, Build::New);
+    }
+    poll("the active format 2 in the log", || {
+        (check_log(&c.nats.url).reader.fence().active_format() == CLUSTER_FORMAT).then_some(())
+    });
+    active_format(&c.nats.url, "the hold lifted");
+    writes.extend(unacks(&c, "unack"));
+    flapper.stop();
+    check_all(&c, &writes, &refused, "held, rolled back, forward, lifted");
+    eprintln!("held: done in {:.1} s", began.elapsed().as_secs_f64());
+}
+
+#[test]
+fn after_the_cluster_moved_to_format_2_a_previous_build_engine_says_it_cannot_run_or_agrees() {
+    let Some(old) = previous_bin("rollback after the cluster moved") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let began = Instant::now();
+    let mut c = Cluster::start(Builds { old, new: jaque_bin() });
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    let (mut writes, refused) = upgrade_all(&mut c);
+    poll("the active format 2 in the log", || {
+        (check_log(&c.nats.url).reader.fence().active_format() == CLUSTER_FORMAT).then_some(())
+    });
+    writes.extend(unacks(&c, "unack"));
+    flapper.stop();
+    // docs/upgrading.md: "an older build started into it stops at the first entry of the new format it meets,
+    // leaves and exits with the reason (it never folds what it cannot read)".
+    let (more, silent) = roll_back_and_forward(&mut c);
+    writes.extend(more);
+    eprintln!("moved: done in {:.1} s", began.elapsed().as_secs_f64());
+    assert!(silent.is_empty(), "rollback after the cluster moved: SILENT WRONG STATE:\n{}", silent.join("\n"));
+    check_all(&c, &writes, &refused, "moved, rolled back, forward");
+}
+
+/// Rollback of the engine that writes the snapshots (the HRW owner of their key; the one whose state every
+/// reader that starts later takes) to the previous build, writes flowing: it must join and read every object as
+/// an engine that stayed new does, or say it cannot run (exit, or not ready with a reason). Then a ui of the new
+/// build started (from the latest snapshot, the previous build's), unack through the engine that stayed new,
+/// and the engine forward to the new build again, each compared likewise. Returns the writes made and, for each
+/// process ready with a state of its own, what it read otherwise.
+fn roll_back_and_forward(c: &mut Cluster) -> (Vec<WriteRecord>, Vec<String>) {
     let back = snapshot_writer();
+    let reference = ENGINES.into_iter().find(|e| *e != back).unwrap();
     let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
     let w = c.writer("rollback");
     let m = c.members.get_mut(back).unwrap();
-    c.decode_errors.push((back.into(), Build::New, decode_errors(&m.jaque)));
+    c.decode_errors.push((back.into(), m.build, decode_errors(&m.jaque)));
     m.jaque.proc.signal("TERM");
     assert!(m.jaque.proc.wait_exit().success());
     let args = m.args.clone();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let others: Vec<&str> = ENGINES.iter().copied().filter(|e| *e != back).collect();
     c.ui().wait_epoch(&others);
-    let name = format!("{back} (Old, rollback)");
-    match Jaque::try_start_bin(&name, &c.builds.old, &args, &[]) {
+    let mut silent = Vec::new();
+    let old = match Jaque::try_start_bin(&format!("{back} (Old, rollback)"), &c.builds.old, &args, &[]) {
+        Ok(old) => old,
         Err(mut proc) => {
             // Refused before it listened: the refusal must say why, and the rest of the cluster goes on.
             let status = proc.wait_exit();
             let out = proc.output.text();
-            eprintln!("upgrade: rollback: the previous build refused to start ({status}):\n{out}");
+            eprintln!("rollback: the previous build refused to start ({status}):\n{out}");
             assert!(!status.success(), "an exit before listening is a failure");
             assert!(out.contains("ERROR") || out.contains("error"), "it says why: {out}");
             c.more_writes(&w, 10);
+            return (w.finish(), silent);
         }
-        Ok(mut old) => {
-            let outcome = poll(&format!("the previous {back} to join the epoch, or to say it cannot"), || {
-                if !old.proc.is_running() {
-                    return Some(Err(format!("exited: {}", old.proc.output.text())));
-                }
-                let h = old.get("/healthz");
-                let owns = old.metric("jaque_engine_objects_owned").unwrap_or(0.0) > 0.0;
-                if h.status == 200 && owns && c.ui().epoch_members() == ENGINES.iter().map(|s| s.to_string()).collect()
-                {
-                    return Some(Ok(()));
-                }
-                let said = h.text();
-                (h.status == 503 && (said.contains("format") || said.contains("version") || said.contains("newer")))
-                    .then(|| Err(format!("not ready: {said}")))
-            });
-            let m = c.members.get_mut(back).unwrap();
-            m.jaque = old;
-            m.build = Build::Old;
-            match outcome {
-                Ok(()) => {
-                    c.goes_on(&w, 20);
-                    let old = c.get(back);
-                    poll(&format!("a snapshot written by the previous {back}"), || {
-                        (old.metric("jaque_snapshots_written_total")? >= 1.0).then_some(())
-                    });
-                    let writes = w.finish();
-                    flapper.stop();
-                    // A new engine that stayed up all along is the reference.
-                    let reference = others[0];
-                    let mut silent: Vec<String> = views_differ(&c, back, reference).into_iter().collect();
-                    let (loads, failures, undecoded) = (
-                        old.metric("jaque_snapshot_loads_total").unwrap_or(0.0),
-                        old.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0),
-                        decode_errors(old),
-                    );
-                    eprintln!(
-                        "upgrade: rollback: the previous build's {back} joined a cluster of the new one (it started \
-                         from {loads} snapshot(s), {failures} it could not read, {undecoded} messages it could not \
-                         decode); held {}",
-                        if silent.is_empty() {
-                            "reads every object as the others do"
-                        } else {
-                            "reads objects otherwise"
-                        }
-                    );
-                    active_format(&c.nats.url, &format!("after the rollback of {back}"));
-                    // A reader of the new build that starts now starts from the latest snapshot, which the
-                    // previous build's engine wrote.
-                    c.replace("ui", Build::New);
-                    silent.extend(views_differ(&c, "ui", reference));
-                    // Unack (format 2) of every object through the reference engine: where the previous build
-                    // owns the object it cannot take the command; elsewhere it is applied, and every reader of
-                    // the new build must fold it.
-                    let mut unacked = Vec::new();
-                    let mut refused = 0;
-                    for o in &c.objects {
-                        let key = format!("unack-rollback-{o}");
-                        let path = format!("/api/objects/{o}/actions/unack");
-                        let r = c.get(reference).request("POST", &path, &[("Idempotency-Key", &key)], None);
-                        match r.status {
-                            200 => unacked.push(WriteRecord {
-                                key,
-                                object: o.clone(),
-                                op: "unack",
-                                status: 200,
-                                outcome: r.json(),
-                                attempts: 1,
-                            }),
-                            400 => refused += 1,
-                            s => panic!("unack of {o} after the rollback: {s} {}", r.text()),
-                        }
-                    }
-                    eprintln!(
-                        "upgrade: rollback: unack through {reference}: {} applied, {refused} refused (owned by the \
-                         previous build)",
-                        unacked.len()
-                    );
-                    silent.extend(views_differ(&c, "ui", reference));
-                    // Forward again (with transitions flowing, which its replacement waits for).
-                    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
-                    c.replace(back, Build::New);
-                    flapper.stop();
-                    silent.extend(views_differ(&c, back, reference));
-                    if !silent.is_empty() {
-                        panic!("rollback: SILENT WRONG STATE:\n{}", silent.join("\n"));
-                    }
-                    let writes: Vec<WriteRecord> = writes.into_iter().chain(unacked).collect();
-                    let log = check_run(&c.nats.url, &writes, &c.readers());
-                    let rows = check_sink(&c);
-                    let (transitions, deliveries, repeats) = check_notifier(&c);
-                    eprintln!(
-                        "upgrade: rollback and forward again: every reader agrees at {}: {rows} rows, {transitions} \
-                         transitions in {deliveries} deliveries ({repeats} repeats)",
-                        log.reader.position()
-                    );
-                }
-                Err(why) => {
-                    eprintln!("upgrade: rollback: the previous build's {back} says it cannot run here: {why}");
-                    c.more_writes(&w, 10);
-                }
+    };
+    let mut old = old;
+    let outcome = poll(&format!("the previous {back} to join the epoch, or to say it cannot"), || {
+        if !old.proc.is_running() {
+            return Some(Err(format!("exited: {}", old.proc.output.text())));
+        }
+        let h = old.get("/healthz");
+        let owns = old.metric("jaque_engine_objects_owned").unwrap_or(0.0) > 0.0;
+        if h.status == 200 && owns && c.ui().epoch_members() == ENGINES.iter().map(|s| s.to_string()).collect() {
+            return Some(Ok(()));
+        }
+        let said = h.text();
+        (h.status == 503 && (said.contains("format") || said.contains("version") || said.contains("newer")))
+            .then(|| Err(format!("not ready: {said}")))
+    });
+    let m = c.members.get_mut(back).unwrap();
+    m.jaque = old;
+    m.build = Build::Old;
+    if let Err(why) = outcome {
+        eprintln!("rollback: the previous build's {back} says it cannot run here: {why}");
+        c.more_writes(&w, 10);
+        let writes = w.finish();
+        flapper.stop();
+        // Forward again: the cluster goes on as it was.
+        let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+        c.replace(back, Build::New);
+        flapper.stop();
+        return (writes, silent);
+    }
+    c.goes_on(&w, 20);
+    let old = c.get(back);
+    poll(&format!("a snapshot written by the previous {back}"), || {
+        (old.metric("jaque_snapshots_written_total")? >= 1.0).then_some(())
+    });
+    let mut writes = w.finish();
+    flapper.stop();
+    silent.extend(views_differ(c, back, reference));
+    let old = c.get(back);
+    eprintln!(
+        "rollback: the previous build's {back} joined (it started from {} snapshot(s), {} it could not read, {} \
+         messages it could not decode); it reads {}",
+        old.metric("jaque_snapshot_loads_total").unwrap_or(0.0),
+        old.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0),
+        decode_errors(old),
+        if silent.is_empty() { "every object as the others do" } else { "objects otherwise" }
+    );
+    active_format(&c.nats.url, &format!("after the rollback of {back}"));
+    // A reader of the new build that starts now starts from the latest snapshot, the previous build's.
+    c.replace("ui", Build::New);
+    silent.extend(views_differ(c, "ui", reference));
+    // Unack of every object through the engine that stayed new: where the cluster allows it and a new engine
+    // owns the object it is applied, and every reader of the new build must fold it.
+    let (mut applied, mut refused) = (0, 0);
+    for o in &c.objects {
+        let key = format!("unack-rollback-{o}");
+        let path = format!("/api/objects/{o}/actions/unack");
+        let r = c.get(reference).request("POST", &path, &[("Idempotency-Key", &key)], None);
+        match r.status {
+            200 => {
+                applied += 1;
+                let outcome = r.json();
+                writes.push(WriteRecord { key, object: o.clone(), op: "unack", status: 200, outcome, attempts: 1 });
             }
+            400 => refused += 1,
+            s => panic!("unack of {o} after the rollback: {s} {}", r.text()),
         }
     }
-    eprintln!("upgrade: whole test {:.1} s", began.elapsed().as_secs_f64());
+    eprintln!("rollback: unack through {reference}: {applied} applied, {refused} refused");
+    silent.extend(views_differ(c, "ui", reference));
+    // Forward again (with transitions flowing, which its replacement waits for).
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    c.replace(back, Build::New);
+    flapper.stop();
+    silent.extend(views_differ(c, back, reference));
+    (writes, silent)
 }
 
 // (b) and (c): one process with a data directory.
@@ -888,9 +961,9 @@ fn solo_args(dir: &Path, purged: bool) -> Vec<String> {
     .collect()
 }
 
-fn start_solo(bin: &Path, name: &str, dir: &Path, purged: bool) -> Jaque {
+fn start_solo(bin: &Path, name: &str, dir: &Path, purged: bool, extra: &[&str]) -> Jaque {
     let args = solo_args(dir, purged);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).chain(extra.iter().copied()).collect();
     let j = Jaque::start_bin(name, bin, &args, &[]);
     j.wait_ready();
     j
@@ -1008,17 +1081,20 @@ fn show(v: Option<&Value>) -> String {
 
 #[test]
 fn a_data_dir_of_the_previous_build_is_read_by_this_one_and_back_from_snapshots() {
-    data_dir_scenario("data dir upgrade (purged below snapshots)", true);
+    data_dir_scenario("data dir upgrade (purged below snapshots)", true, false);
 }
 
+/// With the whole log and no hold, the previous build misreads what this one wrote (docs/upgrading.md, *The
+/// `-data-dir` version*: "nothing stops it from misreading: the copy is the safe way back"), so the way back
+/// on the directory itself is with `-hold-format 1`.
 #[test]
-fn a_data_dir_of_the_previous_build_is_read_by_this_one_and_back_with_the_whole_log() {
-    data_dir_scenario("data dir upgrade (whole log)", false);
+fn a_data_dir_held_at_format_1_is_read_by_this_build_and_back_with_the_whole_log() {
+    data_dir_scenario("data dir upgrade (whole log, held at format 1)", false, true);
 }
 
 /// (b) and (c): the previous build writes a data directory, this one reads it and writes more (format 2's unack
-/// among it), the previous one meets that, and this one reads the directory once more.
-fn data_dir_scenario(what: &str, purged: bool) {
+/// among it, unless `held` at format 1), the previous one meets that, and this one reads the directory once more.
+fn data_dir_scenario(what: &str, purged: bool, held: bool) {
     let Some(old) = previous_bin(what) else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let new = jaque_bin();
@@ -1027,7 +1103,8 @@ fn data_dir_scenario(what: &str, purged: bool) {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap(); // dropped: refuses
 
     // The previous build: objects, transitions, an ack, a pause.
-    let mut j = start_solo(&old, "solo (Old)", dir.path(), purged);
+    let mut j = start_solo(&old, "solo (Old)", dir.path(), purged, &[]);
+    let hold: &[&str] = if held { &["-hold-format", "1"] } else { &[] };
     let hourly = |url: String| json!({"probe": {"type": "http", "url": url}, "interval": "1h", "timeout": "800ms"});
     for id in ["web", "db"] {
         let r = j.put(&format!("/api/objects/{id}"), &hourly(format!("{}/{id}", target.url())));
@@ -1049,7 +1126,7 @@ fn data_dir_scenario(what: &str, purged: bool) {
     assert!(j.proc.wait_exit().success(), "the previous build exits cleanly on SIGTERM");
 
     // This build on the same directory: the same objects, states and history, from the old build's snapshot.
-    let mut j = start_solo(&new, "solo (New)", dir.path(), purged);
+    let mut j = start_solo(&new, "solo (New)", dir.path(), purged, hold);
     compare(&before, &api_view(&j), "the new build reading the old build's data directory");
     assert!(j.metric("jaque_snapshot_loads_total").unwrap_or(0.0) >= 1.0, "started from the old build's snapshot");
     assert_eq!(j.metric("jaque_snapshot_load_failures_total"), Some(0.0));
@@ -1061,10 +1138,21 @@ fn data_dir_scenario(what: &str, purged: bool) {
     action(&j, "quiet", "resume");
     go(&j, &target, "critical");
     action(&j, "db", "ack");
-    // Format 2 (one process speaking it is the whole cluster): an acknowledgement withdrawn.
+    // Format 2 (one process speaking it is the whole cluster): an acknowledgement withdrawn; refused, saying
+    // why, while the format is held at 1.
     action(&j, "web", "ack");
-    action(&j, "web", "unack");
-    assert_eq!(j.get("/api/objects/web").json()["acknowledged"], false);
+    let r = j.request("POST", "/api/objects/web/actions/unack", &[], None);
+    let format = j.get("/api/cluster").json()["cluster_format"].clone();
+    eprintln!("{what}: the new build at cluster_format {format}: unack answered {} {}", r.status, r.text());
+    if held {
+        assert_eq!(format["active"], 1, "{format}");
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(r.text().contains("needs cluster format 2"), "{}", r.text());
+    } else {
+        assert_eq!(format["active"], 2, "{format}");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(j.get("/api/objects/web").json()["acknowledged"], false);
+    }
     let before = settled(&j);
     j.proc.signal("TERM");
     assert!(j.proc.wait_exit().success(), "the new build exits cleanly on SIGTERM");
@@ -1115,7 +1203,7 @@ fn data_dir_scenario(what: &str, purged: bool) {
         let status = j.proc.wait_exit();
         eprintln!("{what}: the previous build exited {status} on SIGTERM");
     }
-    let j = start_solo(&new, "solo (New, again)", dir.path(), purged);
+    let j = start_solo(&new, "solo (New, again)", dir.path(), purged, hold);
     let diff = differences(&before, &api_view(&j));
     eprintln!(
         "{what}: forward again: the new build reads the directory; differences from before the rollback: {diff:?}"
