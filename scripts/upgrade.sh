@@ -46,7 +46,10 @@ else
   else
     profile=release
   fi
-  (cd "$prev/src" && CARGO_TARGET_DIR="$root/.tools/prev/target" cargo build --locked --profile "$profile" --bin jaque)
+  # The archive lies inside this checkout: GIT_CEILING_DIRECTORIES keeps a build script that asks git for the
+  # commit (shell/build.rs, for `jaque --version`) from finding this checkout's HEAD instead ("unknown" it is).
+  (cd "$prev/src" && GIT_CEILING_DIRECTORIES="$root/.tools/prev" CARGO_TARGET_DIR="$root/.tools/prev/target" \
+    cargo build --locked --profile "$profile" --bin jaque)
   cp ".tools/prev/target/$profile/jaque" "$prev_bin.tmp"
   mv "$prev_bin.tmp" "$prev_bin"
   # The source is only needed to build; the binary is what the cache keeps.
