@@ -112,6 +112,31 @@ impl Drop for Writer {
 
 /// Every entry of the log stream, in order, with its stream sequence.
 pub fn read_log(nats_url: &str) -> Vec<(u64, LogEntry)> {
+    read_log_raw(nats_url)
+        .into_iter()
+        .map(|(seq, payload)| {
+            let entry = jaque_core::wire::decode_log_entry(&payload)
+                .unwrap_or_else(|e| panic!("log entry {seq} does not decode: {e}"));
+            (seq, entry)
+        })
+        .collect()
+}
+
+/// Every epoch record of the log as it was written (with any field this build's `EpochRecord` does not
+/// know, such as a newer build's `format`), with its stream sequence.
+pub fn epoch_records_raw(nats_url: &str) -> Vec<(u64, Value)> {
+    read_log_raw(nats_url)
+        .into_iter()
+        .filter_map(|(seq, payload)| {
+            let v: Value =
+                serde_json::from_slice(&payload).unwrap_or_else(|e| panic!("log entry {seq} is not JSON: {e}"));
+            (v["entry"] == "epoch").then_some((seq, v))
+        })
+        .collect()
+}
+
+/// Every entry of the log stream, in order, with its stream sequence, as the bytes stored.
+pub fn read_log_raw(nats_url: &str) -> Vec<(u64, bytes::Bytes)> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let client = async_nats::connect(nats_url).await.expect("checker connects to nats");
@@ -137,9 +162,7 @@ pub fn read_log(nats_url: &str) -> Vec<(u64, LogEntry)> {
                 }
             };
             let Some(msg) = msg else { continue };
-            let entry = jaque_core::wire::decode_log_entry(&msg.payload)
-                .unwrap_or_else(|e| panic!("log entry {seq} does not decode: {e}"));
-            out.push((seq, entry));
+            out.push((seq, msg.payload));
         }
         out
     })

@@ -297,15 +297,26 @@ impl Jaque {
     }
 
     pub fn start_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> Jaque {
-        let mut cmd = Command::new(jaque_bin());
+        Jaque::start_bin(name, &jaque_bin(), args, env)
+    }
+
+    /// Like `start_env`, with another `jaque` binary (a previous release's, for the upgrade test).
+    pub fn start_bin(name: &str, bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Jaque {
+        Jaque::try_start_bin(name, bin, args, env)
+            .unwrap_or_else(|p| panic!("{name} exited before it listened; its output:\n{}", p.output.text()))
+    }
+
+    /// Like `start_bin`, but the process (exited) when it exits before it listens, so a test can read why.
+    pub fn try_start_bin(name: &str, bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Jaque, Proc> {
+        let mut cmd = Command::new(bin);
         cmd.args(args).args(["-listen", "127.0.0.1:0"]);
         for (k, v) in env {
             cmd.env(k, v);
         }
         let mut proc = Proc::spawn(name, cmd);
-        let line = proc.wait_for_line("listening addr=");
+        let Some(line) = proc.wait_for_line_or_exit("listening addr=") else { return Err(proc) };
         let addr = line.split_whitespace().next().unwrap_or_default().parse().expect("listening addr= is an address");
-        Jaque { proc, addr }
+        Ok(Jaque { proc, addr })
     }
 
     pub fn get(&self, path: &str) -> Response {

@@ -1,0 +1,1215 @@
+//! Rolling upgrade, real processes (issue 33): a cluster of the previous release's `jaque` upgraded to this
+//! build one process at a time while writes, checks, transitions, the sink and the notifier go on; rollback of
+//! an engine with the format held at 1 (`-hold-format 1`, docs/upgrading.md) and after the cluster moved to 2;
+//! a `-data-dir` written by the previous build read by this one, and back.
+//!
+//! The previous build is `JAQUE_PREVIOUS_BIN`, which `scripts/upgrade.sh` builds from git and sets; without it
+//! every test here prints that it was skipped and passes, so the default test command needs no old build.
+//!
+//! The cluster: one nats-server, three engines (`-target engine,ui`, so each one's view can be compared; a
+//! snapshot every 50 entries, so each new engine starts from one the old build wrote), two workers, a ui, a sink
+//! into PostgreSQL and a notifier with a webhook receiver, all of the previous build; 24 objects checked against
+//! a local target whose answers flip every 350 ms, so transitions flow, and `held`, critical and acknowledged,
+//! which nothing touches until its acknowledgement is withdrawn; writes through the ui (`checker::Writer`). Each
+//! process is replaced in turn (SIGTERM, a clean exit, its leave seen, the new build started with the same flags
+//! and id, its join seen, writes applied and transitions notified again), in this order:
+//!
+//! 1. the workers (w1, w2): stateless, in no bucket; the engines' check work must reach a worker of either build;
+//! 2. the engines (e1, e2, e3), one at a time: the log's writers, each waited back into the epoch, owning
+//!    objects and writing their transitions, before the next. With e1 new, unack (format 2) through e1 is
+//!    refused with a reason, whoever owns the object;
+//! 3. the sink (s1), then the notifier (n1): readers of the log the engines write, so they follow the writers;
+//!    with n1 new, every member speaks format 2;
+//! 4. the ui last: it only reads and submits, and the writer goes through it, so its writes pause over its restart
+//!    (one writer before, one after).
+//!
+//! The end-of-run checks (`check_all`): every acknowledged write applied once (`checker::check_run`), every
+//! engine and the ui at the same position with the same state as the log; the sink's rows exactly the log's
+//! accepted events; every accepted transition since the notifier's start delivered, with its one webhook-id, and
+//! none twice (every stop was a clean SIGTERM); no process of either build counted a message it could not decode.
+//!
+//! A rollback (`roll_back_and_forward`) takes the engine that writes the snapshots back to the previous build,
+//! writes flowing; then starts a ui of the new build (from the latest snapshot, the previous build's), sends
+//! unack through an engine that stayed new, and takes the engine forward to the new build again. At each step
+//! every object must read the same in the process that changed as in that engine, or the process must refuse
+//! with a reason: a process that is ready with a state of its own is the silent wrong state these tests fail on.
+
+use jaque_core::compact::SNAPSHOT_KEY;
+use jaque_core::format::CLUSTER_FORMAT;
+use jaque_core::hrw::{self, Ownership};
+use jaque_core::notifier::EndpointId;
+use jaque_core::role::{After, Owned};
+use jaque_core::sink::event_row;
+use jaque_core::{EventBody, LogEntry, LogReader, MemberId, MemberRef, Read};
+use jaque_tests::checker::{
+    check_log, check_run, epoch_records_raw, object_body, read_log, CountingTarget, WriteRecord, Writer,
+};
+use jaque_tests::webhook::Receiver;
+use jaque_tests::{http, jaque_bin, poll, Jaque, Nats, Postgres};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The two tests each run a cluster or a process under load: one at a time on a 2-core machine.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const ENGINES: [&str; 3] = ["e1", "e2", "e3"];
+const OBJECTS: usize = 24;
+
+/// The previous build's binary, or `None` (and a line saying the test is skipped) when it is not given.
+fn previous_bin(test: &str) -> Option<PathBuf> {
+    let Some(p) = std::env::var_os("JAQUE_PREVIOUS_BIN") else {
+        eprintln!("{test}: skipped: JAQUE_PREVIOUS_BIN is not set (scripts/upgrade.sh builds the previous release)");
+        return None;
+    };
+    let p = PathBuf::from(p);
+    assert!(p.is_file(), "JAQUE_PREVIOUS_BIN={} is not a file", p.display());
+    // An upgrade from this build's own binary would test nothing.
+    let same = std::fs::canonicalize(&p).ok() == std::fs::canonicalize(jaque_bin()).ok();
+    assert!(!same, "JAQUE_PREVIOUS_BIN is this build's own binary");
+    Some(p)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Build {
+    Old,
+    New,
+}
+
+struct Builds {
+    old: PathBuf,
+    new: PathBuf,
+}
+
+impl Builds {
+    fn bin(&self, b: Build) -> &Path {
+        match b {
+            Build::Old => &self.old,
+            Build::New => &self.new,
+        }
+    }
+}
+
+/// Switches a counting target between 200 and 500 in a thread until stopped, so http checks flap and every
+/// object keeps making transitions (as in tests/tests/sink.rs): a load generator's pace, not a
+/// synchronization. The period (twice `every`) must not divide the checks' interval.
+struct Flapper {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Flapper {
+    fn start(target: Arc<CountingTarget>, every: Duration) -> Flapper {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = thread::spawn(move || {
+            let mut failing = false;
+            while !s.load(Ordering::SeqCst) {
+                failing = !failing;
+                target.set_failing(failing);
+                thread::sleep(every);
+            }
+            target.set_failing(false);
+        });
+        Flapper { stop, thread: Some(thread) }
+    }
+
+    /// Stops flapping and leaves the target answering 200.
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+impl Drop for Flapper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Engine,
+    Worker,
+    Sink,
+    Notifier,
+    Ui,
+}
+
+/// A process of the cluster: its role, its flags (the same for every build it runs), the build it runs now.
+struct Member {
+    name: &'static str,
+    role: Role,
+    args: Vec<String>,
+    /// Flags only the new build takes (`-hold-format`: the previous build does not know it).
+    new_only: Vec<String>,
+    build: Build,
+    jaque: Jaque,
+}
+
+/// Messages a process could not decode, less the commands: the unack probes of the mixed cluster send the old
+/// owners a command kind they do not know on purpose (each rejected and counted as a `command`).
+fn decode_errors(j: &Jaque) -> f64 {
+    let text = j.get("/metrics").text();
+    text.lines()
+        .filter(|l| l.starts_with("jaque_wire_decode_errors_total{") && !l.contains("what=\"command\""))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+struct Cluster {
+    builds: Builds,
+    nats: Nats,
+    pg: Postgres,
+    rx: Receiver,
+    hook: String,
+    target: Arc<CountingTarget>,
+    objects: Vec<String>,
+    members: BTreeMap<&'static str, Member>,
+    /// Per process and build: the decode errors it had counted when it was stopped.
+    decode_errors: Vec<(String, Build, f64)>,
+}
+
+impl Cluster {
+    fn start(builds: Builds) -> Cluster {
+        let nats = Nats::start();
+        let pg = Postgres::start();
+        let rx = Receiver::start(Some(SECRET));
+        let hook = rx.url("/hook");
+        let url = nats.url.clone();
+        let store = pg.url();
+        fn member(id: &str) -> Vec<&str> {
+            vec!["-id", id, "-heartbeat-ttl", "3s"]
+        }
+        let mut specs: Vec<(&'static str, Role, Vec<&str>)> = Vec::new();
+        for id in ENGINES {
+            // Each engine also serves the read API (the checker compares every reader's view), and writes a
+            // snapshot every 50 entries, so a new build starts from snapshots the old one wrote, and back.
+            let args = ["-target", "engine,ui", "-queue", &url, "-coordination", &url, "-snapshot-every", "50"];
+            specs.push((id, Role::Engine, [&args[..], &member(id)].concat()));
+        }
+        for id in ["w1", "w2"] {
+            specs.push((id, Role::Worker, vec!["-target", "worker", "-queue", &url, "-id", id]));
+        }
+        let sink = ["-target", "sink", "-coordination", &url, "-sink-store", &store];
+        specs.push(("s1", Role::Sink, [&sink[..], &member("s1")].concat()));
+        let notifier =
+            ["-target", "notifier", "-coordination", &url, "-notify-webhook", &hook, "-notify-secret", SECRET];
+        specs.push(("n1", Role::Notifier, [&notifier[..], &member("n1")].concat()));
+        specs.push(("ui", Role::Ui, vec!["-target", "ui", "-coordination", &url, "-id", "ui"]));
+
+        let mut members = BTreeMap::new();
+        for (name, role, args) in specs {
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            let jaque = start(&builds, Build::Old, name, &args, &[]);
+            members.insert(name, Member { name, role, args, new_only: Vec::new(), build: Build::Old, jaque });
+        }
+        for m in members.values() {
+            m.jaque.wait_ready();
+        }
+        let target = Arc::new(CountingTarget::start());
+        let c = Cluster {
+            builds,
+            nats,
+            pg,
+            rx,
+            hook,
+            target,
+            objects: (0..OBJECTS).map(|i| format!("obj-{i}")).collect(),
+            members,
+            decode_errors: Vec::new(),
+        };
+        c.ui().wait_epoch(&ENGINES);
+        c.wait_live("sink/membership/", &["s1"]);
+        c.wait_live("notifier/membership/", &["n1"]);
+        for o in &c.objects {
+            let body = object_body(&c.target.url(), o).to_string();
+            let key = format!("setup-{o}");
+            poll(&format!("{o} created"), || {
+                let r = http(
+                    c.ui().addr,
+                    "PUT",
+                    &format!("/api/objects/{o}"),
+                    &[("Idempotency-Key", &key)],
+                    Some(body.as_bytes()),
+                );
+                (r.status == 200).then_some(())
+            });
+        }
+        // `held`: checked hourly against a port that refuses, so it stays critical and makes no transition, and
+        // the writer leaves it alone; acknowledged now, its acknowledgement withdrawn once format 2 is active.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap(); // dropped: refuses
+        let body = json!({"probe": {"type": "tcp", "addr": closed.to_string()}, "interval": "1h"}).to_string();
+        poll("held created", || {
+            let r = http(
+                c.ui().addr,
+                "PUT",
+                "/api/objects/held",
+                &[("Idempotency-Key", "setup-held")],
+                Some(body.as_bytes()),
+            );
+            (r.status == 200).then_some(())
+        });
+        poll("held critical", || (c.ui().get("/api/objects/held").json()["state"] == "critical").then_some(()));
+        let r = c.ui().request("POST", "/api/objects/held/actions/ack", &[("Idempotency-Key", "setup-held-ack")], None);
+        assert_eq!(r.status, 200, "{}", r.text());
+        c
+    }
+
+    fn get(&self, name: &str) -> &Jaque {
+        &self.members[name].jaque
+    }
+
+    fn ui(&self) -> &Jaque {
+        self.get("ui")
+    }
+
+    /// The live members of a bucket (`sink/membership/`, `notifier/membership/`), as the ui sees them.
+    fn live(&self, bucket: &str) -> BTreeSet<String> {
+        let c = self.ui().get("/api/cluster").json();
+        let b = c["buckets"].as_array().into_iter().flatten().find(|b| b["bucket"] == bucket).cloned();
+        b.and_then(|b| b["live_members"].as_array().cloned())
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["id"].as_str().map(String::from))
+            .collect()
+    }
+
+    fn wait_live(&self, bucket: &str, ids: &[&str]) {
+        let want: BTreeSet<String> = ids.iter().map(|s| s.to_string()).collect();
+        poll(&format!("live {bucket} {want:?}"), || (self.live(bucket) == want).then_some(()));
+    }
+
+    fn readers(&self) -> Vec<&Jaque> {
+        std::iter::once(self.ui()).chain(ENGINES.iter().map(|e| self.get(e))).collect()
+    }
+
+    fn writer(&self, name: &str) -> Writer {
+        let w = Writer::start(self.ui().addr, name, self.objects.clone(), self.target.url());
+        poll("writes applied through the ui", || (w.applied() >= 10).then_some(()));
+        w
+    }
+
+    /// Replaces `name` by a process of `build` with the same flags and id: SIGTERM, a clean exit, its leave
+    /// seen by the others, the new one started and ready, and its join seen (an engine in the epoch again and
+    /// owning objects, a sink or notifier live in its bucket). Then waits for what shows the cluster works with
+    /// it: `progress`.
+    fn replace(&mut self, name: &'static str, build: Build) {
+        let began = Instant::now();
+        let m = self.members.get_mut(name).unwrap();
+        let role = m.role;
+        self.decode_errors.push((name.to_string(), m.build, decode_errors(&m.jaque)));
+        m.jaque.proc.signal("TERM");
+        let status = m.jaque.proc.wait_exit();
+        assert!(status.success(), "{name} ({:?} build) exits cleanly on SIGTERM: {status}", m.build);
+        let others: Vec<&str> = ENGINES.iter().copied().filter(|e| *e != name).collect();
+        match role {
+            Role::Engine => self.ui().wait_epoch(&others),
+            Role::Sink => self.wait_live("sink/membership/", &[]),
+            Role::Notifier => self.wait_live("notifier/membership/", &[]),
+            Role::Worker | Role::Ui => {}
+        }
+        let m = self.members.get_mut(name).unwrap();
+        let jaque = start(&self.builds, build, name, &m.args, &m.new_only);
+        jaque.wait_ready();
+        m.jaque = jaque;
+        m.build = build;
+        match role {
+            Role::Engine => {
+                self.ui().wait_epoch(&ENGINES);
+                let e = self.get(name);
+                poll(&format!("{name} owns objects again and writes their transitions"), || {
+                    let owned = e.metric("jaque_engine_objects_owned").unwrap_or(0.0);
+                    let written = e.metric("jaque_engine_transitions_written_total").unwrap_or(0.0);
+                    (owned > 0.0 && written > 0.0).then_some(())
+                });
+            }
+            Role::Sink => {
+                self.wait_live("sink/membership/", &["s1"]);
+                let s = self.get(name);
+                poll("the new sink writes rows", || {
+                    (s.metric("jaque_sink_events_written_total").unwrap_or(0.0) > 0.0).then_some(())
+                });
+            }
+            Role::Notifier => {
+                self.wait_live("notifier/membership/", &["n1"]);
+                let n = self.get(name);
+                poll("the new notifier delivers", || {
+                    (n.metric("jaque_notifier_deliveries_total{outcome=\"delivered\"}").unwrap_or(0.0) > 0.0)
+                        .then_some(())
+                });
+            }
+            Role::Worker => {
+                // Checks reach the target again (from either worker: both run once the second is replaced).
+                let hits = || self.target.all_hits().values().sum::<u64>();
+                let before = hits();
+                poll("checks after a worker's restart", || (hits() >= before + OBJECTS as u64).then_some(()));
+            }
+            Role::Ui => {}
+        }
+        eprintln!("upgrade: {name} now runs the {build:?} build ({:.1} s)", began.elapsed().as_secs_f64());
+    }
+
+    /// Flags the new build of every process of `role` takes from its next start on.
+    fn new_only(&mut self, role: Role, args: &[&str]) {
+        for m in self.members.values_mut().filter(|m| m.role == role) {
+            m.new_only = args.iter().map(|s| s.to_string()).collect();
+        }
+    }
+
+    /// Waits until `w` has had `n` more writes applied.
+    fn more_writes(&self, w: &Writer, n: usize) {
+        let applied = w.applied();
+        poll(&format!("{n} more writes applied"), || (w.applied() >= applied + n).then_some(()));
+    }
+
+    /// Waits until `w` has had `n` more writes applied and the webhook `n` more deliveries: the cluster as it
+    /// is now takes writes, checks, writes transitions and notifies them.
+    fn goes_on(&self, w: &Writer, n: usize) {
+        let delivered = self.rx.delivery_count("/hook");
+        self.more_writes(w, n);
+        poll(&format!("{n} more deliveries"), || (self.rx.delivery_count("/hook") >= delivered + n).then_some(()));
+    }
+
+    /// The decode errors of every process: those counted by processes stopped so far, and the running ones'.
+    fn all_decode_errors(&self) -> Vec<(String, Build, f64)> {
+        let running = self.members.values().map(|m| (m.name.to_string(), m.build, decode_errors(&m.jaque)));
+        self.decode_errors.iter().cloned().chain(running).collect()
+    }
+}
+
+fn start(builds: &Builds, build: Build, name: &str, args: &[String], new_only: &[String]) -> Jaque {
+    let extra = if build == Build::New { new_only } else { &[] };
+    let args: Vec<&str> = args.iter().chain(extra).map(String::as_str).collect();
+    Jaque::start_bin(&format!("{name} ({build:?})"), builds.bin(build), &args, &[])
+}
+
+/// The active cluster format the latest epoch record carries, printed (`None`: no record has the field; a
+/// build before v0.1.0 writes none). Where records carry one, it never falls from one record to the next.
+fn active_format(nats_url: &str, when: &str) -> Option<u64> {
+    let records = epoch_records_raw(nats_url);
+    let formats: Vec<(u64, Option<u64>)> =
+        records.iter().map(|(_, r)| (r["epoch"].as_u64().unwrap_or(0), r["format"].as_u64())).collect();
+    let mut highest: Option<(u64, u64)> = None;
+    for (epoch, f) in &formats {
+        if let Some(f) = f {
+            if let Some((e, h)) = highest {
+                assert!(*f >= h, "the active format fell from {h} (epoch {e}) to {f} (epoch {epoch}): {formats:?}");
+            }
+            highest = Some((*epoch, *f));
+        }
+    }
+    let latest = records.last().map(|(seq, r)| (*seq, r.clone()));
+    let format = latest.as_ref().and_then(|(_, r)| r["format"].as_u64());
+    match &latest {
+        Some((seq, r)) => eprintln!(
+            "upgrade: {when}: latest epoch record (epoch {}, at {seq}) {}; formats by epoch {formats:?}",
+            r["epoch"],
+            match format {
+                Some(f) => format!("has active format {f}"),
+                None => "has no format field (written by a build that records none)".to_string(),
+            }
+        ),
+        None => eprintln!("upgrade: {when}: no epoch record in the log"),
+    }
+    format
+}
+
+// The sink's rows against the log, as tests/tests/sink.rs compares them.
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Row {
+    object: String,
+    epoch: i64,
+    writer: String,
+    writer_incarnation: i64,
+    kind: String,
+    from_state: Option<String>,
+    to_state: Option<String>,
+    command_id: Option<String>,
+}
+
+type EventTuple = (i64, String, i64, String, i64, String, Option<String>, Option<String>, Option<String>);
+const EVENTS_SQL: &str = "SELECT seq, object, epoch, writer, writer_incarnation, type, from_state, to_state, \
+                          command_id FROM events ORDER BY seq";
+const OBJECTS_SQL: &str = "SELECT object, last_seq FROM objects ORDER BY object";
+
+/// Event rows by seq, and each object's row's last seq.
+type Rows = (BTreeMap<u64, Row>, BTreeMap<String, u64>);
+
+/// The store read back with a client of the test's own.
+fn read_store(url: &str) -> Result<Rows, String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let pool = sqlx::PgPool::connect(url).await.map_err(|e| e.to_string())?;
+        let events: Vec<EventTuple> = sqlx::query_as(EVENTS_SQL).fetch_all(&pool).await.map_err(|e| e.to_string())?;
+        let objects: Vec<(String, i64)> =
+            sqlx::query_as(OBJECTS_SQL).fetch_all(&pool).await.map_err(|e| e.to_string())?;
+        pool.close().await;
+        let mut rows = BTreeMap::new();
+        for (seq, object, epoch, writer, writer_incarnation, kind, from_state, to_state, command_id) in events {
+            let row = Row { object, epoch, writer, writer_incarnation, kind, from_state, to_state, command_id };
+            assert!(rows.insert(seq as u64, row).is_none(), "seq {seq} twice in the store");
+        }
+        Ok((rows, objects.into_iter().map(|(o, s)| (o, s as u64)).collect()))
+    })
+}
+
+/// What the log says the store must hold: each accepted event as its row, and each object's last accepted seq.
+fn expected_rows(entries: &[(u64, LogEntry)]) -> Rows {
+    let mut reader = LogReader::new();
+    let (mut rows, mut last) = (BTreeMap::new(), BTreeMap::new());
+    for (seq, entry) in entries {
+        let read = reader.read(*seq, entry);
+        let (LogEntry::Event(ev), Read::Event { verdict, .. }) = (entry, read) else { continue };
+        if !verdict.is_accepted() {
+            continue;
+        }
+        let r = event_row(&Owned { seq: *seq, event: ev.clone(), after: After::Replayed }, 4096);
+        let row = Row {
+            object: r.object.to_string(),
+            epoch: r.epoch as i64,
+            writer: r.writer.to_string(),
+            writer_incarnation: r.writer_incarnation as i64,
+            kind: r.kind.to_string(),
+            from_state: r.from_state.map(|s| s.as_str().to_string()),
+            to_state: r.to_state.map(|s| s.as_str().to_string()),
+            command_id: r.command_id.map(|c| c.to_string()),
+        };
+        rows.insert(*seq, row);
+        last.insert(r.object.to_string(), *seq);
+    }
+    (rows, last)
+}
+
+/// Waits until the sink's store holds exactly the log's accepted events; how many.
+fn check_sink(c: &Cluster) -> usize {
+    let s = c.get("s1");
+    let mut why = String::new();
+    let n = poll("the store to hold exactly the log's accepted events", || {
+        // The store first, then the log: the log then holds at least every event the store does.
+        let (rows, last) = match read_store(&c.pg.url()) {
+            Ok(s) => s,
+            Err(e) => {
+                why = e;
+                return None;
+            }
+        };
+        let (want, want_last) = expected_rows(&read_log(&c.nats.url));
+        if s.metric("jaque_sink_lag_events") != Some(0.0) {
+            why = "the sink lags".into();
+            return None;
+        }
+        if rows != want {
+            let missing: Vec<_> = want.keys().filter(|s| !rows.contains_key(s)).take(10).collect();
+            let extra: Vec<_> = rows.keys().filter(|s| !want.contains_key(s)).take(10).collect();
+            let differ: Vec<_> = want.iter().filter(|(s, r)| rows.get(s).is_some_and(|h| h != *r)).take(3).collect();
+            why = format!(
+                "{} rows, {} accepted events; missing {missing:?}, not accepted {extra:?}, different {differ:?}",
+                rows.len(),
+                want.len()
+            );
+            eprintln!("upgrade: sink not there yet: {why}");
+            return None;
+        }
+        let wrong: Vec<_> = want_last.iter().filter(|(o, seq)| last.get(*o) != Some(seq)).take(3).collect();
+        if !wrong.is_empty() {
+            why = format!("object rows not at their last accepted event: {wrong:?}");
+            return None;
+        }
+        Some(rows.len())
+    });
+    assert!(n > 100, "transitions flowed: {n} events in the store ({why})");
+    n
+}
+
+/// `notify.start.<endpoint>`: the log position the notifications begin after.
+fn start_record(nats_url: &str, hook: &str) -> u64 {
+    let key = format!("notify.start.{}", EndpointId::of(hook));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(nats_url).await.unwrap());
+        let kv = js.get_key_value("jaque_membership").await.unwrap();
+        let v = kv.get(&key).await.unwrap().unwrap_or_else(|| panic!("no start record {key}"));
+        String::from_utf8(v.to_vec()).unwrap().parse().unwrap()
+    })
+}
+
+/// Waits until every accepted transition after the notifier's start record was delivered; checks that every
+/// delivery is of an accepted transition, with its one webhook-id. Returns (transitions, deliveries, repeats).
+fn check_notifier(c: &Cluster) -> (usize, usize, usize) {
+    let start = start_record(&c.nats.url, &c.hook);
+    let (transitions, deliveries) = poll("every accepted transition delivered", || {
+        // The deliveries first, then the log: the log then holds every transition delivered.
+        let deliveries = c.rx.deliveries("/hook");
+        let mut reader = LogReader::new();
+        let mut transitions = BTreeMap::new();
+        for (seq, entry) in &read_log(&c.nats.url) {
+            let read = reader.read(*seq, entry);
+            if let (LogEntry::Event(ev), Read::Event { verdict, .. }) = (entry, read) {
+                if verdict.is_accepted() && matches!(ev.body, EventBody::Transition { .. }) {
+                    transitions.insert(*seq, ev.object.to_string());
+                }
+            }
+        }
+        let delivered: BTreeSet<u64> = deliveries.iter().filter_map(|d| d.body["seq"].as_u64()).collect();
+        transitions.range(start + 1..).all(|(s, _)| delivered.contains(s)).then_some((transitions, deliveries))
+    });
+    let mut per_seq: BTreeMap<u64, usize> = BTreeMap::new();
+    for d in &deliveries {
+        assert!(d.signed, "{d:?}");
+        let seq = d.body["seq"].as_u64().unwrap();
+        let object = transitions.get(&seq).unwrap_or_else(|| panic!("seq {seq} is not an accepted transition"));
+        assert!(seq > start, "seq {seq} is from before the notifier started ({start})");
+        assert_eq!(d.body["object"], object.as_str());
+        assert_eq!(d.id, format!("jaque-{seq}-{}", EndpointId::of(&c.hook)), "one webhook-id per transition");
+        *per_seq.entry(seq).or_default() += 1;
+    }
+    let repeats = per_seq.values().map(|n| n - 1).sum();
+    (transitions.range(start + 1..).count(), deliveries.len(), repeats)
+}
+
+/// Unack of every object (and `held`) through the ui, as writes for the checker: each applied.
+fn unacks(c: &Cluster, name: &str) -> Vec<WriteRecord> {
+    c.objects
+        .iter()
+        .chain([&"held".to_string()])
+        .map(|o| {
+            let key = format!("{name}-{o}");
+            let r =
+                c.ui().request("POST", &format!("/api/objects/{o}/actions/unack"), &[("Idempotency-Key", &key)], None);
+            assert_eq!(r.status, 200, "unack of {o} at the active format 2: {}", r.text());
+            let outcome = r.json();
+            WriteRecord { key, object: o.clone(), op: "unack", status: r.status, outcome, attempts: 1 }
+        })
+        .collect()
+}
+
+/// The engine that writes the snapshots: the owner of their key by HRW over the engines (by id).
+fn snapshot_writer() -> &'static str {
+    let members: Vec<MemberRef> =
+        ENGINES.iter().map(|id| MemberRef { id: MemberId::new(*id).unwrap(), incarnation: 1 }).collect();
+    let owner = Ownership::new(&members).owner_of_key(hrw::key(SNAPSHOT_KEY)).unwrap().id.to_string();
+    ENGINES.into_iter().find(|e| *e == owner).unwrap()
+}
+
+/// Every object as `name` and `reference` read it at one log position: `None` when they agree, else the
+/// objects that differ (each as both read it), what `name` runs, and what it said.
+fn views_differ(c: &Cluster, name: &str, reference: &str) -> Option<String> {
+    let (j, r) = (c.get(name), c.get(reference));
+    let objects = |j: &Jaque| -> BTreeMap<String, Value> {
+        let list = j.get("/api/objects").json();
+        list.as_array().into_iter().flatten().map(|o| (o["id"].as_str().unwrap_or("").to_string(), o.clone())).collect()
+    };
+    let (mine, theirs, position) = poll(&format!("{name} and {reference} at one position"), || {
+        let at = |j: &Jaque| j.get("/api/cluster").json()["log_position"].as_u64();
+        let p = at(j)?;
+        let (mine, theirs) = (objects(j), objects(r));
+        (at(r)? == p && at(j)? == p).then_some((mine, theirs, p))
+    });
+    let kept = |o: Option<&Value>| {
+        o.map_or(json!("absent"), |o| {
+            json!({"state": o["state"], "acknowledged": o["acknowledged"], "paused": o["paused"], "last_seq": o["last_seq"]})
+        })
+    };
+    let ids: BTreeSet<&String> = mine.keys().chain(theirs.keys()).collect();
+    let differ: Vec<String> = ids
+        .into_iter()
+        .filter(|id| mine.get(*id) != theirs.get(*id))
+        .map(|id| format!("{id}: {} where {reference} has {}", kept(mine.get(id)), kept(theirs.get(id))))
+        .collect();
+    if differ.is_empty() {
+        return None;
+    }
+    let said: Vec<String> = j
+        .proc
+        .output
+        .text()
+        .lines()
+        .filter(|l| l.contains("does not decode") || l.contains("starting from a snapshot"))
+        .take(4)
+        .map(|l| l.split_once("  ").map_or(l, |(_, r)| r).to_string())
+        .collect();
+    let format = |j: &Jaque| j.get("/api/cluster").json()["cluster_format"].clone();
+    Some(format!(
+        "{name} ({:?} build), ready (/healthz {}), owning {} objects, at position {position} reads {} of {} objects \
+         otherwise than {reference}: {:?}; it counted {} messages it could not decode and logged {said:?}; \
+         cluster_format: {name} {}, {reference} {}",
+        c.members[name].build,
+        j.get("/healthz").status,
+        j.metric("jaque_engine_objects_owned").unwrap_or(0.0),
+        differ.len(),
+        mine.len(),
+        differ.iter().take(4).collect::<Vec<_>>(),
+        decode_errors(j),
+        format(j),
+        format(r),
+    ))
+}
+
+/// The cluster's format as the ui reads it (`/api/cluster`: `active`, `lowest_live`, `this_build`).
+fn cluster_format(c: &Cluster) -> Value {
+    c.ui().get("/api/cluster").json()["cluster_format"].clone()
+}
+
+/// Replaces every process by the new build, in the order of the module docs, with writes through the ui and
+/// transitions notified after each. With e1 new, unack through it is refused whoever owns the object (the
+/// command ids are returned with the writes). Leaves the flapper running.
+fn upgrade_all(c: &mut Cluster) -> (Vec<WriteRecord>, Vec<String>) {
+    let w = c.writer("old");
+    poll("the sink writes and the notifier delivers", || {
+        let rows = c.get("s1").metric("jaque_sink_events_written_total").unwrap_or(0.0);
+        (rows > 20.0 && c.rx.delivery_count("/hook") > 10).then_some(())
+    });
+    assert_eq!(active_format(&c.nats.url, "every member old"), None, "the previous build records no format");
+    let mut refused_unacks = Vec::new();
+    for name in ["w1", "w2", "e1", "e2", "e3", "s1", "n1"] {
+        c.replace(name, Build::New);
+        c.goes_on(&w, 20);
+        active_format(&c.nats.url, &format!("{name} replaced"));
+        if name == "e1" {
+            // Format 2's unack through the new e1 while e2 and e3 (and the sink, the notifier) are old.
+            refused_unacks = unack_refused(c, "e1", "unack-mixed");
+        }
+    }
+    // The ui: the writer through it stops before it goes and another starts once the new one is up.
+    let mut writes: Vec<WriteRecord> = w.finish();
+    c.replace("ui", Build::New);
+    let w = c.writer("new");
+    c.goes_on(&w, 20);
+    writes.extend(w.finish());
+    active_format(&c.nats.url, "every member new");
+    (writes, refused_unacks)
+}
+
+/// Unack of every object through `via`, each refused (400) with a reason, never applied (while the cluster is at
+/// format 1: the new owners say so, old owners that they do not know the command). Returns the command ids.
+fn unack_refused(c: &Cluster, via: &str, name: &str) -> Vec<String> {
+    let j = c.get(via);
+    let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut keys = Vec::new();
+    for o in &c.objects {
+        let key = format!("{name}-{o}");
+        let r = j.request("POST", &format!("/api/objects/{o}/actions/unack"), &[("Idempotency-Key", &key)], None);
+        assert_eq!(r.status, 400, "unack of {o} while the cluster is at format 1: {}", r.text());
+        let reason = r.json()["reason"].as_str().unwrap_or_default().to_string();
+        assert!(!reason.is_empty(), "a refusal says why: {}", r.text());
+        reasons.entry(reason).or_default().push(o.clone());
+        keys.push(key);
+    }
+    for (reason, objects) in &reasons {
+        eprintln!("upgrade: unack through {via} refused for {} objects: {reason}", objects.len());
+    }
+    keys
+}
+
+/// The end-of-run checks: the checker's (writes, readers, the log), none of `refused` applied, the sink's rows,
+/// the notifications (none twice: every stop was a clean SIGTERM), no message any process could not decode.
+fn check_all(c: &Cluster, writes: &[WriteRecord], refused: &[String], what: &str) {
+    let log = check_run(&c.nats.url, writes, &c.readers());
+    for key in refused {
+        assert_eq!(log.applied.get(key), None, "{key} was refused, yet applied");
+    }
+    let rows = check_sink(c);
+    let (transitions, deliveries, repeats) = check_notifier(c);
+    eprintln!(
+        "upgrade: {what}: the readers agreed at {}; then {rows} rows in the store, the log's accepted events; \
+         {transitions} transitions notified in {deliveries} deliveries ({repeats} repeats)",
+        log.reader.position()
+    );
+    assert_eq!(repeats, 0, "every stop was a clean SIGTERM: no transition may be delivered twice");
+    let errors = c.all_decode_errors();
+    assert!(errors.iter().all(|(_, _, n)| *n == 0.0), "messages some process could not decode: {errors:?}");
+}
+
+#[test]
+fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
+    let Some(old) = previous_bin("rolling upgrade") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let began = Instant::now();
+    let mut c = Cluster::start(Builds { old, new: jaque_bin() });
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    let (mut writes, refused) = upgrade_all(&mut c);
+    // Every member speaks 2: an engine records it as the active format, and unack is applied.
+    poll("the active format 2 in the log", || {
+        (check_log(&c.nats.url).reader.fence().active_format() == CLUSTER_FORMAT).then_some(())
+    });
+    active_format(&c.nats.url, "the active format raised");
+    let format = cluster_format(&c);
+    eprintln!("upgrade: /api/cluster: cluster_format {format}");
+    assert_eq!(format, json!({"active": 2, "lowest_live": 2, "this_build": 2}));
+    writes.extend(unacks(&c, "unack"));
+    flapper.stop();
+    check_all(&c, &writes, &refused, "old -> new");
+    for e in ENGINES {
+        let j = c.get(e);
+        let failures = j.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0);
+        let loads = j.metric("jaque_snapshot_loads_total").unwrap_or(0.0);
+        eprintln!("upgrade: {e} (new) started from {loads} snapshot(s), {failures} it could not read");
+        assert_eq!(failures, 0.0, "{e}: a snapshot of the previous build it could not read");
+    }
+    eprintln!("upgrade: old -> new done in {:.1} s", began.elapsed().as_secs_f64());
+}
+
+#[test]
+fn with_the_format_held_at_1_an_engine_rolls_back_and_forward_then_the_hold_is_lifted() {
+    let Some(old) = previous_bin("rolling upgrade held at format 1") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let began = Instant::now();
+    let mut c = Cluster::start(Builds { old, new: jaque_bin() });
+    // docs/upgrading.md, *Rolling back*: the new release's engines start with -hold-format 1.
+    c.new_only(Role::Engine, &["-hold-format", "1"]);
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    let (mut writes, mut refused) = upgrade_all(&mut c);
+    // Every member speaks 2, the cluster stays at 1.
+    poll("every live member at format 2", || (cluster_format(&c)["lowest_live"] == 2).then_some(()));
+    let format = cluster_format(&c);
+    eprintln!("held: /api/cluster: cluster_format {format}");
+    assert_eq!(format, json!({"active": 1, "lowest_live": 2, "this_build": 2}));
+    assert_eq!(check_log(&c.nats.url).reader.fence().active_format(), 1, "the log's records say 1");
+    refused.extend(unack_refused(&c, "ui", "unack-held"));
+    flapper.stop();
+
+    // The rollback a hold keeps possible: it must join and agree, and so must everything after it.
+    let (more, silent) = roll_back_and_forward(&mut c);
+    writes.extend(more);
+    assert!(silent.is_empty(), "rollback held at format 1: SILENT WRONG STATE:\n{}", silent.join("\n"));
+    eprintln!("held: rollback and forward again: every object reads the same everywhere");
+
+    // The hold lifted: each engine restarted without the flag, one at a time; then the cluster moves to 2.
+    c.new_only(Role::Engine, &[]);
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    for e in ENGINES {
+        c.replace(e, Build::New);
+    }
+    poll("the active format 2 in the log", || {
+        (check_log(&c.nats.url).reader.fence().active_format() == CLUSTER_FORMAT).then_some(())
+    });
+    active_format(&c.nats.url, "the hold lifted");
+    writes.extend(unacks(&c, "unack"));
+    flapper.stop();
+    check_all(&c, &writes, &refused, "held, rolled back, forward, lifted");
+    eprintln!("held: done in {:.1} s", began.elapsed().as_secs_f64());
+}
+
+#[test]
+fn after_the_cluster_moved_to_format_2_a_previous_build_engine_says_it_cannot_run_or_agrees() {
+    let Some(old) = previous_bin("rollback after the cluster moved") else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let began = Instant::now();
+    let mut c = Cluster::start(Builds { old, new: jaque_bin() });
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    let (mut writes, refused) = upgrade_all(&mut c);
+    poll("the active format 2 in the log", || {
+        (check_log(&c.nats.url).reader.fence().active_format() == CLUSTER_FORMAT).then_some(())
+    });
+    writes.extend(unacks(&c, "unack"));
+    flapper.stop();
+    // docs/upgrading.md: "an older build started into it stops at the first entry of the new format it meets,
+    // leaves and exits with the reason (it never folds what it cannot read)".
+    let (more, silent) = roll_back_and_forward(&mut c);
+    writes.extend(more);
+    eprintln!("moved: done in {:.1} s", began.elapsed().as_secs_f64());
+    assert!(silent.is_empty(), "rollback after the cluster moved: SILENT WRONG STATE:\n{}", silent.join("\n"));
+    check_all(&c, &writes, &refused, "moved, rolled back, forward");
+}
+
+/// Rollback of the engine that writes the snapshots (the HRW owner of their key; the one whose state every
+/// reader that starts later takes) to the previous build, writes flowing: it must join and read every object as
+/// an engine that stayed new does, or say it cannot run (exit, or not ready with a reason). Then a ui of the new
+/// build started (from the latest snapshot, the previous build's), unack through the engine that stayed new,
+/// and the engine forward to the new build again, each compared likewise. Returns the writes made and, for each
+/// process ready with a state of its own, what it read otherwise.
+fn roll_back_and_forward(c: &mut Cluster) -> (Vec<WriteRecord>, Vec<String>) {
+    let back = snapshot_writer();
+    let reference = ENGINES.into_iter().find(|e| *e != back).unwrap();
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    let w = c.writer("rollback");
+    let m = c.members.get_mut(back).unwrap();
+    c.decode_errors.push((back.into(), m.build, decode_errors(&m.jaque)));
+    m.jaque.proc.signal("TERM");
+    assert!(m.jaque.proc.wait_exit().success());
+    let args = m.args.clone();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let others: Vec<&str> = ENGINES.iter().copied().filter(|e| *e != back).collect();
+    c.ui().wait_epoch(&others);
+    let mut silent = Vec::new();
+    let old = match Jaque::try_start_bin(&format!("{back} (Old, rollback)"), &c.builds.old, &args, &[]) {
+        Ok(old) => old,
+        Err(mut proc) => {
+            // Refused before it listened: the refusal must say why, and the rest of the cluster goes on.
+            let status = proc.wait_exit();
+            let out = proc.output.text();
+            eprintln!("rollback: the previous build refused to start ({status}):\n{out}");
+            assert!(!status.success(), "an exit before listening is a failure");
+            assert!(out.contains("ERROR") || out.contains("error"), "it says why: {out}");
+            c.more_writes(&w, 10);
+            return (w.finish(), silent);
+        }
+    };
+    let mut old = old;
+    let outcome = poll(&format!("the previous {back} to join the epoch, or to say it cannot"), || {
+        if !old.proc.is_running() {
+            return Some(Err(format!("exited: {}", old.proc.output.text())));
+        }
+        let h = old.get("/healthz");
+        let owns = old.metric("jaque_engine_objects_owned").unwrap_or(0.0) > 0.0;
+        if h.status == 200 && owns && c.ui().epoch_members() == ENGINES.iter().map(|s| s.to_string()).collect() {
+            return Some(Ok(()));
+        }
+        let said = h.text();
+        (h.status == 503 && (said.contains("format") || said.contains("version") || said.contains("newer")))
+            .then(|| Err(format!("not ready: {said}")))
+    });
+    let m = c.members.get_mut(back).unwrap();
+    m.jaque = old;
+    m.build = Build::Old;
+    if let Err(why) = outcome {
+        eprintln!("rollback: the previous build's {back} says it cannot run here: {why}");
+        c.more_writes(&w, 10);
+        let writes = w.finish();
+        flapper.stop();
+        // Forward again: the cluster goes on as it was.
+        let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+        c.replace(back, Build::New);
+        flapper.stop();
+        return (writes, silent);
+    }
+    c.goes_on(&w, 20);
+    let old = c.get(back);
+    poll(&format!("a snapshot written by the previous {back}"), || {
+        (old.metric("jaque_snapshots_written_total")? >= 1.0).then_some(())
+    });
+    let mut writes = w.finish();
+    flapper.stop();
+    silent.extend(views_differ(c, back, reference));
+    let old = c.get(back);
+    eprintln!(
+        "rollback: the previous build's {back} joined (it started from {} snapshot(s), {} it could not read, {} \
+         messages it could not decode); it reads {}",
+        old.metric("jaque_snapshot_loads_total").unwrap_or(0.0),
+        old.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0),
+        decode_errors(old),
+        if silent.is_empty() { "every object as the others do" } else { "objects otherwise" }
+    );
+    active_format(&c.nats.url, &format!("after the rollback of {back}"));
+    // A reader of the new build that starts now starts from the latest snapshot, the previous build's.
+    c.replace("ui", Build::New);
+    silent.extend(views_differ(c, "ui", reference));
+    // Unack of every object through the engine that stayed new: where the cluster allows it and a new engine
+    // owns the object it is applied, and every reader of the new build must fold it.
+    let (mut applied, mut refused) = (0, 0);
+    for o in &c.objects {
+        let key = format!("unack-rollback-{o}");
+        let path = format!("/api/objects/{o}/actions/unack");
+        let r = c.get(reference).request("POST", &path, &[("Idempotency-Key", &key)], None);
+        match r.status {
+            200 => {
+                applied += 1;
+                let outcome = r.json();
+                writes.push(WriteRecord { key, object: o.clone(), op: "unack", status: 200, outcome, attempts: 1 });
+            }
+            400 => refused += 1,
+            s => panic!("unack of {o} after the rollback: {s} {}", r.text()),
+        }
+    }
+    eprintln!("rollback: unack through {reference}: {applied} applied, {refused} refused");
+    silent.extend(views_differ(c, "ui", reference));
+    // Forward again (with transitions flowing, which its replacement waits for).
+    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    c.replace(back, Build::New);
+    flapper.stop();
+    silent.extend(views_differ(c, back, reference));
+    (writes, silent)
+}
+
+// (b) and (c): one process with a data directory.
+
+/// One process on a data directory, `-target engine,worker,ui,sink` (history from its SQLite store), writing a
+/// snapshot every 5 entries. `purged`: no retention below a snapshot (`-log-retention 0s`), so a restart must
+/// start from a snapshot the other build wrote; else the default retention keeps the whole log.
+fn solo_args(dir: &Path, purged: bool) -> Vec<String> {
+    let d = dir.to_str().unwrap();
+    let retention: &[&str] = if purged { &["-log-retention", "0s"] } else { &[] };
+    [
+        &[
+            "-target",
+            "engine,worker,ui,sink",
+            "-queue",
+            "memory",
+            "-coordination",
+            "memory",
+            "-data-dir",
+            d,
+            "-id",
+            "solo",
+            "-snapshot-every",
+            "5",
+        ][..],
+        retention,
+    ]
+    .concat()
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn start_solo(bin: &Path, name: &str, dir: &Path, purged: bool, extra: &[&str]) -> Jaque {
+    let args = solo_args(dir, purged);
+    let args: Vec<&str> = args.iter().map(String::as_str).chain(extra.iter().copied()).collect();
+    let j = Jaque::start_bin(name, bin, &args, &[]);
+    j.wait_ready();
+    j
+}
+
+/// What the API says of every object and its history, less who owns it and under which epoch (a restart is a
+/// new owner and a new epoch).
+fn api_view(j: &Jaque) -> BTreeMap<String, Value> {
+    let list = j.get("/api/objects");
+    assert_eq!(list.status, 200, "{}", list.text());
+    let mut out = BTreeMap::new();
+    for o in list.json().as_array().unwrap() {
+        let id = o["id"].as_str().unwrap().to_string();
+        let one = j.get(&format!("/api/objects/{id}")).json();
+        let history = j.get(&format!("/api/objects/{id}/history?limit=1000")).json();
+        let kept = |o: &Value| {
+            json!([o["definition"], o["state"], o["paused"], o["acknowledged"], o["last_transition"], o["last_seq"]])
+        };
+        out.insert(id, json!({"list": kept(o), "object": kept(&one), "history": history["events"]}));
+    }
+    out
+}
+
+fn action(j: &Jaque, id: &str, action: &str) {
+    let r = j.request("POST", &format!("/api/objects/{id}/actions/{action}"), &[], None);
+    assert_eq!(r.status, 200, "{id} {action}: {}", r.text());
+}
+
+/// Makes `web` and `db` (checked hourly) go to `state` now: the target answers so, and each is checked now.
+fn go(j: &Jaque, target: &CountingTarget, state: &str) {
+    target.set_failing(state == "critical");
+    for id in ["web", "db"] {
+        action(j, id, "check");
+    }
+    poll(&format!("web and db {state}"), || {
+        let list = j.get("/api/objects").json();
+        let all = list.as_array()?;
+        all.iter().filter(|o| o["id"] == "web" || o["id"] == "db").all(|o| o["state"] == state).then_some(())
+    });
+}
+
+/// Waits until the sink has every event in the store (each object's history reaches its last event) and a
+/// snapshot past the last write is stored; the API view then.
+fn settled(j: &Jaque) -> BTreeMap<String, Value> {
+    poll("the sink caught up and a snapshot at the log's end", || {
+        let position = j.get("/api/cluster").json()["log_position"].as_u64()?;
+        let snap = j.metric("jaque_snapshot_position")? as u64;
+        let lag = j.metric("jaque_sink_lag_events")?;
+        let view = api_view(j);
+        let complete = view.values().all(|v| v["history"][0]["seq"] == v["object"][5]);
+        (lag == 0.0 && complete && snap + 5 > position).then_some(view)
+    })
+}
+
+/// How a build met a data directory the other build wrote: it read it (and shows the same objects, states
+/// and history), or it refused with a message.
+enum Met {
+    Read(Jaque),
+    /// Why, and the process when it is still running (not ready).
+    Refused(String, Option<Jaque>),
+}
+
+fn meet(bin: &Path, name: &str, dir: &Path, purged: bool) -> Met {
+    let args = solo_args(dir, purged);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut j = match Jaque::try_start_bin(name, bin, &args, &[]) {
+        Ok(j) => j,
+        Err(mut p) => {
+            return Met::Refused(format!("exited {} before listening: {}", p.wait_exit(), p.output.text()), None)
+        }
+    };
+    let ready = poll(&format!("{name} ready, or saying why not"), || {
+        if !j.proc.is_running() {
+            return Some(false);
+        }
+        let h = j.get("/healthz");
+        if h.status == 200 {
+            return Some(true);
+        }
+        // Not ready, and a warning or error that names the version it cannot read.
+        let out = j.proc.output.text();
+        let said = out.lines().any(|l| (l.contains("WARN") || l.contains("ERROR")) && l.contains("version"));
+        (h.status == 503 && said).then_some(false)
+    });
+    if ready {
+        Met::Read(j)
+    } else {
+        let running = j.proc.is_running();
+        let status = if running { "running, not ready".into() } else { format!("exited {}", j.proc.wait_exit()) };
+        let why = format!("{status}; /healthz {}; output:\n{}", j.get("/healthz").text(), j.proc.output.text());
+        Met::Refused(why, running.then_some(j))
+    }
+}
+
+fn compare(before: &BTreeMap<String, Value>, after: &BTreeMap<String, Value>, what: &str) {
+    assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "{what}: the same objects");
+    for (id, b) in before {
+        assert_eq!(&after[id], b, "{what}: {id}, its state and history");
+    }
+}
+
+/// The objects whose view differs between two API reads, each with both views.
+fn differences(before: &BTreeMap<String, Value>, after: &BTreeMap<String, Value>) -> Vec<String> {
+    let ids: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    ids.into_iter()
+        .filter(|id| before.get(*id) != after.get(*id))
+        .map(|id| format!("{id}: {} where it was {}", show(after.get(id)), show(before.get(id))))
+        .collect()
+}
+
+/// An object's view without its history (which the sink's store keeps whatever build reads the log).
+fn show(v: Option<&Value>) -> String {
+    v.map_or("absent".into(), |v| v["object"].to_string())
+}
+
+#[test]
+fn a_data_dir_of_the_previous_build_is_read_by_this_one_and_back_from_snapshots() {
+    data_dir_scenario("data dir upgrade (purged below snapshots)", true, false);
+}
+
+/// With the whole log and no hold, the previous build misreads what this one wrote (docs/upgrading.md, *The
+/// `-data-dir` version*: "nothing stops it from misreading: the copy is the safe way back"), so the way back
+/// on the directory itself is with `-hold-format 1`.
+#[test]
+fn a_data_dir_held_at_format_1_is_read_by_this_build_and_back_with_the_whole_log() {
+    data_dir_scenario("data dir upgrade (whole log, held at format 1)", false, true);
+}
+
+/// (b) and (c): the previous build writes a data directory, this one reads it and writes more (format 2's unack
+/// among it, unless `held` at format 1), the previous one meets that, and this one reads the directory once more.
+fn data_dir_scenario(what: &str, purged: bool, held: bool) {
+    let Some(old) = previous_bin(what) else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let new = jaque_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let target = CountingTarget::start();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap(); // dropped: refuses
+
+    // The previous build: objects, transitions, an ack, a pause.
+    let mut j = start_solo(&old, "solo (Old)", dir.path(), purged, &[]);
+    let hold: &[&str] = if held { &["-hold-format", "1"] } else { &[] };
+    let hourly = |url: String| json!({"probe": {"type": "http", "url": url}, "interval": "1h", "timeout": "800ms"});
+    for id in ["web", "db"] {
+        let r = j.put(&format!("/api/objects/{id}"), &hourly(format!("{}/{id}", target.url())));
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let quiet = json!({"probe": {"type": "tcp", "addr": closed.to_string()}, "interval": "1h"});
+    assert_eq!(j.put("/api/objects/quiet", &quiet).status, 200);
+    go(&j, &target, "ok");
+    go(&j, &target, "critical");
+    action(&j, "db", "ack");
+    go(&j, &target, "ok");
+    go(&j, &target, "critical");
+    action(&j, "web", "ack");
+    poll("quiet critical", || (j.get("/api/objects/quiet").json()["state"] == "critical").then_some(()));
+    action(&j, "quiet", "pause");
+    let before = settled(&j);
+    let epoch_before = j.metric("jaque_engine_epoch").unwrap() as u64;
+    j.proc.signal("TERM");
+    assert!(j.proc.wait_exit().success(), "the previous build exits cleanly on SIGTERM");
+
+    // This build on the same directory: the same objects, states and history, from the old build's snapshot.
+    let mut j = start_solo(&new, "solo (New)", dir.path(), purged, hold);
+    compare(&before, &api_view(&j), "the new build reading the old build's data directory");
+    assert!(j.metric("jaque_snapshot_loads_total").unwrap_or(0.0) >= 1.0, "started from the old build's snapshot");
+    assert_eq!(j.metric("jaque_snapshot_load_failures_total"), Some(0.0));
+    poll("the epoch after the stored one", || {
+        (j.metric("jaque_engine_epoch")? as u64 == epoch_before + 1).then_some(())
+    });
+    // It goes on: more transitions, a resume, written by this build.
+    go(&j, &target, "ok");
+    action(&j, "quiet", "resume");
+    go(&j, &target, "critical");
+    action(&j, "db", "ack");
+    // Format 2 (one process speaking it is the whole cluster): an acknowledgement withdrawn; refused, saying
+    // why, while the format is held at 1.
+    action(&j, "web", "ack");
+    let r = j.request("POST", "/api/objects/web/actions/unack", &[], None);
+    let format = j.get("/api/cluster").json()["cluster_format"].clone();
+    eprintln!("{what}: the new build at cluster_format {format}: unack answered {} {}", r.status, r.text());
+    if held {
+        assert_eq!(format["active"], 1, "{format}");
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(r.text().contains("needs cluster format 2"), "{}", r.text());
+    } else {
+        assert_eq!(format["active"], 2, "{format}");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(j.get("/api/objects/web").json()["acknowledged"], false);
+    }
+    let before = settled(&j);
+    j.proc.signal("TERM");
+    assert!(j.proc.wait_exit().success(), "the new build exits cleanly on SIGTERM");
+    eprintln!("{what}: the new build read the previous build's directory: {} objects, same history", before.len());
+
+    // Rollback: the previous build on what this one wrote. It reads it all, or it says it cannot; a previous
+    // build that is ready with a state of its own is the silent wrong state this must never be.
+    let mut silent = None;
+    let rolled_back = match meet(&old, "solo (Old, rollback)", dir.path(), purged) {
+        Met::Read(j) => {
+            let diff = differences(&before, &api_view(&j));
+            let (loads, failures) = (
+                j.metric("jaque_snapshot_loads_total").unwrap_or(0.0),
+                j.metric("jaque_snapshot_load_failures_total").unwrap_or(0.0),
+            );
+            let passed_over: Vec<String> = j
+                .proc
+                .output
+                .text()
+                .lines()
+                .filter(|l| l.contains("does not decode"))
+                .map(|l| l.split_once("WARN ").map_or(l, |(_, r)| r).to_string())
+                .collect();
+            if diff.is_empty() {
+                eprintln!(
+                    "{what}: rollback: the previous build read what this one wrote: same objects, states and \
+                     history (started from {loads} snapshot(s), {failures} it could not read)"
+                );
+            } else {
+                let msg = format!(
+                    "the previous build is ready (/healthz 200) on what this build wrote, with a state of its own: \
+                     {diff:?}; it started from {loads} snapshot(s), {failures} it could not read, and said only: \
+                     {passed_over:?}"
+                );
+                eprintln!("{what}: rollback: SILENT WRONG STATE: {msg}");
+                silent = Some(msg);
+            }
+            Some(j)
+        }
+        Met::Refused(why, j) => {
+            eprintln!("{what}: rollback: the previous build cannot read what this one wrote, and says so: {why}");
+            j
+        }
+    };
+    // Forward again: whatever the previous build did with the directory, this build reads what it wrote.
+    if let Some(mut j) = rolled_back {
+        j.proc.signal("TERM");
+        let status = j.proc.wait_exit();
+        eprintln!("{what}: the previous build exited {status} on SIGTERM");
+    }
+    let j = start_solo(&new, "solo (New, again)", dir.path(), purged, hold);
+    let diff = differences(&before, &api_view(&j));
+    eprintln!(
+        "{what}: forward again: the new build reads the directory; differences from before the rollback: {diff:?}"
+    );
+    if let Some(msg) = silent {
+        panic!("rollback of a data directory to the previous build: {msg}");
+    }
+    assert!(diff.is_empty(), "the new build after the rollback: {diff:?}");
+}
