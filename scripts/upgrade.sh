@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The rolling-upgrade test (issue 33): builds the previous release's `jaque` from git and upgrades a running
 # cluster of it to the current build one process at a time (tests/tests/upgrade.rs says what it starts, in
-# what order it replaces them and what it checks; docs/upgrading-test.md how long it takes).
+# what order it replaces them and what it checks; docs/upgrading.md, "The rolling-upgrade test", how long it takes).
 #
 # Usage: scripts/upgrade.sh [FROM_REF]
 #   FROM_REF: the build to upgrade from (a tag, a branch, a commit). Default: the newest tag reachable from

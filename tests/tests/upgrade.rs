@@ -802,6 +802,18 @@ fn with_the_format_held_at_1_an_engine_rolls_back_and_forward_then_the_hold_is_l
 #[test]
 fn after_the_cluster_moved_to_format_2_a_previous_build_engine_says_it_cannot_run_or_agrees() {
     let Some(old) = previous_bin("rollback after the cluster moved") else { return };
+    // A build before v0.1.0 has no cluster format, so nothing keeps it from passing over entries it cannot
+    // decode: started into a cluster that moved to format 2 it reads some objects otherwise, and its snapshots
+    // carry that into later readers (measured here, docs/upgrading.md). Rolling back to it after the move is not
+    // supported; from v0.1.0 on, a previous build stops at the first entry it cannot read, which this test holds.
+    let version = std::process::Command::new(&old).arg("--version").output().expect("the previous build runs");
+    if !String::from_utf8_lossy(&version.stdout).contains("cluster format") {
+        eprintln!(
+            "rollback after the cluster moved: skipped: the previous build predates the cluster format (v0.1.0), \
+             and a rollback to it after the move is not supported (docs/upgrading.md)"
+        );
+        return;
+    }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let began = Instant::now();
     let mut c = Cluster::start(Builds { old, new: jaque_bin() });
