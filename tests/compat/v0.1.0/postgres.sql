@@ -81,20 +81,20 @@ CREATE TABLE public.sink_progress (
 --
 
 COPY public.events (seq, object, epoch, writer, writer_incarnation, at, type, from_state, to_state, output, command_id, definition) FROM stdin;
-2	web	1	fixture	1796660085093	2026-12-07 16:14:45.139+00	put	\N	\N	\N	put-web	{"probe":{"type":"http","url":"http://127.0.0.1:39843/"},"interval_ms":1000,"timeout_ms":500}
-3	db	1	fixture	1796660085093	2026-12-07 16:14:45.14+00	put	\N	\N	\N	put-db	{"probe":{"type":"tcp","addr":"127.0.0.1:9"},"interval_ms":1000,"timeout_ms":1000}
-4	quiet	1	fixture	1796660085093	2026-12-07 16:14:45.141+00	put	\N	\N	\N	put-quiet	{"probe":{"type":"tcp","addr":"127.0.0.1:9"},"interval_ms":3600000,"timeout_ms":5000}
-5	db	1	fixture	1796660085093	2026-12-07 16:14:45.141+00	transition	pending	critical	connect 127.0.0.1:9: Connection refused (os error 111)	\N	\N
-6	gone	1	fixture	1796660085093	2026-12-07 16:14:45.142+00	put	\N	\N	\N	put-gone	{"probe":{"type":"tcp","addr":"127.0.0.1:9"},"interval_ms":3600000,"timeout_ms":5000}
-7	quiet	1	fixture	1796660085093	2026-12-07 16:14:45.142+00	transition	pending	critical	connect 127.0.0.1:9: Connection refused (os error 111)	\N	\N
-8	gone	1	fixture	1796660085093	2026-12-07 16:14:45.143+00	transition	pending	critical	connect 127.0.0.1:9: Connection refused (os error 111)	\N	\N
-9	web	1	fixture	1796660085093	2026-12-07 16:14:45.149+00	transition	pending	ok	HTTP 200	\N	\N
-10	web	1	fixture	1796660085093	2026-12-07 16:14:45.193+00	pause	\N	\N	\N	pause-web	\N
-11	db	1	fixture	1796660085093	2026-12-07 16:14:45.194+00	ack	\N	\N	\N	ack-db	\N
-12	quiet	1	fixture	1796660085093	2026-12-07 16:14:45.195+00	check_requested	\N	\N	\N	check-quiet	\N
-13	quiet	1	fixture	1796660085093	2026-12-07 16:14:45.195+00	pause	\N	\N	\N	pause-quiet	\N
-14	quiet	1	fixture	1796660085093	2026-12-07 16:14:45.196+00	resume	\N	\N	\N	resume-quiet	\N
-15	gone	1	fixture	1796660085093	2026-12-07 16:14:45.196+00	delete	\N	\N	\N	delete-gone	\N
+2	web	1	fixture	1796662250136	2026-12-07 16:50:50.183+00	put	\N	\N	\N	put-web	{"probe":{"type":"http","url":"http://127.0.0.1:34415/"},"interval_ms":1000,"timeout_ms":500}
+3	db	1	fixture	1796662250136	2026-12-07 16:50:50.184+00	put	\N	\N	\N	put-db	{"probe":{"type":"tcp","addr":"127.0.0.1:9"},"interval_ms":1000,"timeout_ms":1000}
+4	db	1	fixture	1796662250136	2026-12-07 16:50:50.185+00	transition	pending	critical	connect 127.0.0.1:9: Connection refused (os error 111)	\N	\N
+5	quiet	1	fixture	1796662250136	2026-12-07 16:50:50.185+00	put	\N	\N	\N	put-quiet	{"probe":{"type":"tcp","addr":"127.0.0.1:9"},"interval_ms":3600000,"timeout_ms":5000}
+6	gone	1	fixture	1796662250136	2026-12-07 16:50:50.186+00	put	\N	\N	\N	put-gone	{"probe":{"type":"tcp","addr":"127.0.0.1:9"},"interval_ms":3600000,"timeout_ms":5000}
+7	quiet	1	fixture	1796662250136	2026-12-07 16:50:50.186+00	transition	pending	critical	connect 127.0.0.1:9: Connection refused (os error 111)	\N	\N
+8	gone	1	fixture	1796662250136	2026-12-07 16:50:50.187+00	transition	pending	critical	connect 127.0.0.1:9: Connection refused (os error 111)	\N	\N
+9	web	1	fixture	1796662250136	2026-12-07 16:50:50.193+00	transition	pending	ok	HTTP 200	\N	\N
+10	web	1	fixture	1796662250136	2026-12-07 16:50:50.238+00	pause	\N	\N	\N	pause-web	\N
+11	db	1	fixture	1796662250136	2026-12-07 16:50:50.238+00	ack	\N	\N	\N	ack-db	\N
+12	quiet	1	fixture	1796662250136	2026-12-07 16:50:50.239+00	check_requested	\N	\N	\N	check-quiet	\N
+13	quiet	1	fixture	1796662250136	2026-12-07 16:50:50.24+00	pause	\N	\N	\N	pause-quiet	\N
+14	quiet	1	fixture	1796662250136	2026-12-07 16:50:50.24+00	resume	\N	\N	\N	resume-quiet	\N
+15	gone	1	fixture	1796662250136	2026-12-07 16:50:50.241+00	delete	\N	\N	\N	delete-gone	\N
 \.
 
 
@@ -115,7 +115,7 @@ COPY public.objects (object, state, definition, paused, acknowledged, deleted, l
 db	critical	{"probe":{"type":"tcp","addr":"127.0.0.1:9"},"interval_ms":1000,"timeout_ms":1000}	f	t	f	11
 gone	\N	\N	f	f	t	15
 quiet	critical	{"probe":{"type":"tcp","addr":"127.0.0.1:9"},"interval_ms":3600000,"timeout_ms":5000}	f	f	f	14
-web	ok	{"probe":{"type":"http","url":"http://127.0.0.1:39843/"},"interval_ms":1000,"timeout_ms":500}	t	f	f	10
+web	ok	{"probe":{"type":"http","url":"http://127.0.0.1:34415/"},"interval_ms":1000,"timeout_ms":500}	t	f	f	10
 \.
 
 
@@ -124,7 +124,7 @@ web	ok	{"probe":{"type":"http","url":"http://127.0.0.1:39843/"},"interval_ms":10
 --
 
 COPY public.sink_progress (sink, "position", updated_at) FROM stdin;
-fixture	16	2026-12-07 16:14:47.008328+00
+fixture	16	2026-12-07 16:50:51.069422+00
 \.
 
 
