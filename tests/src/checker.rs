@@ -375,3 +375,55 @@ impl Drop for CountingTarget {
         self.stop.store(true, Ordering::SeqCst);
     }
 }
+
+/// Switches a counting target between 200 and 500 in a thread until stopped, so http checks flap and every
+/// object keeps making transitions: a load generator's pace, not a synchronization. The period (twice
+/// `every`) must not divide the checks' interval, or each object would see the same answer every time.
+pub struct Flapper {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Flapper {
+    pub fn start(target: Arc<CountingTarget>, every: Duration) -> Flapper {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = thread::spawn(move || {
+            let mut failing = false;
+            while !s.load(Ordering::SeqCst) {
+                failing = !failing;
+                target.set_failing(failing);
+                thread::sleep(every);
+            }
+            target.set_failing(false);
+        });
+        Flapper { stop, thread: Some(thread) }
+    }
+
+    /// Stops flapping and leaves the target answering 200.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+impl Drop for Flapper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A notifier's start record for an endpoint (`notify.start.<endpoint>` in the membership bucket): the log
+/// position its notifications begin after.
+pub fn notify_start_record(nats_url: &str, hook: &str) -> u64 {
+    let key = format!("notify.start.{}", jaque_core::notifier::EndpointId::of(hook));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(nats_url).await.unwrap());
+        let kv = js.get_key_value("jaque_membership").await.unwrap();
+        let v = kv.get(&key).await.unwrap().unwrap_or_else(|| panic!("no start record {key}"));
+        String::from_utf8(v.to_vec()).unwrap().parse().unwrap()
+    })
+}

@@ -10,6 +10,7 @@ pub mod nats_cluster;
 pub mod pki;
 pub mod postgres;
 pub mod proxy;
+pub mod sink_store;
 pub mod webhook;
 
 pub use postgres::Postgres;

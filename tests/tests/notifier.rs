@@ -245,17 +245,6 @@ mod storm {
         poll(what, || (rx.delivery_count("/hook") >= n + more).then_some(()));
     }
 
-    fn start_record(nats_url: &str, hook: &str) -> u64 {
-        let key = format!("notify.start.{}", EndpointId::of(hook));
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async {
-            let js = async_nats::jetstream::new(async_nats::connect(nats_url).await.unwrap());
-            let kv = js.get_key_value("jaque_membership").await.unwrap();
-            let v = kv.get(&key).await.unwrap().unwrap_or_else(|| panic!("no start record {key}"));
-            String::from_utf8(v.to_vec()).unwrap().parse().unwrap()
-        })
-    }
-
     /// A transition by a member that owns nothing, straight into the log: the fence discards it.
     fn append_fenced(nats_url: &str, object: &str, epoch: u64) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -325,7 +314,7 @@ mod storm {
         }
         wait_notifiers(ui, &["n1", "n2"]);
         assert_eq!(n2.metric("jaque_membership_live_members{bucket=\"notifier/membership/\"}"), Some(2.0));
-        let start = start_record(&nats.url, &hook);
+        let start = jaque_tests::checker::notify_start_record(&nats.url, &hook);
         assert!(start >= early, "the notifications begin after what was in the log when the first notifier started");
 
         // The storm: every object's service flips between ok and failing, so each check makes a transition.

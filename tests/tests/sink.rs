@@ -4,17 +4,12 @@
 //! PostgreSQL. The store is read back here with a client of the test's own, and the log from JetStream, folded
 //! by `jaque_core::LogReader`: independent of the sink.
 
-use jaque_core::role::{After, Owned};
-use jaque_core::sink::event_row;
-use jaque_core::{LogEntry, LogReader, Read};
-use jaque_tests::checker::{object_body, read_log, CountingTarget};
+use jaque_tests::checker::{object_body, read_log, CountingTarget, Flapper};
 use jaque_tests::pki::Pki;
+use jaque_tests::sink_store::{expected_from, read_store, store_matches};
 use jaque_tests::{jaque_refuses, poll, Jaque, Nats, Postgres};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
 
 /// The PostgreSQL tests run one at a time, so the machine's two cores are not shared by several clusters.
@@ -22,159 +17,6 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// One row of `events`, the columns the checks compare.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Row {
-    object: String,
-    epoch: i64,
-    writer: String,
-    writer_incarnation: i64,
-    kind: String,
-    from_state: Option<String>,
-    to_state: Option<String>,
-    command_id: Option<String>,
-}
-
-type EventTuple = (i64, String, i64, String, i64, String, Option<String>, Option<String>, Option<String>);
-const EVENTS_SQL: &str = "SELECT seq, object, epoch, writer, writer_incarnation, type, from_state, to_state, \
-                          command_id FROM events ORDER BY seq";
-const OBJECTS_SQL: &str = "SELECT object, state, last_seq, deleted FROM objects ORDER BY object";
-
-/// What the store holds: events by seq, objects by id (state, last_seq, deleted).
-#[derive(Debug, Default)]
-struct Stored {
-    events: BTreeMap<u64, Row>,
-    objects: BTreeMap<String, (Option<String>, u64, bool)>,
-}
-
-fn stored_from(events: Vec<EventTuple>, objects: Vec<(String, Option<String>, i64, bool)>) -> Stored {
-    let mut s = Stored::default();
-    for (seq, object, epoch, writer, writer_incarnation, kind, from_state, to_state, command_id) in events {
-        let row = Row { object, epoch, writer, writer_incarnation, kind, from_state, to_state, command_id };
-        assert!(s.events.insert(seq as u64, row).is_none(), "seq {seq} twice in the store");
-    }
-    for (object, state, last_seq, deleted) in objects {
-        s.objects.insert(object, (state, last_seq as u64, deleted));
-    }
-    s
-}
-
-/// The store read back with sqlx (a client of the test's own), `sqlite://...` or `postgres://...`.
-fn read_store(url: &str) -> Result<Stored, String> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        if url.starts_with("sqlite://") {
-            let opts = url.parse::<sqlx::sqlite::SqliteConnectOptions>().map_err(|e| e.to_string())?.read_only(true);
-            let pool = sqlx::SqlitePool::connect_with(opts).await.map_err(|e| e.to_string())?;
-            let events = sqlx::query_as(EVENTS_SQL).fetch_all(&pool).await.map_err(|e| e.to_string())?;
-            let objects = sqlx::query_as(OBJECTS_SQL).fetch_all(&pool).await.map_err(|e| e.to_string())?;
-            pool.close().await;
-            Ok(stored_from(events, objects))
-        } else {
-            let pool = sqlx::PgPool::connect(url).await.map_err(|e| e.to_string())?;
-            let events = sqlx::query_as(EVENTS_SQL).fetch_all(&pool).await.map_err(|e| e.to_string())?;
-            let objects = sqlx::query_as(OBJECTS_SQL).fetch_all(&pool).await.map_err(|e| e.to_string())?;
-            pool.close().await;
-            Ok(stored_from(events, objects))
-        }
-    })
-}
-
-/// What the log says the store must hold: each accepted event as its row, and each object's last accepted seq.
-struct Expected {
-    events: BTreeMap<u64, Row>,
-    last_seq: BTreeMap<String, u64>,
-    stale: u64,
-}
-
-fn expected_from(entries: &[(u64, LogEntry)]) -> Expected {
-    let mut reader = LogReader::new();
-    let mut events = BTreeMap::new();
-    let mut last_seq = BTreeMap::new();
-    for (seq, entry) in entries {
-        let read = reader.read(*seq, entry);
-        let (LogEntry::Event(ev), Read::Event { verdict, .. }) = (entry, read) else { continue };
-        if !verdict.is_accepted() {
-            continue;
-        }
-        let r = event_row(&Owned { seq: *seq, event: ev.clone(), after: After::Replayed }, 4096);
-        let row = Row {
-            object: r.object.to_string(),
-            epoch: r.epoch as i64,
-            writer: r.writer.to_string(),
-            writer_incarnation: r.writer_incarnation as i64,
-            kind: r.kind.to_string(),
-            from_state: r.from_state.map(|s| s.as_str().to_string()),
-            to_state: r.to_state.map(|s| s.as_str().to_string()),
-            command_id: r.command_id.map(|c| c.to_string()),
-        };
-        events.insert(*seq, row);
-        last_seq.insert(r.object.to_string(), *seq);
-    }
-    Expected { events, last_seq, stale: reader.counters.stale_epoch_total }
-}
-
-/// The store holds exactly the expected rows, and each object's row is at its last accepted event.
-fn store_matches(stored: &Stored, want: &Expected) -> Result<(), String> {
-    if stored.events != want.events {
-        let missing: Vec<_> = want.events.keys().filter(|s| !stored.events.contains_key(s)).take(10).collect();
-        let extra: Vec<_> = stored.events.keys().filter(|s| !want.events.contains_key(s)).take(10).collect();
-        let differ: Vec<_> =
-            want.events.iter().filter(|(s, r)| stored.events.get(s).is_some_and(|h| h != *r)).take(3).collect();
-        return Err(format!(
-            "{} rows, {} accepted events; missing {missing:?}, not accepted {extra:?}, different {differ:?}",
-            stored.events.len(),
-            want.events.len()
-        ));
-    }
-    for (object, last) in &want.last_seq {
-        match stored.objects.get(object) {
-            Some((_, seq, _)) if seq == last => {}
-            other => return Err(format!("object {object}: row {other:?}, last accepted event at {last}")),
-        }
-    }
-    Ok(())
-}
-
-/// Switches a counting target between 200 and 500 in a thread until stopped, so http checks flap and every
-/// object keeps making transitions: a load generator's pace, not a synchronization. The period (twice
-/// `every`) must not divide the checks' interval, or each object would see the same answer every time.
-struct Flapper {
-    stop: Arc<AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl Flapper {
-    fn start(target: Arc<CountingTarget>, every: Duration) -> Flapper {
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = thread::spawn(move || {
-            let mut failing = false;
-            while !s.load(Ordering::SeqCst) {
-                failing = !failing;
-                target.set_failing(failing);
-                thread::sleep(every);
-            }
-            target.set_failing(false);
-        });
-        Flapper { stop, thread: Some(thread) }
-    }
-
-    /// Stops flapping and leaves the target answering 200.
-    fn stop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
-    }
-}
-
-impl Drop for Flapper {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
 }
 
 fn put_objects(ui: &Jaque, target: &CountingTarget, n: usize) -> Vec<String> {

@@ -38,20 +38,17 @@ use jaque_core::compact::SNAPSHOT_KEY;
 use jaque_core::format::CLUSTER_FORMAT;
 use jaque_core::hrw::{self, Ownership};
 use jaque_core::notifier::EndpointId;
-use jaque_core::role::{After, Owned};
-use jaque_core::sink::event_row;
 use jaque_core::{EventBody, LogEntry, LogReader, MemberId, MemberRef, Read};
 use jaque_tests::checker::{
-    check_log, check_run, epoch_records_raw, object_body, read_log, CountingTarget, WriteRecord, Writer,
+    check_log, check_run, epoch_records_raw, object_body, read_log, CountingTarget, Flapper, WriteRecord, Writer,
 };
+use jaque_tests::sink_store::{expected_from, read_store, store_matches};
 use jaque_tests::webhook::Receiver;
 use jaque_tests::{http, jaque_bin, poll, Jaque, Nats, Postgres};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
 /// The two tests each run a cluster or a process under load: one at a time on a 2-core machine.
@@ -92,45 +89,6 @@ impl Builds {
             Build::Old => &self.old,
             Build::New => &self.new,
         }
-    }
-}
-
-/// Switches a counting target between 200 and 500 in a thread until stopped, so http checks flap and every
-/// object keeps making transitions (as in tests/tests/sink.rs): a load generator's pace, not a
-/// synchronization. The period (twice `every`) must not divide the checks' interval.
-struct Flapper {
-    stop: Arc<AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl Flapper {
-    fn start(target: Arc<CountingTarget>, every: Duration) -> Flapper {
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = thread::spawn(move || {
-            let mut failing = false;
-            while !s.load(Ordering::SeqCst) {
-                failing = !failing;
-                target.set_failing(failing);
-                thread::sleep(every);
-            }
-            target.set_failing(false);
-        });
-        Flapper { stop, thread: Some(thread) }
-    }
-
-    /// Stops flapping and leaves the target answering 200.
-    fn stop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
-    }
-}
-
-impl Drop for Flapper {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
     }
 }
 
@@ -422,130 +380,39 @@ fn active_format(nats_url: &str, when: &str) -> Option<u64> {
     format
 }
 
-// The sink's rows against the log, as tests/tests/sink.rs compares them.
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Row {
-    object: String,
-    epoch: i64,
-    writer: String,
-    writer_incarnation: i64,
-    kind: String,
-    from_state: Option<String>,
-    to_state: Option<String>,
-    command_id: Option<String>,
-}
-
-type EventTuple = (i64, String, i64, String, i64, String, Option<String>, Option<String>, Option<String>);
-const EVENTS_SQL: &str = "SELECT seq, object, epoch, writer, writer_incarnation, type, from_state, to_state, \
-                          command_id FROM events ORDER BY seq";
-const OBJECTS_SQL: &str = "SELECT object, last_seq FROM objects ORDER BY object";
-
-/// Event rows by seq, and each object's row's last seq.
-type Rows = (BTreeMap<u64, Row>, BTreeMap<String, u64>);
-
-/// The store read back with a client of the test's own.
-fn read_store(url: &str) -> Result<Rows, String> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let pool = sqlx::PgPool::connect(url).await.map_err(|e| e.to_string())?;
-        let events: Vec<EventTuple> = sqlx::query_as(EVENTS_SQL).fetch_all(&pool).await.map_err(|e| e.to_string())?;
-        let objects: Vec<(String, i64)> =
-            sqlx::query_as(OBJECTS_SQL).fetch_all(&pool).await.map_err(|e| e.to_string())?;
-        pool.close().await;
-        let mut rows = BTreeMap::new();
-        for (seq, object, epoch, writer, writer_incarnation, kind, from_state, to_state, command_id) in events {
-            let row = Row { object, epoch, writer, writer_incarnation, kind, from_state, to_state, command_id };
-            assert!(rows.insert(seq as u64, row).is_none(), "seq {seq} twice in the store");
-        }
-        Ok((rows, objects.into_iter().map(|(o, s)| (o, s as u64)).collect()))
-    })
-}
-
-/// What the log says the store must hold: each accepted event as its row, and each object's last accepted seq.
-fn expected_rows(entries: &[(u64, LogEntry)]) -> Rows {
-    let mut reader = LogReader::new();
-    let (mut rows, mut last) = (BTreeMap::new(), BTreeMap::new());
-    for (seq, entry) in entries {
-        let read = reader.read(*seq, entry);
-        let (LogEntry::Event(ev), Read::Event { verdict, .. }) = (entry, read) else { continue };
-        if !verdict.is_accepted() {
-            continue;
-        }
-        let r = event_row(&Owned { seq: *seq, event: ev.clone(), after: After::Replayed }, 4096);
-        let row = Row {
-            object: r.object.to_string(),
-            epoch: r.epoch as i64,
-            writer: r.writer.to_string(),
-            writer_incarnation: r.writer_incarnation as i64,
-            kind: r.kind.to_string(),
-            from_state: r.from_state.map(|s| s.as_str().to_string()),
-            to_state: r.to_state.map(|s| s.as_str().to_string()),
-            command_id: r.command_id.map(|c| c.to_string()),
-        };
-        rows.insert(*seq, row);
-        last.insert(r.object.to_string(), *seq);
-    }
-    (rows, last)
-}
-
 /// Waits until the sink's store holds exactly the log's accepted events; how many.
 fn check_sink(c: &Cluster) -> usize {
     let s = c.get("s1");
     let mut why = String::new();
     let n = poll("the store to hold exactly the log's accepted events", || {
         // The store first, then the log: the log then holds at least every event the store does.
-        let (rows, last) = match read_store(&c.pg.url()) {
+        let stored = match read_store(&c.pg.url()) {
             Ok(s) => s,
             Err(e) => {
                 why = e;
                 return None;
             }
         };
-        let (want, want_last) = expected_rows(&read_log(&c.nats.url));
+        let want = expected_from(&read_log(&c.nats.url));
         if s.metric("jaque_sink_lag_events") != Some(0.0) {
             why = "the sink lags".into();
             return None;
         }
-        if rows != want {
-            let missing: Vec<_> = want.keys().filter(|s| !rows.contains_key(s)).take(10).collect();
-            let extra: Vec<_> = rows.keys().filter(|s| !want.contains_key(s)).take(10).collect();
-            let differ: Vec<_> = want.iter().filter(|(s, r)| rows.get(s).is_some_and(|h| h != *r)).take(3).collect();
-            why = format!(
-                "{} rows, {} accepted events; missing {missing:?}, not accepted {extra:?}, different {differ:?}",
-                rows.len(),
-                want.len()
-            );
+        if let Err(e) = store_matches(&stored, &want) {
+            why = e;
             eprintln!("upgrade: sink not there yet: {why}");
             return None;
         }
-        let wrong: Vec<_> = want_last.iter().filter(|(o, seq)| last.get(*o) != Some(seq)).take(3).collect();
-        if !wrong.is_empty() {
-            why = format!("object rows not at their last accepted event: {wrong:?}");
-            return None;
-        }
-        Some(rows.len())
+        Some(stored.events.len())
     });
     assert!(n > 100, "transitions flowed: {n} events in the store ({why})");
     n
 }
 
-/// `notify.start.<endpoint>`: the log position the notifications begin after.
-fn start_record(nats_url: &str, hook: &str) -> u64 {
-    let key = format!("notify.start.{}", EndpointId::of(hook));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let js = async_nats::jetstream::new(async_nats::connect(nats_url).await.unwrap());
-        let kv = js.get_key_value("jaque_membership").await.unwrap();
-        let v = kv.get(&key).await.unwrap().unwrap_or_else(|| panic!("no start record {key}"));
-        String::from_utf8(v.to_vec()).unwrap().parse().unwrap()
-    })
-}
-
 /// Waits until every accepted transition after the notifier's start record was delivered; checks that every
 /// delivery is of an accepted transition, with its one webhook-id. Returns (transitions, deliveries, repeats).
 fn check_notifier(c: &Cluster) -> (usize, usize, usize) {
-    let start = start_record(&c.nats.url, &c.hook);
+    let start = jaque_tests::checker::notify_start_record(&c.nats.url, &c.hook);
     let (transitions, deliveries) = poll("every accepted transition delivered", || {
         // The deliveries first, then the log: the log then holds every transition delivered.
         let deliveries = c.rx.deliveries("/hook");
@@ -729,18 +596,34 @@ fn check_all(c: &Cluster, writes: &[WriteRecord], refused: &[String], what: &str
     assert!(errors.iter().all(|(_, _, n)| *n == 0.0), "messages some process could not decode: {errors:?}");
 }
 
-#[test]
-fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
-    let Some(old) = previous_bin("rolling upgrade") else { return };
+/// A cluster of the previous build, its checks flapping, upgraded one process at a time to this build (the
+/// tests one at a time: `_one`), until an engine records the active format 2.
+struct Upgraded {
+    _one: std::sync::MutexGuard<'static, ()>,
+    began: Instant,
+    c: Cluster,
+    flapper: Flapper,
+    writes: Vec<WriteRecord>,
+    refused: Vec<String>,
+}
+
+fn upgraded(old: PathBuf) -> Upgraded {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let began = Instant::now();
     let mut c = Cluster::start(Builds { old, new: jaque_bin() });
-    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
-    let (mut writes, refused) = upgrade_all(&mut c);
-    // Every member speaks 2: an engine records it as the active format, and unack is applied.
+    let flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
+    let (writes, refused) = upgrade_all(&mut c);
+    // Every member speaks 2: an engine records it as the active format.
     poll("the active format 2 in the log", || {
         (check_log(&c.nats.url).reader.fence().active_format() == CLUSTER_FORMAT).then_some(())
     });
+    Upgraded { _one, began, c, flapper, writes, refused }
+}
+
+#[test]
+fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
+    let Some(old) = previous_bin("rolling upgrade") else { return };
+    let Upgraded { _one, began, c, mut flapper, mut writes, refused } = upgraded(old);
     active_format(&c.nats.url, "the active format raised");
     let format = cluster_format(&c);
     eprintln!("upgrade: /api/cluster: cluster_format {format}");
@@ -814,14 +697,7 @@ fn after_the_cluster_moved_to_format_2_a_previous_build_engine_says_it_cannot_ru
         );
         return;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let began = Instant::now();
-    let mut c = Cluster::start(Builds { old, new: jaque_bin() });
-    let mut flapper = Flapper::start(c.target.clone(), Duration::from_millis(350));
-    let (mut writes, refused) = upgrade_all(&mut c);
-    poll("the active format 2 in the log", || {
-        (check_log(&c.nats.url).reader.fence().active_format() == CLUSTER_FORMAT).then_some(())
-    });
+    let Upgraded { _one, began, mut c, mut flapper, mut writes, refused } = upgraded(old);
     writes.extend(unacks(&c, "unack"));
     flapper.stop();
     // docs/upgrading.md: "an older build started into it stops at the first entry of the new format it meets,
