@@ -402,7 +402,8 @@ impl LogReader {
     pub fn blocked_reason(&self) -> Option<String> {
         let (seq, needs) = self.blocked?;
         Some(format!(
-            "the log entry at position {seq} needs cluster format {needs}, and this build speaks {speaks}: run a              newer jaque (docs/upgrading.md)",
+            "the log at position {seq} needs cluster format {needs}, and this build speaks {speaks}: run a newer jaque \
+             (docs/upgrading.md)",
             speaks = self.speaks.0
         ))
     }

@@ -5,7 +5,7 @@
 //! keeps its examples equal to what the encoder writes.
 
 use crate::engine::{CheckResult, CheckWork};
-use crate::log::{LogReader, ReaderSnapshot};
+use crate::log::{LogReader, ReaderSnapshot, SnapshotError};
 use crate::model::{Command, CommandId, CommandKind, LogEntry, MemberId, MemberRef, ObjectId, Outcome};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -31,6 +31,13 @@ pub enum WireError {
     /// A log entry that says it needs a cluster format this build does not speak (`crate::format`).
     #[error("log entry needs cluster format {needs}; this build speaks {}", crate::format::CLUSTER_FORMAT)]
     TooNew { needs: u32 },
+    /// A snapshot of a version newer than this build reads (`crate::format::SNAPSHOT_VERSION`): written by a newer
+    /// build in a cluster at a newer format.
+    #[error(
+        "snapshot version {version} is newer than this build reads (up to {}): a newer jaque wrote it",
+        crate::format::SNAPSHOT_VERSION
+    )]
+    SnapshotTooNew { version: u32 },
 }
 
 fn decode<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<T, WireError> {
@@ -277,7 +284,12 @@ pub fn read_snapshot(from: impl std::io::Read) -> Result<LogReader, WireError> {
 
 fn snapshot_reader(s: Result<ReaderSnapshot, serde_json::Error>) -> Result<LogReader, WireError> {
     let s = s.map_err(|source| WireError::Malformed { what: "snapshot", source })?;
-    LogReader::from_snapshot(s).map_err(|e| WireError::Invalid { what: "snapshot", reason: e.to_string() })
+    LogReader::from_snapshot(s).map_err(|e| match e {
+        SnapshotError::Version(version) if version > crate::format::SNAPSHOT_VERSION => {
+            WireError::SnapshotTooNew { version }
+        }
+        e => WireError::Invalid { what: "snapshot", reason: e.to_string() },
+    })
 }
 
 /// The value of a membership key.

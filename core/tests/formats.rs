@@ -225,4 +225,14 @@ fn a_snapshot_has_the_newest_version_every_member_reads() {
     assert_eq!(LogReader::from_snapshot(v2.clone()).unwrap(), r);
     let refused = LogReader::from_snapshot_speaking(v2, 1).unwrap_err();
     assert!(refused.to_string().contains("snapshot version 2 is not one this build reads"), "{refused}");
+    // A newer build's snapshot is known for what it is: the driver stops the reader at it (`Life::LogTooNew`)
+    // instead of passing over it as a damaged one.
+    let mut newer = r.snapshot();
+    newer.version = jaque_core::format::SNAPSHOT_VERSION + 1;
+    let bytes = wire::encode_snapshot(&newer);
+    let e = wire::decode_snapshot(&bytes).unwrap_err();
+    assert!(matches!(e, WireError::SnapshotTooNew { version } if version == newer.version), "{e}");
+    let mut damaged = r.snapshot();
+    damaged.version = 0;
+    assert!(matches!(wire::decode_snapshot(&wire::encode_snapshot(&damaged)), Err(WireError::Invalid { .. })));
 }

@@ -9,7 +9,7 @@
 //! bounds its own leave).
 
 use super::heartbeat::{spawn_heartbeat_writer, HeartbeatWriter};
-use super::snapshots::Restores;
+use super::snapshots::{self, Restores};
 use super::subscription::{Buckets, Subscription};
 use crate::clock::{far_future, instant_at};
 use crate::coord::Coordination;
@@ -101,8 +101,8 @@ pub struct Reading<T> {
     replays: mpsc::UnboundedReceiver<(u64, Replayed)>,
     /// Loads of the latest snapshot, one at a time.
     restores: Restores,
-    restored_tx: mpsc::UnboundedSender<Option<LogReader>>,
-    restored: mpsc::UnboundedReceiver<Option<LogReader>>,
+    restored_tx: mpsc::UnboundedSender<snapshots::Restored>,
+    restored: mpsc::UnboundedReceiver<snapshots::Restored>,
     done_tx: mpsc::UnboundedSender<T>,
     done: mpsc::UnboundedReceiver<T>,
     queries: mpsc::Receiver<RoleQuery>,
@@ -252,9 +252,15 @@ impl<T: Send + 'static> Reading<T> {
             f = async { self.follow.as_mut().expect("following").next().await }, if following => f.map(|f| Wake::Life(f.into())),
             Some(ok) = self.acks.recv() => Some(Wake::Life(Life::HeartbeatWritten { ok })),
             Some((token, result)) = self.replays.recv() => Some(Wake::Replayed { token, result }),
-            Some(reader) = self.restored.recv() => {
+            Some(restored) = self.restored.recv() => {
                 self.restores.answered();
-                Some(Wake::Restored(reader.map(Box::new)))
+                match restored {
+                    Ok(reader) => Some(Wake::Restored(reader.map(Box::new))),
+                    Err(position) => {
+                        let (seq, needs) = snapshots::too_new(position);
+                        Some(Wake::Life(Life::LogTooNew { seq, needs }))
+                    }
+                }
             }
             n = self.done.recv_many(&mut batch, DONE_PER_TURN) => match n {
                 0 => None,

@@ -23,14 +23,20 @@ static PURGED_BELOW: AtomicU64 = AtomicU64::new(0);
 /// logged and counted, and the caller starts from the log's first position instead (where a purged log shows
 /// a hole, which asks again).
 pub async fn latest_reader(coord: &Coordination) -> Option<LogReader> {
+    latest(coord).await.ok().flatten()
+}
+
+/// The latest stored snapshot: a reader, none that decodes, or (`Err`) the position of one of a version newer
+/// than this build reads, which no later snapshot of this cluster will be older than.
+async fn latest(coord: &Coordination) -> Result<Option<LogReader>, u64> {
     let started = Instant::now();
     let (position, mut bytes) = match coord.latest_snapshot().await {
         Ok(Some(s)) => s,
-        Ok(None) => return None,
+        Ok(None) => return Ok(None),
         Err(e) => {
             LOAD_FAILURES.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = %e, "reading the latest snapshot; following the log from its start");
-            return None;
+            return Ok(None);
         }
     };
     // Decoded as the bytes come from the store: they are never held whole.
@@ -53,23 +59,28 @@ pub async fn latest_reader(coord: &Coordination) -> Option<LogReader> {
                 took_ms = started.elapsed().as_millis() as u64,
                 "starting from a snapshot"
             );
-            Some(reader)
+            Ok(Some(reader))
         }
         Ok(Ok(reader)) => {
             LOAD_FAILURES.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(position, inside = reader.position(), "a snapshot stored under another position; skipped");
-            None
+            Ok(None)
+        }
+        Ok(Err(e @ wire::WireError::SnapshotTooNew { .. })) => {
+            LOAD_FAILURES.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(position, error = %e, "a snapshot this build cannot read (docs/upgrading.md)");
+            Err(position)
         }
         Ok(Err(e)) => {
             LOAD_FAILURES.fetch_add(1, Ordering::Relaxed);
             crate::metrics::wire_error("snapshot");
             tracing::warn!(position, error = %e, "a snapshot that does not decode; skipped");
-            None
+            Ok(None)
         }
         Err(e) => {
             LOAD_FAILURES.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(position, error = %e, "decoding a snapshot");
-            None
+            Ok(None)
         }
     }
 }
@@ -143,8 +154,10 @@ pub struct Restores {
 
 impl Restores {
     /// Starts loading the latest snapshot for a hole ending at `covering`, unless a load is running; `done` gets
-    /// it when it reaches that far, `None` otherwise. Call `answered` when the answer is in.
-    pub fn ask(&mut self, coord: &Coordination, covering: u64, done: impl FnOnce(Option<LogReader>) + Send + 'static) {
+    /// it when it reaches that far, `None` otherwise, and `Err(position)` for a snapshot at `position` of a
+    /// version newer than this build reads (the reader cannot get past the hole: `Life::LogTooNew`). Call
+    /// `answered` when the answer is in.
+    pub fn ask(&mut self, coord: &Coordination, covering: u64, done: impl FnOnce(Restored) + Send + 'static) {
         if !std::mem::replace(&mut self.loading, true) {
             spawn_restore(coord.clone(), covering, done);
         }
@@ -168,9 +181,21 @@ pub fn warn_history_lost(role: &str, before: u64, after: u64) {
     }
 }
 
-fn spawn_restore(coord: Coordination, covering: u64, done: impl FnOnce(Option<LogReader>) + Send + 'static) {
+/// What a load for a hole found (`Restores::ask`).
+pub type Restored = Result<Option<LogReader>, u64>;
+
+/// Where a reader stops for a snapshot at `position` that this build cannot read, and the format it needs (one
+/// newer than this build's): the reader's `read_too_new`, a role's `Life::LogTooNew`.
+pub fn too_new(position: u64) -> (u64, u32) {
+    (position, jaque_core::format::CLUSTER_FORMAT + 1)
+}
+
+fn spawn_restore(coord: Coordination, covering: u64, done: impl FnOnce(Restored) + Send + 'static) {
     tokio::spawn(async move {
-        let reader = latest_reader(&coord).await;
+        let reader = match latest(&coord).await {
+            Ok(reader) => reader,
+            Err(position) => return done(Err(position)),
+        };
         match &reader {
             Some(r) if r.position() >= covering => {
                 tracing::info!(position = r.position(), covering, "jumping past a hole in the log to a snapshot");
@@ -186,7 +211,7 @@ fn spawn_restore(coord: Coordination, covering: u64, done: impl FnOnce(Option<Lo
                 "the log has a hole below position {covering} and there is no snapshot to jump to; waiting for one"
             ),
         }
-        done(reader.filter(|r| r.position() >= covering));
+        done(Ok(reader.filter(|r| r.position() >= covering)));
     });
 }
 

@@ -33,7 +33,7 @@ pub async fn run_reader(
         owners.send_replace(reader.fence().current_ownership().cloned().map(Arc::new));
     };
     let mut restores = Restores::default();
-    let (restored_tx, mut restored) = mpsc::unbounded_channel::<Option<LogReader>>();
+    let (restored_tx, mut restored) = mpsc::unbounded_channel::<snapshots::Restored>();
     let mut ask_again = tokio::time::interval(std::time::Duration::from_secs(2));
     loop {
         let read = tokio::select! {
@@ -65,6 +65,15 @@ pub async fn run_reader(
             Some(r) = restored.recv() => {
                 restores.answered();
                 let before = tail.reader().position();
+                let r = match r {
+                    Ok(r) => r,
+                    // A snapshot of a newer build past the hole: this ui cannot get past it (not ready, saying so).
+                    Err(position) => {
+                        let (seq, needs) = snapshots::too_new(position);
+                        tail.read_too_new(seq, needs);
+                        None
+                    }
+                };
                 if r.is_some_and(|r| tail.restore(r)) {
                     let position = tail.reader().position();
                     tracing::info!(from = before, to = position, "ui: jumped past a hole in the log to a snapshot");
