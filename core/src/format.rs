@@ -24,16 +24,6 @@ pub const CLUSTER_FORMAT: u32 = 2;
 /// v0.1.0) speaks.
 pub const OLDEST_CLUSTER_FORMAT: u32 = 1;
 
-/// The cluster formats, each with what it added (for `jaque --version` and `docs/upgrading.md`).
-pub const CLUSTER_FORMATS: [(u32, &str); 2] = [
-    (1, "the log, membership values, commands, outcomes and check work of every build before v0.1.0"),
-    (
-        2,
-        "v0.1.0: members announce their format, epoch records carry the active one, entries that need more than 1 \
-         say so, the unack command and event, snapshot version 2",
-    ),
-];
-
 /// The snapshot version this build writes once the active cluster format is 2; it reads every version from
 /// `OLDEST_SNAPSHOT_VERSION` up to this one.
 pub const SNAPSHOT_VERSION: u32 = 2;
@@ -51,11 +41,6 @@ pub fn snapshot_version(active: u32) -> u32 {
     }
 }
 
-/// Whether a build speaking `speaks` reads an entry that needs `needs`.
-pub fn reads(speaks: u32, needs: u32) -> bool {
-    needs <= speaks
-}
-
 /// The cluster format an entry or value that does not name one needs: 1.
 pub fn unnamed() -> u32 {
     OLDEST_CLUSTER_FORMAT
@@ -65,6 +50,16 @@ pub fn unnamed() -> u32 {
 /// wrote).
 pub fn is_unnamed(f: &u32) -> bool {
     *f == OLDEST_CLUSTER_FORMAT
+}
+
+/// The cluster format a snapshot of `version` needs of its reader: the one whose writers write that version,
+/// and for a version newer than this build knows, one newer than its own.
+pub fn snapshot_needs(version: u32) -> u32 {
+    match version {
+        v if v <= OLDEST_SNAPSHOT_VERSION => OLDEST_CLUSTER_FORMAT,
+        v if v <= SNAPSHOT_VERSION => 2,
+        _ => CLUSTER_FORMAT + 1,
+    }
 }
 
 /// The versions this build writes and reads, as `jaque --version` prints them after its own version.
@@ -81,11 +76,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_formats_table_ends_at_the_format_spoken() {
-        assert_eq!(CLUSTER_FORMATS.first().unwrap().0, OLDEST_CLUSTER_FORMAT);
-        assert_eq!(CLUSTER_FORMATS.last().unwrap().0, CLUSTER_FORMAT);
-        assert!(CLUSTER_FORMATS.windows(2).all(|w| w[1].0 == w[0].0 + 1));
+    fn snapshot_versions_and_the_formats_that_write_them_agree() {
         assert_eq!(snapshot_version(CLUSTER_FORMAT), SNAPSHOT_VERSION);
         assert_eq!(snapshot_version(OLDEST_CLUSTER_FORMAT), OLDEST_SNAPSHOT_VERSION);
+        for format in OLDEST_CLUSTER_FORMAT..=CLUSTER_FORMAT {
+            assert_eq!(snapshot_needs(snapshot_version(format)), format);
+        }
+        assert!(snapshot_needs(SNAPSHOT_VERSION + 1) > CLUSTER_FORMAT);
     }
 }

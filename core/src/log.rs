@@ -80,8 +80,8 @@ pub enum EpochRejection {
 pub struct Fence {
     /// `records[i]` is epoch `i + 1`.
     records: Vec<(EpochRecord, Ownership)>,
-    /// `formats[i]`: the active cluster format under epoch `i + 1`, the highest any record up to it named.
-    formats: Vec<u32>,
+    /// The active cluster format: the highest any record so far named (1 before any names one).
+    active_format: u32,
 }
 
 /// Where each epoch record stands in the log, so an event read again later (a replay) gets the verdict it had
@@ -124,12 +124,7 @@ impl Fence {
 
     /// The cluster's active format under the epoch in force (`crate::format`): 1 before the first record.
     pub fn active_format(&self) -> u32 {
-        self.formats.last().copied().unwrap_or(format::OLDEST_CLUSTER_FORMAT)
-    }
-
-    /// The active format under epoch `in_force` (1 under none).
-    pub fn format_under(&self, in_force: u64) -> u32 {
-        self.index(in_force).map_or(format::OLDEST_CLUSTER_FORMAT, |i| self.formats[i])
+        self.active_format.max(format::OLDEST_CLUSTER_FORMAT)
     }
 
     fn index(&self, epoch: u64) -> Option<usize> {
@@ -148,7 +143,7 @@ impl Fence {
         let ownership = Ownership::new(&record.members);
         // The active format never goes down: a record from a build that does not name one (or an older one that
         // was paused while the others moved on) leaves it where it was.
-        self.formats.push(self.active_format().max(record.format));
+        self.active_format = self.active_format().max(record.format);
         self.records.push((record.clone(), ownership));
         Ok(())
     }

@@ -256,10 +256,7 @@ impl<T: Send + 'static> Reading<T> {
                 self.restores.answered();
                 match restored {
                     Ok(reader) => Some(Wake::Restored(reader.map(Box::new))),
-                    Err(position) => {
-                        let (seq, needs) = snapshots::too_new(position);
-                        Some(Wake::Life(Life::LogTooNew { seq, needs }))
-                    }
+                    Err((seq, needs)) => Some(Wake::Life(Life::LogTooNew { seq, needs })),
                 }
             }
             n = self.done.recv_many(&mut batch, DONE_PER_TURN) => match n {

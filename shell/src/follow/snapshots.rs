@@ -27,8 +27,8 @@ pub async fn latest_reader(coord: &Coordination) -> Option<LogReader> {
 }
 
 /// The latest stored snapshot: a reader, none that decodes, or (`Err`) the position of one of a version newer
-/// than this build reads, which no later snapshot of this cluster will be older than.
-async fn latest(coord: &Coordination) -> Result<Option<LogReader>, u64> {
+/// than this build reads and the cluster format it needs (no later snapshot of this cluster will be older).
+async fn latest(coord: &Coordination) -> Result<Option<LogReader>, (u64, u32)> {
     let started = Instant::now();
     let (position, mut bytes) = match coord.latest_snapshot().await {
         Ok(Some(s)) => s,
@@ -66,10 +66,10 @@ async fn latest(coord: &Coordination) -> Result<Option<LogReader>, u64> {
             tracing::warn!(position, inside = reader.position(), "a snapshot stored under another position; skipped");
             Ok(None)
         }
-        Ok(Err(e @ wire::WireError::SnapshotTooNew { .. })) => {
+        Ok(Err(e @ wire::WireError::SnapshotTooNew { version })) => {
             LOAD_FAILURES.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(position, error = %e, "a snapshot this build cannot read (docs/upgrading.md)");
-            Err(position)
+            Err((position, jaque_core::format::snapshot_needs(version)))
         }
         Ok(Err(e)) => {
             LOAD_FAILURES.fetch_add(1, Ordering::Relaxed);
@@ -154,8 +154,8 @@ pub struct Restores {
 
 impl Restores {
     /// Starts loading the latest snapshot for a hole ending at `covering`, unless a load is running; `done` gets
-    /// it when it reaches that far, `None` otherwise, and `Err(position)` for a snapshot at `position` of a
-    /// version newer than this build reads (the reader cannot get past the hole: `Life::LogTooNew`). Call
+    /// it when it reaches that far, `None` otherwise, and `Err((position, needs))` for a snapshot at `position` of
+    /// a version newer than this build reads (the reader cannot get past the hole: `Life::LogTooNew`). Call
     /// `answered` when the answer is in.
     pub fn ask(&mut self, coord: &Coordination, covering: u64, done: impl FnOnce(Restored) + Send + 'static) {
         if !std::mem::replace(&mut self.loading, true) {
@@ -181,20 +181,15 @@ pub fn warn_history_lost(role: &str, before: u64, after: u64) {
     }
 }
 
-/// What a load for a hole found (`Restores::ask`).
-pub type Restored = Result<Option<LogReader>, u64>;
-
-/// Where a reader stops for a snapshot at `position` that this build cannot read, and the format it needs (one
-/// newer than this build's): the reader's `read_too_new`, a role's `Life::LogTooNew`.
-pub fn too_new(position: u64) -> (u64, u32) {
-    (position, jaque_core::format::CLUSTER_FORMAT + 1)
-}
+/// What a load for a hole found (`Restores::ask`): `Err((position, needs))` for a snapshot this build cannot
+/// read, where the reader stops (its `read_too_new`, a role's `Life::LogTooNew`).
+pub type Restored = Result<Option<LogReader>, (u64, u32)>;
 
 fn spawn_restore(coord: Coordination, covering: u64, done: impl FnOnce(Restored) + Send + 'static) {
     tokio::spawn(async move {
         let reader = match latest(&coord).await {
             Ok(reader) => reader,
-            Err(position) => return done(Err(position)),
+            Err(too_new) => return done(Err(too_new)),
         };
         match &reader {
             Some(r) if r.position() >= covering => {

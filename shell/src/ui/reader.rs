@@ -68,8 +68,7 @@ pub async fn run_reader(
                 let r = match r {
                     Ok(r) => r,
                     // A snapshot of a newer build past the hole: this ui cannot get past it (not ready, saying so).
-                    Err(position) => {
-                        let (seq, needs) = snapshots::too_new(position);
+                    Err((seq, needs)) => {
                         tail.read_too_new(seq, needs);
                         None
                     }

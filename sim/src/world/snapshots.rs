@@ -375,7 +375,7 @@ impl Sim {
         let speaks = by_role!(who, |R, slot| R::slots(self)[slot].speaks);
         if snapshot.version > format::snapshot_version(speaks) {
             // A build of an older format cannot restore it: it cannot get past the hole, and stops there.
-            let (seq, needs) = (snapshot.position, format::CLUSTER_FORMAT);
+            let (seq, needs) = (snapshot.position, format::snapshot_needs(snapshot.version));
             self.tr(|| format!("{who} cannot read the snapshot at {seq} (version {})", snapshot.version));
             by_role!(who, |R, slot| self.step_life::<R>(slot, Life::LogTooNew { seq, needs }));
             return;
