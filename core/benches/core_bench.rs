@@ -249,7 +249,12 @@ fn engine_epoch_change(ids: &[String], members: &[MemberRef]) -> Duration {
 /// An engine (the first member) that has read epoch 1 and a put for every object.
 fn loaded_engine(ids: &[String], members: &[MemberRef]) -> Engine {
     let me = members[0].clone();
-    let def = ObjectDef { probe: Probe::Tcp { addr: "h:1".into() }, interval_ms: 60_000, timeout_ms: 1000 };
+    let def = ObjectDef {
+        probe: Probe::Tcp { addr: "h:1".into() },
+        interval_ms: 60_000,
+        timeout_ms: 1000,
+        ..ObjectDef::UNSET
+    };
     let mut e = Engine::new(EngineConfig::new(me.clone(), Duration::from_secs(9)));
     e.handle(Time(0), Input::Life(Life::Start));
     e.handle(Time(0), Input::Life(Life::CaughtUp));

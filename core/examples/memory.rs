@@ -98,7 +98,12 @@ fn entry(seq: u64) -> LogEntry {
             format: 1,
         });
     }
-    let def = ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 86_400_000, timeout_ms: 1000 };
+    let def = ObjectDef {
+        probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+        interval_ms: 86_400_000,
+        timeout_ms: 1000,
+        ..ObjectDef::UNSET
+    };
     LogEntry::Event(Event {
         object: ObjectId::new(format!("object-{:06}", seq - 2)).unwrap(),
         epoch: 1,

@@ -21,6 +21,7 @@
 //! reply is immediate. So a member that was paused or cut off past its ttl claims nothing until its key is
 //! back, whatever reached it meanwhile.
 
+use crate::alert;
 use crate::compact::{SnapshotConfig, Snapshotter};
 use crate::deadlines::Deadlines;
 use crate::follow::{Follower, Life, LifeOutput};
@@ -322,7 +323,12 @@ pub struct EngineCounters {
     /// How late each dispatched check left against the slot it was scheduled for.
     pub check_start_lateness: Lateness,
     pub check_results_dropped: u64,
+    /// Hard transitions appended (`crate::alert`).
     pub transitions_written: u64,
+    /// Soft states and flapping starts and ends appended.
+    pub soft_written: u64,
+    /// Results not logged because the object's previous result event was still on its way to the log.
+    pub results_held: u64,
     pub appends_failed: u64,
     pub snapshots_written: u64,
     pub snapshots_failed: u64,
@@ -380,9 +386,10 @@ struct OwnedObject {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Busy {
     inflight: Option<u64>,
-    /// A transition this engine appended and has not read back yet, with the time after which it is presumed
-    /// lost. A result is a transition when it differs from this state, or else from the log's.
-    written: Option<(State, Time)>,
+    /// A result event this engine appended and has not read back yet: the time after which it is presumed lost.
+    /// One at a time: a result that arrives meanwhile is not logged (`EngineCounters::results_held`), so each
+    /// result event is decided from the log's state, as the fold judges it (`alert::follows`).
+    written: Option<Time>,
     /// The next due time was set by a check-now, not by the slot grid.
     requested: bool,
     /// A check-now arrived while a check was in flight: check again when it returns.
@@ -839,9 +846,17 @@ impl Engine {
             self.lose(id);
         }
         let window = self.cfg.takeover_window();
+        let (active, spread) = (self.follow.reader().fence().active_format(), self.spread());
         for id in gained {
             let view = &self.follow.reader().objects()[&id];
-            let next = (!view.paused).then(|| schedule::takeover_due(view.anchor, view.def.interval(), now, window));
+            let next = (!view.paused).then(|| {
+                let due = schedule::Grid::of(view, spread).takeover_due(now, window);
+                // A soft state goes on at its retry interval from its last attempt, whoever made it.
+                match view.soft() {
+                    Some(soft) => due.min((soft.at + view.rules(active).retry_interval).max(now)),
+                    None => due,
+                }
+            });
             self.own(id, next);
         }
     }
@@ -889,10 +904,7 @@ impl Engine {
         let read = self.follow.read(seq, &entry);
         self.note_hole(had_hole);
         match read {
-            Read::Duplicate
-            | Read::EpochRejected(_)
-            | Read::Gap { .. }
-            | Read::Unreadable => {}
+            Read::Duplicate | Read::EpochRejected(_) | Read::Gap { .. } | Read::Unreadable => {}
             // An entry this build cannot read, in a cluster that allowed it: the objects this engine owns go to
             // engines that read on. It leaves (`is_done`), and its driver says why (`LogReader::blocked_reason`).
             Read::TooNew { .. } => self.handle_life(now, Life::Leave),
@@ -936,14 +948,10 @@ impl Engine {
                 _ => {}
             }
         }
-        // Our own transition is back: from now on the log's state is the one to compare with.
-        if let EventBody::Transition { to, .. } = &event.body {
-            if event.writer == self.cfg.me {
-                if let Some(o) = self.owned.get_mut(&event.object) {
-                    if o.busy().written.is_some_and(|(s, _)| s == *to) {
-                        o.update(|b| b.written = None);
-                    }
-                }
+        // Our own result event is back: from now on the log's state is the one to decide from.
+        if event.body.is_result() && event.writer == self.cfg.me {
+            if let Some(o) = self.owned.get_mut(&event.object) {
+                o.update(|b| b.written = None);
             }
         }
         // Only an event that changed the object moves its schedule: a repeated command id, a command that found
@@ -952,16 +960,22 @@ impl Engine {
         if !verdict.is_accepted() || !changed || !self.owned.contains_key(&event.object) && !self.may_gain(&event) {
             return;
         }
+        let spread = self.spread();
         match &event.body {
             EventBody::Put { .. } if !self.owned.contains_key(&event.object) => {
                 // A new object: owned here if HRW says so.
                 if let Some(view) = self.follow.reader().object(&event.object) {
-                    let next = (!view.paused).then_some(view.anchor);
+                    let next = (!view.paused).then(|| schedule::Grid::of(view, spread).first());
                     self.own(event.object.clone(), next);
                 }
             }
             EventBody::Put { .. } => {
-                let next = self.follow.reader().object(&event.object).filter(|v| !v.paused).map(|v| v.anchor);
+                let next = self
+                    .follow
+                    .reader()
+                    .object(&event.object)
+                    .filter(|v| !v.paused)
+                    .map(|v| schedule::Grid::of(v, spread).first());
                 self.set_next(&event.object, next);
             }
             EventBody::Delete => self.lose(event.object.clone()),
@@ -971,7 +985,7 @@ impl Engine {
                     .follow
                     .reader()
                     .object(&event.object)
-                    .map(|v| schedule::slot_after(v.anchor, v.def.interval(), now - Duration::from_millis(1)));
+                    .map(|v| schedule::Grid::of(v, spread).slot_after(now - Duration::from_millis(1)));
                 self.set_next(&event.object, next);
             }
             EventBody::CheckRequested => {
@@ -983,8 +997,18 @@ impl Engine {
                     }
                 }
             }
-            EventBody::Transition { .. } | EventBody::Ack | EventBody::Unack => {}
+            EventBody::Transition { .. }
+            | EventBody::Soft { .. }
+            | EventBody::Flapping { .. }
+            | EventBody::Ack
+            | EventBody::Unack => {}
         }
+    }
+
+    /// Whether check slots are spread over the interval by a hash of the object's id (`schedule::Grid`): once the
+    /// cluster's active format has them, so every engine of a mixed cluster computes the same slots.
+    fn spread(&self) -> bool {
+        self.follow.reader().fence().active_format() >= schedule::SPREAD_FORMAT
     }
 
     /// Whether an accepted event creates an object this engine owns.
@@ -1011,7 +1035,7 @@ impl Engine {
                     }
                 }
             }
-            (None, EventBody::Transition { .. }) => {
+            (None, body) if body.is_result() => {
                 // Forget what we wrote: the next result is compared with what the log says.
                 if let Some(o) = self.owned.get_mut(&event.object) {
                     o.update(|b| b.written = None);
@@ -1144,14 +1168,14 @@ impl Engine {
     /// Runs the check of `object` that was due at `slot` (a slot of its grid, or the time a check-now asked for).
     fn run_due(&mut self, now: Time, slot: Time, object: ObjectId) {
         let Some(view) = self.follow.reader().object(&object) else { return };
-        let (def, anchor, paused) = (&view.def, view.anchor, view.paused);
+        let (def, grid, paused) = (&view.def, schedule::Grid::of(view, self.spread()), view.paused);
         let Some(o) = self.owned.get_mut(&object) else { return };
         o.next = None;
         let requested = o.update(|b| std::mem::take(&mut b.requested));
         if paused {
             return;
         }
-        let next = Some(schedule::slot_after(anchor, def.interval(), now));
+        let next = Some(grid.slot_after(now));
         if o.busy().inflight.is_some() {
             self.counters.checks_skipped_busy += 1;
             o.update(|b| b.rerun |= requested);
@@ -1177,15 +1201,9 @@ impl Engine {
             return;
         };
         self.check_deadlines.remove(deadline, &result.check_id);
-        let Some((logged, output)) = self.follow.reader().object(&object).map(|v| {
-            // The worker scrubs with the probe it ran; this holds for any worker, and for text that echoes a
-            // URL with its userinfo (a plugin's output). Before the cut, which could leave half a secret.
-            let output = match v.def.probe.scrub(&result.output) {
-                Cow::Borrowed(_) => result.output,
-                Cow::Owned(s) => s,
-            };
-            (v.state, output)
-        }) else {
+        let reader = self.follow.reader();
+        let active = reader.fence().active_format();
+        let Some(view) = reader.object(&object) else {
             self.counters.check_results_dropped += 1;
             return;
         };
@@ -1198,35 +1216,59 @@ impl Engine {
             self.counters.check_results_dropped += 1;
             return;
         }
-        let reply_timeout = self.cfg.reply_timeout;
-        let (from, rerun) = o.update(|b| {
+        let (in_flight, rerun) = o.update(|b| {
             b.inflight = None;
-            let from = match b.written {
-                Some((state, until)) if now < until => state,
-                _ => logged,
-            };
-            if result.state != from {
-                b.written = Some((result.state, now + reply_timeout));
+            if b.written.is_some_and(|until| now >= until) {
+                b.written = None;
             }
-            (from, std::mem::take(&mut b.rerun))
+            (b.written.is_some(), std::mem::take(&mut b.rerun))
         });
-        if result.state != from {
-            self.counters.transitions_written += 1;
+        let rules = view.rules(active);
+        // Checked again at the retry interval while the results differ from the hard state.
+        let retry = (result.state != view.state).then(|| now + rules.retry_interval);
+        let body = if in_flight {
+            self.counters.results_held += 1;
+            None
+        } else {
+            // The worker scrubs with the probe it ran; this holds for any worker, and for text that echoes a
+            // URL with its userinfo (a plugin's output). Before the cut, which could leave half a secret.
+            let output = match view.def.probe.scrub(&result.output) {
+                Cow::Borrowed(_) => result.output,
+                Cow::Owned(s) => s,
+            };
+            let output = truncate(output, CheckResult::OUTPUT_KEPT);
+            if active >= 3 {
+                alert::decide(view.alert_now(), &rules, result.state, now, output)
+            } else {
+                // Before soft states: every change is a transition at once, written as builds before them do.
+                (result.state != view.state).then(|| EventBody::transition(view.state, result.state, output))
+            }
+        };
+        if let Some(body) = body {
+            match body {
+                EventBody::Transition { .. } => self.counters.transitions_written += 1,
+                _ => self.counters.soft_written += 1,
+            }
+            let reply_timeout = self.cfg.reply_timeout;
+            if let Some(o) = self.owned.get_mut(&object) {
+                o.update(|b| b.written = Some(now + reply_timeout));
+            }
             self.outputs.push_back(Output::Append(Event {
                 object: object.clone(),
                 epoch: self.follow.reader().epoch(),
                 writer: self.cfg.me.clone(),
                 at: now,
                 command_id: None,
-                body: EventBody::Transition {
-                    from,
-                    to: result.state,
-                    output: truncate(output, CheckResult::OUTPUT_KEPT),
-                },
+                body,
             }));
         }
         if rerun {
             self.set_next(&object, Some(now));
+        } else if let Some(at) = retry {
+            let next = self.owned.get(&object).and_then(|o| o.next);
+            if next.is_none_or(|n| at < n) {
+                self.set_next(&object, Some(at));
+            }
         }
     }
 

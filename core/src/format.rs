@@ -18,15 +18,15 @@
 
 /// The cluster format this build speaks: the highest it reads and the highest it writes once the cluster's
 /// active format allows it.
-pub const CLUSTER_FORMAT: u32 = 2;
+pub const CLUSTER_FORMAT: u32 = 3;
 
 /// The lowest cluster format this build reads and writes: what a value without a `format` (a build before
 /// v0.1.0) speaks.
 pub const OLDEST_CLUSTER_FORMAT: u32 = 1;
 
-/// The snapshot version this build writes once the active cluster format is 2; it reads every version from
-/// `OLDEST_SNAPSHOT_VERSION` up to this one.
-pub const SNAPSHOT_VERSION: u32 = 2;
+/// The snapshot version this build writes once the active cluster format is 3 (its objects may hold soft
+/// states and flapping, `crate::alert`); it reads every version from `OLDEST_SNAPSHOT_VERSION` up to this one.
+pub const SNAPSHOT_VERSION: u32 = 3;
 
 /// Snapshot version 1 (builds before v0.1.0): the same fields, some of them absent in the oldest (tombstones,
 /// time marks, two counters), read as empty.
@@ -34,11 +34,7 @@ pub const OLDEST_SNAPSHOT_VERSION: u32 = 1;
 
 /// The snapshot version a writer uses under the active cluster format `active`.
 pub fn snapshot_version(active: u32) -> u32 {
-    if active >= 2 {
-        2
-    } else {
-        1
-    }
+    active.clamp(OLDEST_SNAPSHOT_VERSION, SNAPSHOT_VERSION)
 }
 
 /// The cluster format an entry or value that does not name one needs: 1.
@@ -57,7 +53,8 @@ pub fn is_unnamed(f: &u32) -> bool {
 pub fn snapshot_needs(version: u32) -> u32 {
     match version {
         v if v <= OLDEST_SNAPSHOT_VERSION => OLDEST_CLUSTER_FORMAT,
-        v if v <= SNAPSHOT_VERSION => 2,
+        // Versions 2 and 3 are written under the cluster format of the same number.
+        v if v <= SNAPSHOT_VERSION => v,
         _ => CLUSTER_FORMAT + 1,
     }
 }

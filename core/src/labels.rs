@@ -208,6 +208,9 @@ fn shortened(s: &str, max_chars: usize) -> String {
 pub struct Labels(BTreeMap<String, String>);
 
 impl Labels {
+    /// No labels.
+    pub const EMPTY: Labels = Labels(BTreeMap::new());
+
     /// The labels in `map`, or the first problem found: too many labels, else the first bad key or value in
     /// key order.
     pub fn new(map: BTreeMap<String, String>) -> Result<Labels, LabelError> {

@@ -17,6 +17,7 @@
 //!   and the lease a member holds while its own key is surely alive.
 //! - [`hrw`]: rendezvous-hash ownership with a stable, documented hash.
 //! - [`log`]: the fence (verdicts in log order) and the fold (object state, applied command ids).
+//! - [`alert`]: soft and hard states, retries, recovery thresholds and flapping: how results become alerts.
 //! - [`follow`]: a member that follows the log (membership, the reader, the hole it may wait at).
 //! - [`deadlines`]: deadlines of one kind, soonest first: one named timer of a role's table.
 //! - [`backoff`]: retry delays with jitter from a hash, not a random generator.
@@ -34,6 +35,7 @@
 //!
 //! `docs/design.md` is the design these implement, with the invariants the simulator checks of them.
 
+pub mod alert;
 pub mod backlog;
 pub mod backoff;
 pub mod compact;
@@ -44,6 +46,7 @@ pub mod format;
 pub mod forward;
 pub mod hrw;
 pub mod io;
+pub mod labels;
 pub mod log;
 pub mod membership;
 pub mod model;

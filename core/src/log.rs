@@ -17,6 +17,7 @@
 //! same position, and a retry within the window is answered with its first outcome by any of them. Older ids are
 //! forgotten, which keeps the record bounded by the commands of one window.
 
+use crate::alert::{self, AlertState, SoftState};
 use crate::format;
 use crate::hrw::{self, Ownership};
 use crate::model::{
@@ -215,6 +216,46 @@ pub struct ObjectView {
     pub last_transition: Option<Box<TransitionInfo>>,
     /// Log position of the last accepted event on this object.
     pub last_seq: u64,
+    /// Its soft state, flapping and recent changes (`crate::alert`), apart while it has any: most objects, most of
+    /// the time, have none, and a reader holds a view of every object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert: Option<Box<AlertState>>,
+}
+
+impl ObjectView {
+    /// The latest results differ from the hard `state` and have not made it hard yet.
+    pub fn soft(&self) -> Option<&SoftState> {
+        self.alert.as_ref()?.soft.as_ref()
+    }
+
+    /// The object flaps: its transitions are not notified, its flapping start and end are.
+    pub fn flapping(&self) -> bool {
+        self.alert.as_ref().is_some_and(|a| a.flapping)
+    }
+
+    /// When its raw state changed within the flapping window (`alert::flap_share`), oldest first.
+    pub fn changes(&self) -> &[Time] {
+        self.alert.as_ref().map_or(&[], |a| &a.changes)
+    }
+
+    /// The object's state for the alert rules (`crate::alert`).
+    pub fn alert_now(&self) -> alert::Now<'_> {
+        alert::Now { hard: self.state, soft: self.soft(), flapping: self.flapping(), changes: self.changes() }
+    }
+
+    /// Changes its alert state, kept apart only while it is anything but empty.
+    fn update_alert(&mut self, f: impl FnOnce(&mut AlertState)) {
+        let mut a = self.alert.take().unwrap_or_default();
+        f(&mut a);
+        if *a != AlertState::default() {
+            self.alert = Some(a);
+        }
+    }
+
+    /// The rules its results are judged by under the active cluster format `active`.
+    pub fn rules(&self, active: u32) -> alert::Rules {
+        alert::Rules::of(&self.def, active)
+    }
 }
 
 /// What reading one log entry did.
@@ -759,6 +800,7 @@ impl LogReader {
                         check_requested: None,
                         last_transition: None,
                         last_seq: seq,
+                        alert: None,
                     })
                 });
                 let view = Arc::make_mut(view);
@@ -767,9 +809,23 @@ impl LogReader {
                 view.last_seq = seq;
                 command_effect(event, applied)
             }
-            EventBody::Transition { to, from, output } => match self.objects.get_mut(&event.object) {
-                Some(view) if view.state != *to => {
+            EventBody::Soft { .. } | EventBody::Flapping { .. } => {
+                let active = self.fence.active_format();
+                match self.objects.get_mut(&event.object) {
+                    Some(view) if applies(view, active, event) => {
+                        let view = Arc::make_mut(view);
+                        apply_result(view, active, seq, event);
+                        view.last_seq = seq;
+                        Effect::Folded
+                    }
+                    _ => Effect::Ignored,
+                }
+            }
+            EventBody::Transition { to, from, output, .. } => match self.objects.get_mut(&event.object) {
+                Some(view) if view.state != *to && applies(view, self.fence.active_format(), event) => {
+                    let active = self.fence.active_format();
                     let view = Arc::make_mut(view);
+                    apply_result(view, active, seq, event);
                     // The writer's id from the epoch record in force (an accepted event's writer is one of its
                     // members): one allocation shared by every object it wrote, not one per event decoded.
                     let writer = self
@@ -833,6 +889,70 @@ impl LogReader {
         }
         effect
     }
+}
+
+/// Whether a result event takes effect on `view`: a transition written before soft states (attempt 0) on any
+/// change of the hard state, as ever; the others only where they follow from the state before them
+/// (`alert::follows`), and their flapping only where the rule holds (`alert::flap_allows`).
+fn applies(view: &ObjectView, active: u32, event: &Event) -> bool {
+    let rules = view.rules(active);
+    let now = view.alert_now();
+    let flap = match &event.body {
+        EventBody::Transition { attempt: 0, flapping: None, .. } => return true,
+        EventBody::Flapping { on } => {
+            return alert::flap_allows(&rules, view.flapping(), *on, view.changes(), event.at)
+        }
+        EventBody::Transition { flapping, to: state, .. } | EventBody::Soft { flapping, state, .. } => {
+            if !alert::follows(now, &rules, &event.body) {
+                return false;
+            }
+            flapping.map(|on| (on, *state))
+        }
+        _ => return false,
+    };
+    flap.is_none_or(|(on, state)| {
+        let changes = alert::changes_after(view.changes(), now.raw(), state, event.at, rules.interval);
+        alert::flap_allows(&rules, view.flapping(), on, &changes, event.at)
+    })
+}
+
+/// Folds a result event that `applies`: the soft state, the change times and flapping (the transition's own
+/// fields are the caller's).
+fn apply_result(view: &mut ObjectView, active: u32, seq: u64, event: &Event) {
+    let rules = view.rules(active);
+    let before = view.alert_now().raw();
+    view.update_alert(|a| {
+        let (raw, flapping) = match &event.body {
+            EventBody::Transition { to, flapping, .. } => {
+                a.soft = None;
+                (*to, *flapping)
+            }
+            EventBody::Soft { state, attempt: 0, flapping, .. } => {
+                a.soft = None;
+                (*state, *flapping)
+            }
+            EventBody::Soft { state, attempt, of, output, flapping } => {
+                a.soft = Some(SoftState {
+                    state: *state,
+                    attempt: *attempt,
+                    of: *of,
+                    at: event.at,
+                    seq,
+                    output: output.clone(),
+                });
+                (*state, *flapping)
+            }
+            EventBody::Flapping { on } => (before, Some(*on)),
+            _ => return,
+        };
+        // Change times are kept once soft states are (format 3): before, nothing flaps.
+        if active >= 3 {
+            a.changes = alert::changes_after(&a.changes, before, raw, event.at, rules.interval);
+        }
+        if let Some(on) = flapping {
+            a.flapping = on;
+        }
+    });
 }
 
 fn command_effect(event: &Event, applied: impl Fn(&Event) -> Outcome) -> Effect {

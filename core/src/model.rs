@@ -1,6 +1,7 @@
 //! The nouns of the product page: members, buckets, objects, checks, commands, outcomes, and the entries of
 //! the shared log (epoch records and events). Everything here is plain data; the machines live elsewhere.
 
+use crate::labels::Labels;
 use crate::secret::{self, SensitiveUrl, REDACTED};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
@@ -213,12 +214,31 @@ impl Probe {
     }
 }
 
-/// What an object is and how often to look at it.
+/// What an object is and how often to look at it, and how its results become alerts (`crate::alert`).
+///
+/// The alerting fields (cluster format 3) are left out when they are not given, so a definition without them
+/// is the bytes a build before them wrote; the defaults they stand for are `crate::alert`'s.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectDef {
     pub probe: Probe,
     pub interval_ms: u64,
     pub timeout_ms: u64,
+    /// Key-value labels in Kubernetes' syntax (`crate::labels`), to select, group and route objects by
+    /// (cluster format 3).
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
+    /// Problem results in a row that make a problem hard (`alert::DEFAULT_MAX_ATTEMPTS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// How often a soft state is checked again (default: a fifth of the interval, at least the timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_interval_ms: Option<u64>,
+    /// Ok results in a row that end a hard problem (`alert::DEFAULT_RECOVERY_ATTEMPTS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_attempts: Option<u32>,
+    /// Flapping detection (on unless `false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flapping: Option<bool>,
 }
 
 /// Bounds that keep a definition sane: a zero interval would make the owner spin.
@@ -233,6 +253,8 @@ pub enum DefError {
     Timeout { got: Duration, interval: Duration },
     #[error("{0}")]
     Probe(String),
+    #[error("{0}")]
+    Alerting(String),
 }
 
 impl ObjectDef {
@@ -240,9 +262,53 @@ impl ObjectDef {
     pub fn redacted(&self) -> Cow<'_, ObjectDef> {
         match self.probe.redacted() {
             Cow::Borrowed(_) => Cow::Borrowed(self),
-            Cow::Owned(probe) => {
-                Cow::Owned(ObjectDef { probe, interval_ms: self.interval_ms, timeout_ms: self.timeout_ms })
-            }
+            Cow::Owned(probe) => Cow::Owned(ObjectDef { probe, ..self.clone() }),
+        }
+    }
+
+    /// Every optional field unset: a base to write a definition from with `..ObjectDef::UNSET`. Its probe,
+    /// interval and timeout are placeholders that never validate.
+    pub const UNSET: ObjectDef = ObjectDef {
+        probe: Probe::Tcp { addr: String::new() },
+        interval_ms: 0,
+        timeout_ms: 0,
+        labels: Labels::EMPTY,
+        max_attempts: None,
+        retry_interval_ms: None,
+        recovery_attempts: None,
+        flapping: None,
+    };
+
+    /// A definition with the given probe, interval and timeout and every alerting field left to its default.
+    pub fn new(probe: Probe, interval_ms: u64, timeout_ms: u64) -> ObjectDef {
+        ObjectDef { probe, interval_ms, timeout_ms, ..ObjectDef::UNSET }
+    }
+
+    /// A tcp probe of `addr`: the shortest way to write one in a test.
+    pub fn tcp(addr: &str, interval_ms: u64, timeout_ms: u64) -> ObjectDef {
+        ObjectDef::new(Probe::Tcp { addr: addr.into() }, interval_ms, timeout_ms)
+    }
+
+    /// How often a soft state is checked again: the definition's `retry_interval_ms`, else a fifth of the
+    /// interval (Icinga 2's defaults are 1 minute against 5) but at least the timeout and `MIN_INTERVAL`.
+    pub fn retry_interval(&self) -> Duration {
+        match self.retry_interval_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => (self.interval() / 5).max(self.timeout()).max(MIN_INTERVAL).min(self.interval()),
+        }
+    }
+
+    /// The cluster format a put of this definition needs: 3 when it has labels or names any alerting field.
+    pub fn needs(&self) -> u32 {
+        let alerting = !self.labels.is_empty()
+            || self.max_attempts.is_some()
+            || self.retry_interval_ms.is_some()
+            || self.recovery_attempts.is_some()
+            || self.flapping.is_some();
+        if alerting {
+            3
+        } else {
+            crate::format::OLDEST_CLUSTER_FORMAT
         }
     }
 
@@ -262,6 +328,25 @@ impl ObjectDef {
         }
         if self.timeout_ms == 0 || self.timeout_ms > self.interval_ms {
             return Err(DefError::Timeout { got: self.timeout(), interval });
+        }
+        for (name, n) in [("max_attempts", self.max_attempts), ("recovery_attempts", self.recovery_attempts)] {
+            if n.is_some_and(|n| n == 0 || n > crate::alert::MAX_ATTEMPTS) {
+                return Err(DefError::Alerting(format!(
+                    "{name} must be between 1 and {}, got {}",
+                    crate::alert::MAX_ATTEMPTS,
+                    n.unwrap_or_default()
+                )));
+            }
+        }
+        if let Some(ms) = self.retry_interval_ms {
+            let least = self.timeout_ms.max(crate::time::millis(MIN_INTERVAL));
+            if ms < least || ms > self.interval_ms {
+                return Err(DefError::Alerting(format!(
+                    "retry_interval_ms must be at least the timeout and {MIN_INTERVAL:?} ({least}) and at most the \
+                     interval ({}), got {ms}",
+                    self.interval_ms
+                )));
+            }
         }
         match &self.probe {
             Probe::Http { url, expect_status } => {
@@ -403,6 +488,7 @@ impl CommandKind {
     pub fn needs(&self) -> u32 {
         match self {
             CommandKind::Unack => 2,
+            CommandKind::Put { def } => def.needs(),
             _ => crate::format::OLDEST_CLUSTER_FORMAT,
         }
     }
@@ -471,12 +557,41 @@ pub enum EventBody {
     Ack,
     /// An acknowledgement withdrawn (cluster format 2).
     Unack,
-    /// The state changed after a check; written only on a change.
+    /// The hard state changed after a check (`crate::alert`); written only on a change.
     Transition {
         from: State,
         to: State,
         output: String,
+        /// The result in a row that made it hard (cluster format 3; 0, left out: written before soft states,
+        /// every change hard at once).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        attempt: u32,
+        /// Flapping starts (`true`) or ends (`false`) with this result (cluster format 3).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        flapping: Option<bool>,
+        /// The object flaps after this result: the transition is not notified (cluster format 3).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        flaps: bool,
     },
+    /// A result that differs from the hard state and has not made it hard yet: `state` at `attempt` of `of`
+    /// (cluster format 3). With the hard state and attempt 0: the results are back to the hard state, the soft
+    /// state is over.
+    Soft {
+        state: State,
+        attempt: u32,
+        of: u32,
+        output: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        flapping: Option<bool>,
+    },
+    /// Flapping starts (`on`) or ends, on a result that changed nothing else (cluster format 3).
+    Flapping {
+        on: bool,
+    },
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl EventBody {
@@ -492,12 +607,26 @@ impl EventBody {
         }
     }
 
+    /// A transition as written before soft states (every change hard at once; cluster format 1).
+    pub fn transition(from: State, to: State, output: impl Into<String>) -> EventBody {
+        EventBody::Transition { from, to, output: output.into(), attempt: 0, flapping: None, flaps: false }
+    }
+
+    /// A check's result, as the owner writes it (`crate::alert`): a transition, a soft state, flapping.
+    pub fn is_result(&self) -> bool {
+        matches!(self, EventBody::Transition { .. } | EventBody::Soft { .. } | EventBody::Flapping { .. })
+    }
+
     /// The cluster format a reader needs to fold it.
     pub fn needs(&self) -> u32 {
         match self {
             EventBody::Unack => 2,
-            EventBody::Put { .. }
-            | EventBody::Delete
+            EventBody::Soft { .. } | EventBody::Flapping { .. } => 3,
+            EventBody::Transition { attempt, flapping, flaps, .. } if *attempt != 0 || flapping.is_some() || *flaps => {
+                3
+            }
+            EventBody::Put { def } => def.needs(),
+            EventBody::Delete
             | EventBody::Pause
             | EventBody::Resume
             | EventBody::CheckRequested

@@ -133,30 +133,26 @@ impl Grid {
     }
 }
 
-// The schedule without spreading, for callers not yet on `Grid` (to go once none is left): slots
-// `anchor + k * interval`, the first at the anchor.
-
-/// `Grid::new(anchor, interval, _, false).slot_after(t)`.
-pub fn slot_after(anchor: Time, interval: Duration, t: Time) -> Time {
-    Grid::new(anchor, interval, 0, false).slot_after(t)
-}
-
-/// `Grid::new(anchor, interval, _, false).slot_at_or_before(t)`.
-pub fn slot_at_or_before(anchor: Time, interval: Duration, t: Time) -> Option<Time> {
-    Grid::new(anchor, interval, 0, false).slot_at_or_before(t)
-}
-
-/// `Grid::new(anchor, interval, _, false).takeover_due(now, window)`.
-pub fn takeover_due(anchor: Time, interval: Duration, now: Time, window: Duration) -> Time {
-    Grid::new(anchor, interval, 0, false).takeover_due(now, window)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     const S: Duration = Duration::from_secs(1);
+
+    // The schedule without spreading (before cluster format 3): slots `anchor + k * interval`, the first at the
+    // anchor.
+    fn slot_after(anchor: Time, interval: Duration, t: Time) -> Time {
+        Grid::new(anchor, interval, 0, false).slot_after(t)
+    }
+
+    fn slot_at_or_before(anchor: Time, interval: Duration, t: Time) -> Option<Time> {
+        Grid::new(anchor, interval, 0, false).slot_at_or_before(t)
+    }
+
+    fn takeover_due(anchor: Time, interval: Duration, now: Time, window: Duration) -> Time {
+        Grid::new(anchor, interval, 0, false).takeover_due(now, window)
+    }
 
     #[test]
     fn slots_fall_on_the_anchor_grid() {

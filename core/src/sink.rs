@@ -677,9 +677,12 @@ pub fn event_row(owned: &Owned, max_output: usize) -> EventRow {
         EventBody::CheckRequested => ("check_requested", None, None, None, None),
         EventBody::Ack => ("ack", None, None, None, None),
         EventBody::Unack => ("unack", None, None, None, None),
-        EventBody::Transition { from, to, output } => {
+        EventBody::Transition { from, to, output, .. } => {
             ("transition", Some(*from), Some(*to), Some(storable(output, max_output)), None)
         }
+        EventBody::Soft { state, output, .. } => ("soft", None, Some(*state), Some(storable(output, max_output)), None),
+        EventBody::Flapping { on: true } => ("flapping_start", None, None, None, None),
+        EventBody::Flapping { on: false } => ("flapping_end", None, None, None, None),
     };
     EventRow {
         seq: owned.seq,
@@ -732,7 +735,7 @@ pub fn definition_json(def: &ObjectDef) -> String {
         Probe::Tcp { addr } => Probe::Tcp { addr: clean(addr) },
         Probe::Exec { plugin, args } => Probe::Exec { plugin: clean(plugin), args: args.iter().map(clean).collect() },
     };
-    let def = ObjectDef { probe, interval_ms: def.interval_ms, timeout_ms: def.timeout_ms };
+    let def = ObjectDef { probe, ..def.clone() };
     serde_json::to_string(&def).expect("a definition always serializes")
 }
 

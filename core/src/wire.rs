@@ -327,6 +327,7 @@ mod tests {
                     probe: Probe::Http { url: "http://127.0.0.1:1/".into(), expect_status: None },
                     interval_ms: 30_000,
                     timeout_ms: 5_000,
+                    ..ObjectDef::UNSET
                 },
             },
             hop: 0,

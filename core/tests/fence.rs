@@ -90,9 +90,10 @@ fn build(ops: &[Op]) -> Vec<LogEntry> {
                                 probe: Probe::Tcp { addr: "h:1".into() },
                                 interval_ms: 1000,
                                 timeout_ms: 100,
+                                ..ObjectDef::UNSET
                             },
                         },
-                        1 => EventBody::Transition { from: State::Pending, to: State::Critical, output: String::new() },
+                        1 => EventBody::transition(State::Pending, State::Critical, String::new()),
                         2 => EventBody::Pause,
                         _ => EventBody::Delete,
                     },

@@ -36,7 +36,7 @@ fn put() -> LogEntry {
 }
 
 fn critical() -> LogEntry {
-    event(EventBody::Transition { from: State::Pending, to: State::Critical, output: "down".into() }, None)
+    event(EventBody::transition(State::Pending, State::Critical, "down"), None)
 }
 
 fn up(bucket: Bucket, rev: u64, id: &str, format: u32) -> Input {

@@ -35,7 +35,12 @@ fn put(object: &str, at: u64, cmd: &str) -> LogEntry {
         at,
         Some(cmd),
         EventBody::Put {
-            def: ObjectDef { probe: Probe::Tcp { addr: "h:1".into() }, interval_ms: 1000, timeout_ms: 100 },
+            def: ObjectDef {
+                probe: Probe::Tcp { addr: "h:1".into() },
+                interval_ms: 1000,
+                timeout_ms: 100,
+                ..ObjectDef::UNSET
+            },
         },
     )
 }

@@ -28,7 +28,12 @@ fn put(i: u64, at: u64) -> LogEntry {
         at: Time(at),
         command_id: None,
         body: EventBody::Put {
-            def: ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 60_000, timeout_ms: 1000 },
+            def: ObjectDef {
+                probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+                interval_ms: 60_000,
+                timeout_ms: 1000,
+                ..ObjectDef::UNSET
+            },
         },
     })
 }

@@ -13,7 +13,12 @@ const URL: &str = "http://user:s3cr3t-pass@127.0.0.1:9/status";
 const SECRET: &str = "s3cr3t-pass";
 
 fn http_def(url: &str) -> ObjectDef {
-    ObjectDef { probe: Probe::Http { url: url.into(), expect_status: None }, interval_ms: 10_000, timeout_ms: 1000 }
+    ObjectDef {
+        probe: Probe::Http { url: url.into(), expect_status: None },
+        interval_ms: 10_000,
+        timeout_ms: 1000,
+        ..ObjectDef::UNSET
+    }
 }
 
 #[test]

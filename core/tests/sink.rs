@@ -701,12 +701,7 @@ fn a_refused_row_is_written_degraded_or_skipped_and_counted_never_stalling() {
     for i in 0..5 {
         w.event(&own, i, EventBody::Put { def: def() }, None);
     }
-    w.event(
-        &own,
-        2,
-        EventBody::Transition { from: State::Pending, to: State::Critical, output: "BAD bytes".into() },
-        None,
-    );
+    w.event(&own, 2, EventBody::transition(State::Pending, State::Critical, "BAD bytes"), None);
     for i in 0..5 {
         w.event(&own, i, transition(State::Ok), None);
     }
@@ -723,7 +718,7 @@ fn a_refused_row_is_written_degraded_or_skipped_and_counted_never_stalling() {
     w.store.refuse = Some("BAD".into());
     w.store.refuse_degraded = true;
     w.event(&own, 0, EventBody::Put { def: def() }, None);
-    w.event(&own, 0, EventBody::Transition { from: State::Pending, to: State::Critical, output: "BAD".into() }, None);
+    w.event(&own, 0, EventBody::transition(State::Pending, State::Critical, "BAD"), None);
     w.event(&own, 0, transition(State::Ok), None);
     w.run(1_000);
     assert_eq!(w.sinks["s1"].sink.counters.rows_skipped, 1);
@@ -740,7 +735,7 @@ fn a_refused_row_is_written_degraded_or_skipped_and_counted_never_stalling() {
     w.run(1_000);
     // Live now (not resuming, which writes objects rows of its own): the row comes with the event.
     assert!(!w.sinks["s1"].sink.role().is_resuming());
-    w.event(&own, 0, EventBody::Transition { from: State::Pending, to: State::Critical, output: "BAD".into() }, None);
+    w.event(&own, 0, EventBody::transition(State::Pending, State::Critical, "BAD"), None);
     w.run(1_000);
     assert_eq!(w.sinks["s1"].sink.counters.rows_skipped, 1);
     assert_eq!(w.store.events.len(), 1);
@@ -815,7 +810,12 @@ fn a_refused_objects_row_does_not_skip_the_event_rows_the_store_takes() {
     w.run(100);
     let own = w.epoch(&["e1"]);
     w.store.refuse_definition = Some("BAD".into());
-    let bad = ObjectDef { probe: Probe::Tcp { addr: "BAD:9".into() }, interval_ms: 1000, timeout_ms: 500 };
+    let bad = ObjectDef {
+        probe: Probe::Tcp { addr: "BAD:9".into() },
+        interval_ms: 1000,
+        timeout_ms: 500,
+        ..ObjectDef::UNSET
+    };
     w.event(&own, 0, EventBody::Put { def: bad }, None);
     w.event(&own, 0, transition(State::Critical), None);
     w.run(1_000);
@@ -832,6 +832,7 @@ fn text_the_store_cannot_hold_is_made_storable() {
         probe: Probe::Http { url: "http://x/\0".into(), expect_status: None },
         interval_ms: 1000,
         timeout_ms: 10,
+        ..ObjectDef::UNSET
     };
     assert!(!sink::definition_json(&d).contains("\\u0000"));
 }

@@ -7,9 +7,11 @@
 //!   (the process lifecycle, faults, membership store, log, network, workload, snapshots), the roles (engines,
 //!   sinks and their database, notifiers and their endpoints) and the checkers, one per invariant family.
 //! - [`oracle`]: the independent log reader that holds the log's invariants.
+//! - [`alerts`]: the oracle's own account of the alert rules (soft and hard states, flapping), invariant 14.
 //! - [`run`]: one seed from start to verdict, with the replay line and trace on failure.
 //! - [`scenario`]: a small API for hand-written cases.
 
+pub mod alerts;
 pub mod oracle;
 pub mod params;
 pub mod run;

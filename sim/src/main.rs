@@ -263,6 +263,11 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
                 k.writes, k.stored, k.refused, k.answers_lost, k.late, k.purges, k.purged_below, k.starts, k.loads, k.jumps, k.lost_sink, k.lost_notifier, k.checks, k.checks_to_end, k.checks_at_hole
             );
         }
+        let a = &s.alerts;
+        println!(
+            "  alerts seed={seed} soft={} hard_after_attempts={} back={} flap_starts={} flap_ends={} passed_over={}",
+            a.soft, a.hard_after_attempts, a.back, a.flap_starts, a.flap_ends, a.passed_over
+        );
         if report.params.versions.is_mixed() {
             let v = &s.versions;
             println!(

@@ -3,6 +3,7 @@
 //! 8 no false fencing, and "no command applied twice" from 4) and remembers, for every position, a summary
 //! that any engine's reader at that position must match (invariant 2).
 
+use crate::alerts::AlertCheck;
 use jaque_core::hrw;
 use jaque_core::log::ObjectView;
 use jaque_core::log::{Effect, LogReader, Read, StaleReason, Verdict};
@@ -35,6 +36,8 @@ pub struct Oracle {
     pub stale_not_owner: u64,
     /// Per position: an event the fence accepted (the sinks' store is checked against it, invariant 10).
     accepted: Vec<bool>,
+    /// Invariant 14, the alert rules.
+    pub alerts: AlertCheck,
 }
 
 fn v(invariant: &'static str, message: String) -> Result<(), LogViolation> {
@@ -65,6 +68,11 @@ pub fn view_hash(view: &ObjectView) -> u64 {
         view.last_transition.as_ref().map_or(0, |t| t.seq),
         view.def.interval_ms,
         view.def.timeout_ms,
+        // The alert state (`jaque_core::alert`): soft state and attempt, flapping, the changes it counts.
+        view.soft().map_or(0, |s| 1 + s.state as u64 * 1000 + u64::from(s.attempt)),
+        view.flapping() as u64,
+        view.changes().len() as u64,
+        view.changes().last().map_or(0, |t| t.0),
     ] {
         h = mix(h ^ x);
     }
@@ -113,6 +121,10 @@ impl Oracle {
                 format!("entry at {seq} needs cluster format {needs}, and the record in force allows {active}"),
             );
         }
+        let before = match entry {
+            LogEntry::Event(ev) => self.reader.objects().get(&ev.object).cloned(),
+            LogEntry::Epoch(_) => None,
+        };
         let read = self.reader.read(seq, entry);
         let mut view = 0;
         let mut accepted = false;
@@ -172,6 +184,12 @@ impl Oracle {
                     *n += 1;
                     if *n > 1 {
                         return v("4 accounting", format!("command {id} applied twice (again at {seq})"));
+                    }
+                }
+                if verdict.is_accepted() {
+                    let (after, active) = (self.reader.object(&ev.object), self.reader.fence().active_format());
+                    if let Err(msg) = self.alerts.check(seq, ev, before.as_deref(), after, effect, active) {
+                        return v("14 alert rules", msg);
                     }
                 }
                 view = self.reader.object(&ev.object).map_or(0, view_hash);

@@ -76,6 +76,7 @@ pub fn run_seed(params: Params, trace: usize) -> Report {
     sim.stats.snap = sim.snap_stats().clone();
     sim.stats.pool = sim.pool_stats();
     sim.stats.ingress = sim.ingress_stats();
+    sim.stats.alerts = sim.oracle.alerts.stats;
     let msg = PANIC.with(|p| p.borrow_mut().take()).unwrap_or_default();
     let result = match outcome {
         Ok(r) => r,

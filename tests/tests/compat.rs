@@ -425,11 +425,27 @@ fn the_postgresql_store_every_release_wrote_is_taken_over_by_this_builds_sink() 
 /// exhaustive on purpose: a new kind of event does not compile here until it has a place in the fixture.
 fn every_event_kind() -> Vec<EventBody> {
     let mut all = Vec::new();
-    let mut next = Some(EventBody::Put { def: tcp("127.0.0.1:9", 60_000) });
+    let def = ObjectDef { max_attempts: Some(2), ..tcp("127.0.0.1:9", 60_000) };
+    let mut next = Some(EventBody::Put { def });
     while let Some(body) = next {
         next = match &body {
-            EventBody::Put { .. } => Some(transition(State::Pending, State::Critical, "refused")),
-            EventBody::Transition { .. } => Some(EventBody::Ack),
+            EventBody::Put { .. } => Some(EventBody::Soft {
+                state: State::Critical,
+                attempt: 1,
+                of: 2,
+                output: "refused".into(),
+                flapping: None,
+            }),
+            EventBody::Soft { .. } => Some(EventBody::Transition {
+                from: State::Pending,
+                to: State::Critical,
+                output: "refused".into(),
+                attempt: 2,
+                flapping: None,
+                flaps: false,
+            }),
+            EventBody::Transition { .. } => Some(EventBody::Flapping { on: false }),
+            EventBody::Flapping { .. } => Some(EventBody::Ack),
             EventBody::Ack => Some(EventBody::Unack),
             EventBody::Unack => Some(EventBody::CheckRequested),
             EventBody::CheckRequested => Some(EventBody::Pause),
@@ -452,7 +468,7 @@ fn command_of(body: &EventBody) -> Option<CommandKind> {
         EventBody::CheckRequested => Some(CommandKind::CheckNow),
         EventBody::Ack => Some(CommandKind::Ack),
         EventBody::Unack => Some(CommandKind::Unack),
-        EventBody::Transition { .. } => None,
+        EventBody::Transition { .. } | EventBody::Soft { .. } | EventBody::Flapping { .. } => None,
     }
 }
 
@@ -491,11 +507,11 @@ fn member(id: &str, incarnation: u64) -> MemberRef {
 }
 
 fn transition(from: State, to: State, output: &str) -> EventBody {
-    EventBody::Transition { from, to, output: output.into() }
+    EventBody::transition(from, to, output)
 }
 
 fn tcp(addr: &str, interval_ms: u64) -> ObjectDef {
-    ObjectDef { probe: Probe::Tcp { addr: addr.into() }, interval_ms, timeout_ms: 5_000 }
+    ObjectDef::tcp(addr, interval_ms, 5_000)
 }
 
 /// The log's clock at the fixture's first entry (2025-01-01T00:00:00Z): every entry is a second after the last.
@@ -563,11 +579,13 @@ fn write_log(out: &Path) {
         probe: Probe::Http { url: "https://user:secret@example.com/health".into(), expect_status: Some(204) },
         interval_ms: 30_000,
         timeout_ms: 5_000,
+        ..ObjectDef::UNSET
     };
     let job = ObjectDef {
         probe: Probe::Exec { plugin: "check_disk".into(), args: vec!["-w".into(), "80%".into()] },
         interval_ms: 300_000,
         timeout_ms: 60_000,
+        ..ObjectDef::UNSET
     };
     log.command("web", EventBody::Put { def: web });
     log.event("web", transition(State::Pending, State::Ok, "HTTP 204"), None, None);

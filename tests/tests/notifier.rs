@@ -256,11 +256,11 @@ mod storm {
                 writer: MemberRef { id: jaque_core::MemberId::new("ghost").unwrap(), incarnation: 1 },
                 at: Time(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64),
                 command_id: None,
-                body: EventBody::Transition {
-                    from: jaque_core::State::Ok,
-                    to: jaque_core::State::Unknown,
-                    output: "written by a member that owns nothing".into(),
-                },
+                body: EventBody::transition(
+                    jaque_core::State::Ok,
+                    jaque_core::State::Unknown,
+                    "written by a member that owns nothing",
+                ),
             };
             js.publish("jaque.log.event", wire::encode(&LogEntry::Event(ev)).into()).await.unwrap().await.unwrap();
         });

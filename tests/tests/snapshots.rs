@@ -184,7 +184,7 @@ fn append_history(nats_url: &str, n: usize) {
                 writer: writer.clone(),
                 at: Time(1),
                 command_id: None,
-                body: EventBody::Transition { from: State::Ok, to: State::Critical, output: "x".repeat(200) },
+                body: EventBody::transition(State::Ok, State::Critical, "x".repeat(200)),
             };
             let payload = jaque_core::wire::encode(&LogEntry::Event(event));
             acks.push(js.publish("jaque.log.event", payload.into()).await.expect("publish"));

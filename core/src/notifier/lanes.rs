@@ -12,6 +12,8 @@ use std::collections::{BTreeMap, VecDeque};
 /// A transition as a lane holds it: what a notification of it says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Transition {
+    /// `transition`, or `flapping_start` / `flapping_end` (`crate::alert`).
+    pub kind: &'static str,
     pub seq: u64,
     pub object: ObjectId,
     pub from: State,

@@ -45,9 +45,10 @@ use crate::backoff::Backoff;
 use crate::follow::{Life, LifeOutput};
 use crate::hrw;
 use crate::io::IoError;
+use crate::log::LogReader;
 use crate::membership::LiveSet;
 use crate::model::{Bucket, EventBody, LogEntry, MemberId, MemberRef, ObjectId, State};
-use crate::role::{LogRole, RoleConfig, RoleOutput, RoleTimer, Work};
+use crate::role::{LogRole, Owned, RoleConfig, RoleOutput, RoleTimer, Work};
 use crate::time::{rfc3339_millis, Time};
 use lanes::{Lane, LaneKey, LaneState, Lanes, Transition};
 use serde::{Deserialize, Serialize};
@@ -189,6 +190,26 @@ pub struct Notification {
     pub writer: MemberId,
     /// Whether the object is acknowledged in the log as this notifier read it when it built the notification.
     pub acknowledged: bool,
+}
+
+/// What a notification of an accepted event says (`kind`, from, to, output), if it is one: a hard transition,
+/// unless the object flaps; a flapping start or end (with the transition it came with, or else the object's hard
+/// state as this notifier's reader has it). A soft state never notifies. Decided from the event alone, so every
+/// notifier decides the same for it, whether it reads the event live or again in a replay.
+fn notified(owned: &Owned, reader: &LogReader) -> Option<(&'static str, State, State, String)> {
+    let hard = || reader.object(&owned.event.object).map_or(State::Pending, |v| v.state);
+    let flap_kind = |on: bool| if on { "flapping_start" } else { "flapping_end" };
+    match &owned.event.body {
+        EventBody::Transition { from, to, output, flapping: Some(on), .. } => {
+            Some((flap_kind(*on), *from, *to, output.clone()))
+        }
+        // While an object flaps its transitions are not sent.
+        EventBody::Transition { flaps: true, .. } => None,
+        EventBody::Transition { from, to, output, .. } => Some(("transition", *from, *to, output.clone())),
+        EventBody::Soft { flapping: Some(on), output, .. } => Some((flap_kind(*on), hard(), hard(), output.clone())),
+        EventBody::Flapping { on } => Some((flap_kind(*on), hard(), hard(), String::new())),
+        _ => None,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -688,13 +709,14 @@ impl Notifier {
 
     fn take(&mut self, work: Work) {
         let Work::Event(owned) = work else { return };
-        let EventBody::Transition { from, to, output } = &owned.event.body else { return };
+        let Some((kind, from, to, output)) = notified(&owned, self.role.reader()) else { return };
         let t = Transition {
+            kind,
             seq: owned.seq,
             object: owned.event.object.clone(),
-            from: *from,
-            to: *to,
-            output: output.clone(),
+            from,
+            to,
+            output,
             at: owned.event.at,
             epoch: owned.event.epoch,
             writer: owned.event.writer.id.clone(),
@@ -995,7 +1017,7 @@ impl Notifier {
     fn body(&self, t: &Transition) -> String {
         let acknowledged = self.role.reader().object(&t.object).is_some_and(|v| v.acked);
         let n = Notification {
-            kind: "transition".into(),
+            kind: t.kind.into(),
             object: t.object.clone(),
             from: t.from,
             to: t.to,

@@ -18,7 +18,12 @@ pub fn oid(s: &str) -> ObjectId {
 }
 
 pub fn def(interval_s: u64) -> ObjectDef {
-    ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: interval_s * 1000, timeout_ms: 1000 }
+    ObjectDef {
+        probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+        interval_ms: interval_s * 1000,
+        timeout_ms: 1000,
+        ..ObjectDef::UNSET
+    }
 }
 
 pub fn cmd(id: &str, object: &str, kind: CommandKind) -> Command {

@@ -18,11 +18,16 @@ pub fn oid(i: usize) -> ObjectId {
 }
 
 pub fn def() -> ObjectDef {
-    ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 1000, timeout_ms: 500 }
+    ObjectDef {
+        probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+        interval_ms: 1000,
+        timeout_ms: 500,
+        ..ObjectDef::UNSET
+    }
 }
 
 pub fn transition(to: State) -> EventBody {
-    EventBody::Transition { from: State::Pending, to, output: format!("now {}", to.as_str()) }
+    EventBody::transition(State::Pending, to, format!("now {}", to.as_str()))
 }
 
 /// One membership bucket as NATS KV keeps it: revisions 1, 2, …, each a change every watcher sees in order.

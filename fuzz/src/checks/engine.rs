@@ -40,19 +40,26 @@ fn member(i: usize, incarnation: u64) -> MemberRef {
 
 fn def(i: usize) -> ObjectDef {
     match i % 4 {
-        0 => ObjectDef { probe: Probe::Tcp { addr: "db:5432".into() }, interval_ms: 1000, timeout_ms: 500 },
+        0 => ObjectDef {
+            probe: Probe::Tcp { addr: "db:5432".into() },
+            interval_ms: 1000,
+            timeout_ms: 500,
+            ..ObjectDef::UNSET
+        },
         1 => ObjectDef {
             probe: Probe::Http { url: "http://127.0.0.1/".into(), expect_status: None },
             interval_ms: 10_000,
             timeout_ms: 2000,
+            ..ObjectDef::UNSET
         },
         2 => ObjectDef {
             probe: Probe::Exec { plugin: "check_x".into(), args: vec![] },
             interval_ms: 250,
             timeout_ms: 250,
+            ..ObjectDef::UNSET
         },
         // Invalid: the engine rejects it.
-        _ => ObjectDef { probe: Probe::Tcp { addr: "nope".into() }, interval_ms: 0, timeout_ms: 0 },
+        _ => ObjectDef { probe: Probe::Tcp { addr: "nope".into() }, interval_ms: 0, timeout_ms: 0, ..ObjectDef::UNSET },
     }
 }
 
@@ -399,7 +406,7 @@ pub fn check(data: &[u8]) {
                     0 => EventBody::Put { def: def(usize::from(c >> 2)) },
                     1 => EventBody::Delete,
                     2 => EventBody::Pause,
-                    _ => EventBody::Transition { from: State::Pending, to: STATES[b.below(5)], output: String::new() },
+                    _ => EventBody::transition(State::Pending, STATES[b.below(5)], String::new()),
                 };
                 let event = Event {
                     object: ObjectId::new(OBJECTS[b.below(OBJECTS.len())]).unwrap(),

@@ -51,7 +51,7 @@ fn def(i: usize) -> ObjectDef {
         1 => Probe::Tcp { addr: "db:5432".into() },
         _ => Probe::Exec { plugin: "check_disk".into(), args: vec!["-w".into(), "80".into()] },
     };
-    ObjectDef { probe, interval_ms: 1000 * (1 + i as u64), timeout_ms: 500 }
+    ObjectDef { probe, interval_ms: 1000 * (1 + i as u64), timeout_ms: 500, ..ObjectDef::UNSET }
 }
 
 /// The owner by the documented formula: highest `score(key(member), key(object))`, the greater id on a tie.
@@ -105,8 +105,10 @@ pub fn scenario(data: &[u8]) -> Scenario {
                 }
                 _ => {}
             }
-            let record =
-                EpochRecord { epoch, members, members_rev: u64::from(b.u8()), idempotency_window_ms: None, format: 1 };
+            // The format from the revision's byte: the inputs kept as regressions read as they did.
+            let members_rev = u64::from(b.u8());
+            let format = 1 + (members_rev % 3) as u32;
+            let record = EpochRecord { epoch, members, members_rev, idempotency_window_ms: None, format };
             if record.epoch == records.len() as u64 + 1 && well_formed(&record.members) {
                 records.push(record.clone());
             }
@@ -130,18 +132,36 @@ pub fn scenario(data: &[u8]) -> Scenario {
                 Some(o) => o.clone(),
                 None => member(usize::from(w >> 2), 1 + b.below(3) as u64),
             };
-            let body = match b.below(8) {
+            let flapping = [None, Some(true), Some(false)][b.below(3)];
+            let body = match b.below(11) {
                 0 => EventBody::Put { def: def(b.below(4)) },
                 1 => EventBody::Delete,
                 2 => EventBody::Pause,
                 3 => EventBody::Resume,
                 4 => EventBody::CheckRequested,
                 5 => EventBody::Ack,
-                _ => EventBody::Transition {
+                // The alert events (cluster format 3): attempts near the ones the rules take.
+                6 => EventBody::Soft {
+                    state: STATES[b.below(STATES.len())],
+                    attempt: b.below(4) as u32,
+                    of: b.below(4) as u32,
+                    output: OUTPUTS[b.below(OUTPUTS.len())].into(),
+                    flapping,
+                },
+                7 => EventBody::Flapping { on: b.below(2) == 0 },
+                8 => EventBody::Transition {
                     from: STATES[b.below(STATES.len())],
                     to: STATES[b.below(STATES.len())],
                     output: OUTPUTS[b.below(OUTPUTS.len())].into(),
+                    attempt: b.below(4) as u32,
+                    flapping,
+                    flaps: flapping == Some(true),
                 },
+                _ => EventBody::transition(
+                    STATES[b.below(STATES.len())],
+                    STATES[b.below(STATES.len())],
+                    OUTPUTS[b.below(OUTPUTS.len())],
+                ),
             };
             let c = b.u8();
             let command_id =
@@ -375,6 +395,11 @@ impl Model {
                 assert!(exists || *effect == Effect::Ignored, "transition on a missing object took effect at {seq}");
                 return;
             }
+            EventBody::Soft { .. } | EventBody::Flapping { .. } => {
+                assert!(matches!(effect, Effect::Folded | Effect::Ignored), "result at {seq}: {effect:?}");
+                assert!(exists || *effect == Effect::Ignored, "result on a missing object took effect at {seq}");
+                return;
+            }
         };
         let want = match (&event.command_id, took_effect) {
             (Some(id), true) => {
@@ -403,6 +428,11 @@ impl Model {
             if let Some(t) = &view.last_transition {
                 assert_eq!(t.to, view.state);
             }
+            // A soft state is on its way to a hard state it has not reached (`jaque_core::alert`).
+            if let Some(soft) = view.soft() {
+                assert!(soft.state != view.state && 0 < soft.attempt && soft.attempt < soft.of, "{id}: {soft:?}");
+            }
+            assert!(view.changes().len() <= jaque_core::alert::CHANGES_KEPT);
             if let Some(r) = self.records.last() {
                 assert_eq!(reader.owner(id), spec_owner(&r.members, id.as_str()));
             }

@@ -391,15 +391,12 @@ pub fn check(data: &[u8]) {
                             probe: Probe::Tcp { addr: "h\0:1".into() },
                             interval_ms: 1000,
                             timeout_ms: 500,
+                            ..ObjectDef::UNSET
                         },
                     },
                     1 => EventBody::Delete,
                     2 => EventBody::Ack,
-                    _ => EventBody::Transition {
-                        from: STATES[b.below(5)],
-                        to: STATES[b.below(5)],
-                        output: "x\0y".repeat(b.below(4)),
-                    },
+                    _ => EventBody::transition(STATES[b.below(5)], STATES[b.below(5)], "x\0y".repeat(b.below(4))),
                 };
                 let epoch = u64::from(b.u8() % 5);
                 let writer = member(b.below(5), 1);

@@ -439,6 +439,7 @@ fn parse_def(body: &[u8]) -> Result<ObjectDef, String> {
         probe: b.probe,
         interval_ms: interval.as_millis().try_into().unwrap_or(u64::MAX),
         timeout_ms: timeout.as_millis().try_into().unwrap_or(u64::MAX),
+        ..ObjectDef::UNSET
     };
     def.validate().map_err(|e| e.to_string())?;
     Ok(def)

@@ -106,10 +106,15 @@ mod tests {
         for (i, (id, to)) in
             [("a", State::Critical), ("b", State::Ok), ("c", State::Pending), ("d", State::Warning)].iter().enumerate()
         {
-            let def = ObjectDef { probe: probes[i % probes.len()].clone(), interval_ms: 30_000, timeout_ms: 5_000 };
+            let def = ObjectDef {
+                probe: probes[i % probes.len()].clone(),
+                interval_ms: 30_000,
+                timeout_ms: 5_000,
+                ..ObjectDef::UNSET
+            };
             event(&mut r, id, EventBody::Put { def });
             if *to != State::Pending {
-                event(&mut r, id, EventBody::Transition { from: State::Pending, to: *to, output: "out".into() });
+                event(&mut r, id, EventBody::transition(State::Pending, *to, "out"));
             }
         }
         event(&mut r, "a", EventBody::Ack);

@@ -268,16 +268,16 @@ mod tests {
 
     #[test]
     fn each_accepted_event_sends_the_object_after_it_and_what_it_was_before() {
-        let def = ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 1000, timeout_ms: 100 };
+        let def = ObjectDef {
+            probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+            interval_ms: 1000,
+            timeout_ms: 100,
+            ..ObjectDef::UNSET
+        };
         let sent = frames(&[
             epoch(1, &["e1"]),
             event("web", "e1", 1, EventBody::Put { def }),
-            event(
-                "web",
-                "e1",
-                1,
-                EventBody::Transition { from: State::Pending, to: State::Critical, output: "down".into() },
-            ),
+            event("web", "e1", 1, EventBody::transition(State::Pending, State::Critical, "down")),
             event("web", "e1", 1, EventBody::Ack),
             event("web", "e1", 1, EventBody::Delete),
         ]);
@@ -298,7 +298,12 @@ mod tests {
 
     #[test]
     fn an_event_the_fence_discards_is_sent_as_stale_and_changes_nothing() {
-        let def = ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 1000, timeout_ms: 100 };
+        let def = ObjectDef {
+            probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+            interval_ms: 1000,
+            timeout_ms: 100,
+            ..ObjectDef::UNSET
+        };
         // e2 is not a member of epoch 1: whatever it writes is stale.
         let sent = frames(&[epoch(1, &["e1"]), event("web", "e2", 1, EventBody::Put { def })]);
         assert_eq!(sent.len(), 2, "{sent:?}");

@@ -482,11 +482,15 @@ mod tests {
                 };
                 r.read(seq, &LogEntry::Event(ev));
             };
-            let def =
-                ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 60_000, timeout_ms: 1000 };
+            let def = ObjectDef {
+                probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+                interval_ms: 60_000,
+                timeout_ms: 1000,
+                ..ObjectDef::UNSET
+            };
             append(EventBody::Put { def }, 1);
             if *state != State::Pending {
-                append(EventBody::Transition { from: State::Pending, to: *state, output: String::new() }, *at);
+                append(EventBody::transition(State::Pending, *state, String::new()), *at);
             }
         }
         r

@@ -43,5 +43,18 @@ pub(crate) fn draw_def(r: &mut ChaCha8Rng, p: &Params, i: usize) -> ObjectDef {
     } else {
         Probe::Tcp { addr: format!("{marker}host{i}:80") }
     };
-    ObjectDef { probe, interval_ms, timeout_ms: r.random_range(1..=interval_ms.min(2_000)) }
+    let timeout_ms = r.random_range(1..=interval_ms.min(2_000));
+    let mut def = ObjectDef { probe, interval_ms, timeout_ms, ..ObjectDef::UNSET };
+    // The alert rules (cluster format 3), by a hash and not a draw, so the workload's stream stays as it was; not
+    // where builds of older formats take part (their cluster refuses such a put until the format moves up).
+    if !p.versions.is_mixed() {
+        let h = mix(p.seed ^ 0xa1e7 ^ ((i as u64) << 20) ^ interval_ms);
+        def.max_attempts = [None, Some(1), Some(2), Some(4)][(h % 4) as usize];
+        def.recovery_attempts = [None, None, Some(2), Some(1)][(h >> 8) as usize % 4];
+        def.flapping = (h >> 16).is_multiple_of(8).then_some(false);
+        if (h >> 24).is_multiple_of(3) {
+            def.retry_interval_ms = Some(timeout_ms.max(100) + (h >> 32) % (interval_ms - timeout_ms.max(100) + 1));
+        }
+    }
+    def
 }

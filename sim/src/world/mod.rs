@@ -317,6 +317,8 @@ pub struct Stats {
     pub pool: PoolStats,
     /// The ui's writes through ingress (filled in at the end of a run).
     pub ingress: IngressStats,
+    /// The alert rules as the oracle saw them (invariant 14; filled in at the end of a run).
+    pub alerts: crate::alerts::AlertStats,
 }
 
 pub struct Sim {

@@ -185,6 +185,7 @@ fn put_command(id: String, object: String, target: &str) -> Command {
         probe: Probe::Http { url: format!("{target}/{object}").into(), expect_status: None },
         interval_ms: 3_600_000,
         timeout_ms: 800,
+        ..ObjectDef::UNSET
     };
     Command {
         id: CommandId::new(id).unwrap(),
@@ -270,7 +271,12 @@ fn unix_ms() -> u64 {
 /// the log, before it left. The objects are tcp checks of a closed port, daily, defined an hour ago: nothing
 /// is due when a new engine takes over.
 fn load_log(servers: &Servers, n: usize, state: impl Fn(usize) -> jaque_core::State) -> u64 {
-    let def = ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 86_400_000, timeout_ms: 1000 };
+    let def = ObjectDef {
+        probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+        interval_ms: 86_400_000,
+        timeout_ms: 1000,
+        ..ObjectDef::UNSET
+    };
     let at = unix_ms() - 3_600_000;
     load_objects(servers, n, |_| def.clone(), |_| at, state)
 }
@@ -310,10 +316,7 @@ fn load_objects(
             if to != jaque_core::State::Pending {
                 // In that state for a time that differs per object, so "the longest first" has work to do.
                 let since = at + 1 + (i as u64 * 7919) % 3_000_000;
-                bodies.push((
-                    since,
-                    EventBody::Transition { from: jaque_core::State::Pending, to, output: "bench".into() },
-                ));
+                bodies.push((since, EventBody::transition(jaque_core::State::Pending, to, "bench")));
             }
             for (at, body) in bodies {
                 let ev = Event {
@@ -564,7 +567,7 @@ fn transition(object: &str, to: jaque_core::State) -> LogEntry {
         writer: loader(),
         at: Time(unix_ms()),
         command_id: None,
-        body: EventBody::Transition { from, to, output: format!("now {}", to.as_str()) },
+        body: EventBody::transition(from, to, format!("now {}", to.as_str())),
     })
 }
 
@@ -842,11 +845,7 @@ fn storm_events(loader: &MemberRef) -> Vec<Event> {
                 writer: loader.clone(),
                 at: Time(at + i as u64),
                 command_id: None,
-                body: EventBody::Transition {
-                    from,
-                    to,
-                    output: format!("HTTP {} after {i} checks", if up { 500 } else { 200 }),
-                },
+                body: EventBody::transition(from, to, format!("HTTP {} after {i} checks", if up { 500 } else { 200 })),
             }
         })
         .collect()
@@ -934,7 +933,12 @@ fn p11() {
     );
     sink.wait_ready();
     let loader = MemberRef { id: MemberId::new("loader").unwrap(), incarnation: 1 };
-    let def = ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 86_400_000, timeout_ms: 1000 };
+    let def = ObjectDef {
+        probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+        interval_ms: 86_400_000,
+        timeout_ms: 1000,
+        ..ObjectDef::UNSET
+    };
     let setup: Vec<LogEntry> = std::iter::once(LogEntry::Epoch(EpochRecord {
         epoch: 1,
         members: vec![loader.clone()],
@@ -1699,7 +1703,12 @@ fn member_of(j: &Jaque, id: &str) -> MemberRef {
 /// `objects` objects (daily checks, nothing due), then transitions over them, alternating ok and critical.
 fn history(writer: &MemberRef, epoch: u64, objects: usize, n: usize, from: usize) -> impl Iterator<Item = LogEntry> {
     let writer = writer.clone();
-    let def = ObjectDef { probe: Probe::Tcp { addr: "127.0.0.1:9".into() }, interval_ms: 86_400_000, timeout_ms: 1000 };
+    let def = ObjectDef {
+        probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+        interval_ms: 86_400_000,
+        timeout_ms: 1000,
+        ..ObjectDef::UNSET
+    };
     (from..from + n).map(move |i| {
         let object = ObjectId::new(format!("object-{:04}", i % objects)).unwrap();
         let body = if i < objects {
@@ -1707,7 +1716,7 @@ fn history(writer: &MemberRef, epoch: u64, objects: usize, n: usize, from: usize
         } else {
             let up = (i / objects).is_multiple_of(2);
             let (from, to) = if up { (State::Ok, State::Critical) } else { (State::Critical, State::Ok) };
-            EventBody::Transition { from, to, output: format!("transition {i}") }
+            EventBody::transition(from, to, format!("transition {i}"))
         };
         LogEntry::Event(Event { object, epoch, writer: writer.clone(), at: Time(unix_ms()), command_id: None, body })
     })
@@ -2025,6 +2034,7 @@ fn spread_objects(servers: &Servers, n: usize, target: &AcceptAndClose, interval
             probe: Probe::Tcp { addr: a.to_string() },
             interval_ms,
             timeout_ms: interval_ms.min(1000),
+            ..ObjectDef::UNSET
         })
         .collect();
     let base = unix_ms() - 3_600_000;
@@ -2262,11 +2272,11 @@ fn p10() {
                 writer: MemberRef { id: MemberId::new("e1").unwrap(), incarnation: unix_ms() },
                 at: Time(unix_ms()),
                 command_id: None,
-                body: EventBody::Transition {
-                    from: State::Ok,
-                    to: State::Critical,
-                    output: format!("connect {}: Connection refused (os error 111)", target.addrs[i % TARGET_PORTS]),
-                },
+                body: EventBody::transition(
+                    State::Ok,
+                    State::Critical,
+                    format!("connect {}: Connection refused (os error 111)", target.addrs[i % TARGET_PORTS]),
+                ),
             }))
         };
         let size = event(0).len();

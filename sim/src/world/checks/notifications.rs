@@ -59,12 +59,17 @@ struct Attempt {
     answered: bool,
 }
 
-/// An accepted transition, as the oracle judged it.
+/// An accepted event a notifier must notify, as the oracle judged it: a hard transition of an object that does
+/// not flap, or a flapping start or end (`jaque_core::alert`).
 #[derive(Clone, Debug)]
 pub struct AcceptedTransition {
     pub object: ObjectId,
-    pub from: State,
-    pub to: State,
+    /// `transition`, `flapping_start` or `flapping_end`.
+    pub kind: &'static str,
+    /// `None` for a flapping start or end without a transition: its notification names the hard state the
+    /// notifier's reader has when it builds it.
+    pub from: Option<State>,
+    pub to: Option<State>,
     /// When it landed in the log.
     pub at: Time,
 }
@@ -88,16 +93,20 @@ impl Sim {
     pub(in crate::world) fn note_notifiable(&mut self, seq: u64) {
         let LogEntry::Event(ev) = self.log.entry(seq) else { return };
         let accepted = self.oracle.reader.verdict_at(seq, ev).is_some_and(|v| v.is_accepted());
-        match &ev.body {
-            EventBody::Transition { from, to, .. } if accepted => {
-                let t = AcceptedTransition { object: ev.object.clone(), from: *from, to: *to, at: self.now };
-                self.notifications.transitions.insert(seq, t);
-            }
-            _ if !accepted => {
-                self.notifications.fenced.insert(seq);
-            }
-            _ => {}
+        if !accepted {
+            self.notifications.fenced.insert(seq);
+            return;
         }
+        // Soft states never notify; a flapping object's transitions do not; its flapping start and end do.
+        let flap = |on: bool| if on { "flapping_start" } else { "flapping_end" };
+        let (kind, from, to) = match &ev.body {
+            EventBody::Transition { flapping: Some(on), from, to, .. } => (flap(*on), Some(*from), Some(*to)),
+            EventBody::Transition { flaps: false, from, to, .. } => ("transition", Some(*from), Some(*to)),
+            EventBody::Soft { flapping: Some(on), .. } | EventBody::Flapping { on } => (flap(*on), None, None),
+            _ => return,
+        };
+        let t = AcceptedTransition { object: ev.object.clone(), kind, from, to, at: self.now };
+        self.notifications.transitions.insert(seq, t);
     }
 
     /// A notifier incarnation ends: the deliveries it gave up are counted after it is gone.
@@ -256,7 +265,11 @@ impl Sim {
                     Some(format!("{what} with a body that shows a credential: {body}"))
                 }
                 Err(e) => Some(format!("{what} with a body that is no notification ({e}): {body}")),
-                Ok(n) if (&n.object, n.seq, n.from, n.to) != (&t.object, rec.seq, t.from, t.to) => {
+                Ok(n)
+                    if (&n.object, n.seq, n.kind.as_str()) != (&t.object, rec.seq, t.kind)
+                        || t.from.is_some_and(|f| f != n.from)
+                        || t.to.is_some_and(|to| to != n.to) =>
+                {
                     Some(format!("{what} with a body that does not match the log: {body}"))
                 }
                 Ok(_) => None,
