@@ -6,9 +6,10 @@
 //! `retry_interval`. Only `max_attempts` problem results in a row make a problem hard (a `transition`), and
 //! only `recovery_attempts` ok results in a row end a hard problem. A result that agrees with the hard state
 //! again ends the soft state without a transition (a `soft` event naming the hard state, attempt 0). A change
-//! from one problem to another while the hard state is a problem is hard at once, as is a first ok result of a
-//! pending object (the peers do the same: Icinga 2 and Nagios treat a new object as ok, so a new object that is
-//! down goes through its soft attempts, and a hard problem changing kind is a hard change).
+//! from one problem to another while the hard state is a problem is hard at once (as in Icinga 2 and Nagios), and
+//! so is a new object's first result, whatever it is: there is no earlier state to keep from a blip, and whoever
+//! adds a check wants to see at once whether it works (Icinga 2 and Nagios start a new object as ok, so one that
+//! is down goes through its soft attempts first; jaque shows it down at once).
 //!
 //! The attempt count is the log's: every soft attempt is an event, so an engine that takes an object over goes
 //! on from the attempt its previous owner reached. The engine writes one result event of an object at a time
@@ -85,8 +86,13 @@ impl Rules {
 
     /// Results in a row on `result`'s side needed to make it the hard state over `hard`.
     pub fn needed(&self, hard: State, result: State) -> u32 {
+        if hard == State::Pending {
+            // A new object's first result is its state at once: there is no earlier state to keep from a blip,
+            // and whoever adds a check wants to see at once whether it works.
+            return 1;
+        }
         match (hard.is_problem(), result.is_problem()) {
-            // A hard problem changing kind, and a pending object's first ok: hard at once.
+            // A hard problem changing kind: hard at once.
             (true, true) => 1,
             (false, false) => 1,
             (true, false) => self.recovery_attempts.max(1),
@@ -311,7 +317,7 @@ mod tests {
         ));
         assert!(matches!(
             decide(pending, &r, State::Critical, Time(1), "x".into()).unwrap(),
-            EventBody::Soft { attempt: 1, of: 3, .. }
+            EventBody::Transition { from: State::Pending, to: State::Critical, attempt: 1, .. }
         ));
     }
 

@@ -244,6 +244,8 @@ pub struct ObjectDef {
 /// Bounds that keep a definition sane: a zero interval would make the owner spin.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 pub const MAX_INTERVAL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The longest default retry interval (`ObjectDef::retry_interval`).
+pub const DEFAULT_RETRY_CAP: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DefError {
@@ -290,11 +292,14 @@ impl ObjectDef {
     }
 
     /// How often a soft state is checked again: the definition's `retry_interval_ms`, else a fifth of the
-    /// interval (Icinga 2's defaults are 1 minute against 5) but at least the timeout and `MIN_INTERVAL`.
+    /// interval and at most a minute (Icinga 2's defaults are a 1 minute retry against a 5 minute interval), but
+    /// at least the timeout and `MIN_INTERVAL`, and at most the interval.
     pub fn retry_interval(&self) -> Duration {
         match self.retry_interval_ms {
             Some(ms) => Duration::from_millis(ms),
-            None => (self.interval() / 5).max(self.timeout()).max(MIN_INTERVAL).min(self.interval()),
+            None => {
+                (self.interval() / 5).min(DEFAULT_RETRY_CAP).max(self.timeout()).max(MIN_INTERVAL).min(self.interval())
+            }
         }
     }
 

@@ -235,3 +235,64 @@ fn a_snapshot_has_the_newest_version_every_member_reads() {
     damaged.version = 0;
     assert!(matches!(wire::decode_snapshot(&wire::encode_snapshot(&damaged)), Err(WireError::Invalid { .. })));
 }
+
+// ---- Cluster format 3: alert semantics (issue 34) ----
+
+/// The alert events and definitions need format 3, say so in their bytes, and a reader of format 2 stops at the
+/// first of them; a transition as every build wrote it keeps format 1.
+#[test]
+fn alert_events_and_labelled_definitions_need_format_3_and_an_older_reader_stops_at_them() {
+    let soft = event(
+        EventBody::Soft { state: State::Critical, attempt: 1, of: 3, output: "refused".into(), flapping: None },
+        None,
+    );
+    let bytes = wire::encode_log_entry(&soft);
+    assert!(bytes.starts_with(b"{\"v\":3,"), "{}", String::from_utf8_lossy(&bytes));
+    assert_eq!(wire::decode_log_entry(&bytes).unwrap(), soft);
+    let hard = EventBody::Transition {
+        from: State::Ok,
+        to: State::Critical,
+        output: String::new(),
+        attempt: 3,
+        flapping: None,
+        flaps: false,
+    };
+    for body in [hard, EventBody::Flapping { on: true }] {
+        assert_eq!(body.needs(), 3, "{body:?}");
+    }
+    assert_eq!(EventBody::transition(State::Ok, State::Critical, "x").needs(), 1);
+    let labels = labels::Labels::new([("env".to_string(), "prod".to_string())].into()).unwrap();
+    let labelled = ObjectDef { labels, ..def(30) };
+    assert_eq!(EventBody::Put { def: labelled.clone() }.needs(), 3);
+    assert_eq!(CommandKind::Put { def: labelled }.needs(), 3);
+    assert_eq!(CommandKind::Put { def: ObjectDef { max_attempts: Some(5), ..def(30) } }.needs(), 3);
+    assert_eq!(CommandKind::Put { def: def(30) }.needs(), 1, "a definition without the new fields: as before");
+
+    let mut old = LogReader::new().speaking(2);
+    old.read(1, &record(1, &["a"], 1, 3));
+    old.read(2, &put());
+    assert_eq!(old.read(3, &soft), Read::TooNew { needs: 3 });
+    assert!(old.blocked_reason().unwrap().contains("needs cluster format 3"));
+}
+
+/// While an older member is in the cluster, an engine keeps every change hard at once and refuses a put that
+/// names the new fields; a result is written as a transition every build reads.
+#[test]
+fn under_format_2_every_change_is_hard_at_once_and_new_fields_are_refused() {
+    let mut e = Engine::new(EngineConfig::new(member("a", 1), TTL));
+    e.handle(Time(0), Input::Life(Life::Start));
+    e.handle(Time(0), up(Bucket::Engine, 1, "a", 3));
+    e.handle(Time(0), up(Bucket::Notifier, 2, "n", 2));
+    e.handle(Time(0), Input::Life(Life::CaughtUp));
+    let mut seq = 0;
+    assert_eq!(proposed(&mut e, &mut seq), vec![2], "a notifier of format 2 is live");
+    let labelled = ObjectDef { max_attempts: Some(3), ..def(30) };
+    e.handle(Time(0), Input::Command { reply: ReplyTo(1), cmd: cmd("p1", "web", CommandKind::Put { def: labelled }) });
+    let refused = std::iter::from_fn(|| e.poll_output()).find_map(|o| match o {
+        Output::Reply { to: ReplyTo(1), outcome: Outcome::Rejected { reason } } => Some(reason),
+        _ => None,
+    });
+    assert!(refused.as_deref().is_some_and(|r| r.contains("needs cluster format 3")), "{refused:?}");
+    let rules = alert::Rules::of(&def(30), 2);
+    assert_eq!((rules.max_attempts, rules.flapping), (1, false));
+}

@@ -90,6 +90,8 @@ impl AlertCheck {
         };
         let flap_on = modern && b.def.flapping != Some(false);
         let needed = |to: State| match (problem(b.state), problem(to)) {
+            // A new object's first result is hard at once.
+            _ if b.state == State::Pending => 1,
             (false, true) => max,
             (true, false) => rec,
             _ => 1,

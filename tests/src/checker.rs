@@ -303,6 +303,10 @@ pub struct CountingTarget {
     hits: Arc<Mutex<BTreeMap<String, u64>>>,
     failing: Arc<AtomicBool>,
     delay_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// Per mille of requests answered 500 at random (a hash of the request's number), besides `failing`.
+    fail_permille: Arc<std::sync::atomic::AtomicU64>,
+    /// Requests answered 500 so far.
+    failed: Arc<std::sync::atomic::AtomicU64>,
     stop: Arc<AtomicBool>,
 }
 
@@ -315,14 +319,19 @@ impl CountingTarget {
         let failing = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
         let delay_ms: Arc<std::sync::atomic::AtomicU64> = Arc::default();
+        let fail_permille: Arc<std::sync::atomic::AtomicU64> = Arc::default();
+        let failed: Arc<std::sync::atomic::AtomicU64> = Arc::default();
         let (h, f, s, d) = (hits.clone(), failing.clone(), stop.clone(), delay_ms.clone());
+        let (fp, fd) = (fail_permille.clone(), failed.clone());
+        let requests = Arc::new(std::sync::atomic::AtomicU64::new(0));
         thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
                 let Ok((stream, _)) = listener.accept() else {
                     thread::sleep(Duration::from_millis(2));
                     continue;
                 };
-                let (h, f, d) = (h.clone(), f.clone(), d.clone());
+                let (h, f, d, fp, fd) = (h.clone(), f.clone(), d.clone(), fp.clone(), fd.clone());
+                let n = requests.fetch_add(1, Ordering::SeqCst);
                 thread::spawn(move || {
                     let _ = stream.set_nonblocking(false);
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -339,13 +348,22 @@ impl CountingTarget {
                     *h.lock().unwrap().entry(path).or_default() += 1;
                     // A slow service: the check stays in flight this long.
                     thread::sleep(Duration::from_millis(d.load(Ordering::SeqCst)));
-                    let status = if f.load(Ordering::SeqCst) { "500 Internal Server Error" } else { "200 OK" };
+                    // A blip: splitmix64 of the request's number, so a run fails the same requests each time.
+                    let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    let blip = (z ^ (z >> 31)) % 1000 < fp.load(Ordering::SeqCst);
+                    let fail = f.load(Ordering::SeqCst) || blip;
+                    if fail {
+                        fd.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let status = if fail { "500 Internal Server Error" } else { "200 OK" };
                     let mut s = stream;
                     let _ = write!(s, "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
                 });
             }
         });
-        CountingTarget { addr, hits, failing, delay_ms, stop }
+        CountingTarget { addr, hits, failing, delay_ms, fail_permille, failed, stop }
     }
 
     pub fn url(&self) -> String {
@@ -363,6 +381,16 @@ impl CountingTarget {
     /// Answers every request only after `ms` milliseconds.
     pub fn set_delay(&self, ms: u64) {
         self.delay_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// Answers `permille` of the requests 500 at random (the rest as `set_failing` says).
+    pub fn set_fail_permille(&self, permille: u64) {
+        self.fail_permille.store(permille, Ordering::SeqCst);
+    }
+
+    /// The requests answered 500 so far.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::SeqCst)
     }
 
     pub fn set_failing(&self, failing: bool) {

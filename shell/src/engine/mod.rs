@@ -579,7 +579,7 @@ impl EngineLoop {
             "1 while this engine is a member of the ingress queue group (ready, not leaving, its own key surely alive), else 0.",
             u64::from(self.ingress.is_some()),
         );
-        let counters: [(&str, &str, u64); 14] = [
+        let counters: [(&str, &str, u64); 16] = [
             ("jaque_engine_commands_applied_total", "Commands applied (their event accepted).", c.commands_applied),
             ("jaque_engine_commands_duplicate_total", "Retried commands answered from the log.", c.commands_duplicate),
             ("jaque_engine_commands_rejected_total", "Invalid commands refused.", c.commands_rejected),
@@ -604,7 +604,17 @@ impl EngineLoop {
                 c.checks_skipped_busy,
             ),
             ("jaque_engine_check_results_dropped_total", "Check results not used.", c.check_results_dropped),
-            ("jaque_engine_transitions_written_total", "State transitions appended.", c.transitions_written),
+            ("jaque_engine_transitions_written_total", "Hard state transitions appended.", c.transitions_written),
+            (
+                "jaque_engine_soft_written_total",
+                "Soft states (an attempt, or back to the hard state) and flapping starts and ends appended.",
+                c.soft_written,
+            ),
+            (
+                "jaque_engine_results_held_total",
+                "Check results not logged because the object's previous result event was still on its way.",
+                c.results_held,
+            ),
             ("jaque_engine_appends_failed_total", "Log appends that failed.", c.appends_failed),
         ];
         for (name, help, v) in counters {

@@ -21,6 +21,8 @@
 //! P14 a new engine's time to ready with 1,000 objects behind a history of 1,000,000 events, beside the same
 //! with 1,000 (start time independent of history: snapshots).
 //! P15 the log stream's size and every process's resident memory over a run of 1,000,000 transitions.
+//! P18 alert noise: notifications per 1,000 checks of healthy targets failing 1 % of probes, default rules beside
+//! every change hard at once.
 //! P16 pages of `GET /api/objects` (problems first, one state, a search) and `GET /api/summary` at 100,000
 //! objects, beside `/healthz` of the same process.
 
@@ -1222,7 +1224,13 @@ fn main() {
         p9();
     }
     if want("p10") {
-        p10();
+        // Every change hard at once, as before soft states (comparable with earlier runs); then the default rules,
+        // where each object's problem is hard at its third result in a row.
+        p10(Some(1));
+        p10(None);
+    }
+    if want("p18") {
+        p18();
     }
     if want("p12") {
         p12();
@@ -2026,7 +2034,7 @@ fn lateness_buckets(m: &std::collections::BTreeMap<String, f64>) -> Vec<f64> {
 /// Tcp checks of the target's ports (object `i` on port `i % TARGET_PORTS`) every `interval_ms`, their slots
 /// spread evenly over the interval (anchors an hour ago plus `i * interval / n`), so `n` objects make
 /// `n / interval` checks a second in an even stream.
-fn spread_objects(servers: &Servers, n: usize, target: &AcceptAndClose, interval_ms: u64) {
+fn spread_objects(servers: &Servers, n: usize, target: &AcceptAndClose, interval_ms: u64, max_attempts: Option<u32>) {
     let defs: Vec<ObjectDef> = target
         .addrs
         .iter()
@@ -2034,6 +2042,7 @@ fn spread_objects(servers: &Servers, n: usize, target: &AcceptAndClose, interval
             probe: Probe::Tcp { addr: a.to_string() },
             interval_ms,
             timeout_ms: interval_ms.min(1000),
+            max_attempts,
             ..ObjectDef::UNSET
         })
         .collect();
@@ -2119,7 +2128,7 @@ fn p9() {
             let nats = Nats::start();
             let servers = Servers::one(&nats);
             let target = AcceptAndClose::start();
-            spread_objects(&servers, n, &target, 1000);
+            spread_objects(&servers, n, &target, 1000, None);
             // The floor with nothing of jaque running, half before its processes start and half after they are
             // gone: load from elsewhere on this shared machine drifts over a step, and both halves see it.
             let tick = dispatch_every(n);
@@ -2199,14 +2208,18 @@ fn p9() {
 /// P10: `N` objects checked every `INTERVAL` whose target dies at once: the time from the death until every
 /// transition is accepted in the log and visible in a `-target ui`, beside a bare client appending `N` events
 /// of the same size to a stream on the same server in the same run.
-fn p10() {
+fn p10(max_attempts: Option<u32>) {
     const N: usize = 50_000;
     const INTERVAL_MS: u64 = 10_000;
-    eprintln!("jaque-bench: P10 a storm of {N} transitions...");
+    let rules = match max_attempts {
+        Some(n) => format!("max_attempts {n}"),
+        None => format!("default rules: max_attempts {}", jaque_core::alert::DEFAULT_MAX_ATTEMPTS),
+    };
+    eprintln!("jaque-bench: P10 a storm of {N} transitions ({rules})...");
     let nats = Nats::start();
     let servers = Servers::one(&nats);
     let mut target = AcceptAndClose::start();
-    spread_objects(&servers, N, &target, INTERVAL_MS);
+    spread_objects(&servers, N, &target, INTERVAL_MS, max_attempts);
     let procs = engine_and_worker(&servers, "nats", "");
     let engine = &procs[0].1;
     let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &servers.url, "-id", "ui"]);
@@ -2295,9 +2308,20 @@ fn p10() {
         }
         (s.elapsed(), size)
     });
-    let iv = INTERVAL_MS as f64 / 1000.0;
+    // The last object's first slot after the death, and its retries until its problem is hard: each object's
+    // retry interval is a fifth of the interval, at least the timeout (`ObjectDef::retry_interval`).
+    let def =
+        ObjectDef { interval_ms: INTERVAL_MS, timeout_ms: INTERVAL_MS.min(1000), max_attempts, ..ObjectDef::UNSET };
+    let attempts = max_attempts.unwrap_or(jaque_core::alert::DEFAULT_MAX_ATTEMPTS);
+    let iv = (INTERVAL_MS + u64::from(attempts - 1) * def.retry_interval().as_millis() as u64) as f64 / 1000.0;
+    let schedule = if attempts > 1 {
+        format!("{iv:.0} s (the last object's first slot after the death, and its {} retries)", attempts - 1)
+    } else {
+        format!("{iv:.0} s (the last object's first slot after the death)")
+    };
     println!(
-        "| P10 | {N} objects checked every {iv:.0} s, their target dies: death -> every transition accepted and visible in a -target ui | {:.2} s (all written by the engine at {:.2} s; {skipped:.0} slots skipped busy; CPU {}) | {iv:.0} s (the last object's first slot after the death) + {:.2} s (bare append of {N} events of {size} bytes) | {:.2}x | |",
+        "| P10 | {N} objects checked every {:.0} s ({rules}), their target dies: death -> every hard transition accepted and visible in a -target ui | {:.2} s (all written by the engine at {:.2} s; {skipped:.0} slots skipped busy; CPU {}) | {schedule} + {:.2} s (bare append of {N} events of {size} bytes) | {:.2}x | |",
+        INTERVAL_MS as f64 / 1000.0,
         visible.as_secs_f64(),
         written_all.as_secs_f64(),
         cpu.join(", "),
@@ -2305,16 +2329,77 @@ fn p10() {
         visible.as_secs_f64() / (iv + floor.as_secs_f64()),
     );
     println!(
-        "| P10 | the storm's tail: from the last object's first slot after the death until every transition is visible | {:.2} s | {:.2} s bare append of {N} events | {:.2}x | <= 2x |",
+        "| P10 | the storm's tail ({rules}): from the last object's last attempt due until every hard transition is visible | {:.2} s | {:.2} s bare append of {N} events | {:.2}x | <= 2x |",
         visible.as_secs_f64() - iv,
         floor.as_secs_f64(),
         (visible.as_secs_f64() - iv) / floor.as_secs_f64()
     );
     println!(
-        "| P10 | transitions per second the ui saw in the storm's busiest second | {peak}/s | {:.0}/s bare appends; {:.0}/s checks due | {:.2}x | |",
+        "| P10 | hard transitions per second the ui saw in the storm's busiest second ({rules}) | {peak}/s | {:.0}/s bare appends; {:.0}/s checks due | {:.2}x | |",
         N as f64 / floor.as_secs_f64(),
-        N as f64 / iv,
+        N as f64 / (INTERVAL_MS as f64 / 1000.0),
         peak as f64 / (N as f64 / floor.as_secs_f64())
+    );
+}
+
+/// P18, alert noise: healthy http targets whose probes fail 1 % of the time at random, each checked every
+/// second, in one process with a notifier: notifications per 1,000 checks under the default alert rules (soft
+/// states, `max_attempts` 3, flapping detection), beside objects whose every change is hard at once
+/// (`max_attempts: 1`, `flapping: false`: what every change did before soft states), side by side in the same run
+/// against the same target. Retries count as checks.
+fn p18() {
+    const N: usize = 100;
+    const WINDOW: Duration = Duration::from_secs(60);
+    eprintln!("jaque-bench: P18 alert noise, {N} + {N} objects failing 1 % of probes for {WINDOW:?}...");
+    let target = CountingTarget::start();
+    target.set_fail_permille(10);
+    let rx = Receiver::start(None);
+    let hook = rx.url("/hook");
+    let j =
+        Jaque::start("noise", &["-target", "engine,worker,ui,notifier", "-queue", "memory", "-notify-webhook", &hook]);
+    j.wait_ready();
+    let sets = [("hard", serde_json::json!({"max_attempts": 1, "flapping": false})), ("soft", serde_json::json!({}))];
+    for i in 0..N {
+        for (set, extra) in &sets {
+            let mut body = serde_json::json!({
+                "probe": {"type": "http", "url": format!("{}/{set}-{i}", target.url())},
+                "interval": "1s",
+                "timeout": "500ms",
+            });
+            body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            let r = j.put(&format!("/api/objects/{set}-{i}"), &body);
+            assert_eq!(r.status, 200, "{}", r.text());
+        }
+    }
+    poll("every object checked", || {
+        let s = j.get("/api/summary").json();
+        (s["states"]["pending"].as_u64().unwrap_or(0) == 0 && s["objects"] == 2 * N as u64).then_some(())
+    });
+    let count = |set: &str| -> (u64, u64) {
+        let hits: u64 =
+            target.all_hits().iter().filter(|(p, _)| p.starts_with(&format!("{set}-"))).map(|(_, n)| n).sum();
+        let sent = rx
+            .deliveries("/hook")
+            .iter()
+            .filter(|d| d.body["object"].as_str().is_some_and(|o| o.starts_with(&format!("{set}-"))))
+            .count();
+        (hits, sent as u64)
+    };
+    let before: Vec<(u64, u64)> = sets.iter().map(|(set, _)| count(set)).collect();
+    let failed0 = target.failed();
+    thread::sleep(WINDOW);
+    let after: Vec<(u64, u64)> = sets.iter().map(|(set, _)| count(set)).collect();
+    let per_k = |i: usize| {
+        let (checks, sent) = (after[i].0 - before[i].0, after[i].1 - before[i].1);
+        (sent as f64 * 1000.0 / checks.max(1) as f64, checks, sent)
+    };
+    let (soft, soft_checks, soft_sent) = per_k(1);
+    let (hard, hard_checks, hard_sent) = per_k(0);
+    println!(
+        "| P18 | alert noise: notifications per 1,000 checks of healthy http targets failing 1 % of probes at random ({N} objects each, 1 s, {} s; {} failed probes) | {soft:.1} with the default rules ({soft_sent} in {soft_checks} checks, retries included) | {hard:.1} with every change hard at once, as before soft states ({hard_sent} in {hard_checks} checks) | {:.2}x | 0 |",
+        WINDOW.as_secs(),
+        target.failed() - failed0,
+        soft / hard.max(f64::MIN_POSITIVE),
     );
 }
 

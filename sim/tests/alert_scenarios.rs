@@ -1,0 +1,80 @@
+//! The alert rules (issue 34, invariant 14) by hand: an owner that crashes between two soft attempts leaves the
+//! count in the log, and the engine that takes the object over goes on from it; every swarm invariant is checked
+//! on the way (the oracle holds each result event to the rules).
+
+use jaque_core::{EventBody, LogEntry, ObjectDef, ObjectId, State};
+use jaque_sim::scenario::Scenario;
+use jaque_sim::{Params, Via};
+
+/// The accepted result events of `id`, in log order: (writer `id#incarnation`, body).
+fn results(s: &Scenario, id: &ObjectId) -> Vec<(String, EventBody)> {
+    s.sim
+        .log()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            LogEntry::Event(ev)
+                if &ev.object == id && ev.body.is_result() && s.sim.oracle.is_accepted(i as u64 + 1) =>
+            {
+                Some((ev.writer.to_string(), ev.body.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn soft_attempt(s: &Scenario, id: &ObjectId) -> Option<u32> {
+    s.sim.oracle.reader.object(id)?.soft().map(|soft| soft.attempt)
+}
+
+#[test]
+fn the_next_owner_goes_on_from_the_attempt_the_crashed_owner_reached() {
+    let mut s = Scenario::with(Params { objects: 6, ..Params::scripted(71, 3) }, 3);
+    let id = s.object(0);
+    // Five attempts, a retry every 2 s: room to crash the owner between two of them.
+    let def = ObjectDef {
+        max_attempts: Some(5),
+        retry_interval_ms: Some(2_000),
+        flapping: Some(false),
+        ..s.sim.object_def(0)
+    };
+    let def = ObjectDef { interval_ms: 10_000, timeout_ms: 500, ..def };
+    let sub = s.submit(Via::Ingress, &id, jaque_core::CommandKind::Put { def });
+    s.run_until(15_000, "the put", |sim| sim.subs[sub].outcome.is_some());
+    s.sim.set_truth(&id, State::Ok);
+    s.run_until(30_000, "the object is ok", |sim| sim.oracle.reader.object(&id).is_some_and(|v| v.state == State::Ok));
+    s.sim.set_truth(&id, State::Critical);
+    s.run_until(30_000, "the second soft attempt", |sim| {
+        sim.oracle.reader.object(&id).and_then(|v| v.soft().map(|soft| soft.attempt)) == Some(2)
+    });
+    let owner = s.owner(&id).expect("an owner");
+    let crashed = s.sim.oracle.reader.owner(&id).expect("an owner").to_string();
+    s.crash(owner);
+    s.run_until(60_000, "the problem is hard", |sim| {
+        sim.oracle.reader.object(&id).is_some_and(|v| v.state == State::Critical)
+    });
+    assert_eq!(soft_attempt(&s, &id), None);
+    let got = results(&s, &id);
+    let tail: Vec<(String, String)> = got
+        .iter()
+        .rev()
+        .take_while(|(_, b)| !matches!(b, EventBody::Transition { to: State::Ok, .. }))
+        .map(|(w, b)| {
+            let what = match b {
+                EventBody::Soft { attempt, of, .. } => format!("soft {attempt}/{of}"),
+                EventBody::Transition { attempt, .. } => format!("hard {attempt}"),
+                other => format!("{other:?}"),
+            };
+            (w.clone(), what)
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let what: Vec<&str> = tail.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(what, ["soft 1/5", "soft 2/5", "soft 3/5", "soft 4/5", "hard 5"], "{tail:?}");
+    assert_eq!(tail[0].0, crashed, "the first attempts are the crashed owner's: {tail:?}");
+    assert_ne!(tail[4].0, crashed, "the attempt that made it hard is the new owner's: {tail:?}");
+    s.assert_ok();
+    s.assert_readers_agree();
+}
