@@ -21,12 +21,13 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put, MethodRouter};
 use axum::{Json, Router};
+use jaque_core::labels::{Labels, Selector};
 use jaque_core::ui::{
     http_status, submit_to, Act, Heard, IngressWrite, Submit, SubmitTimeouts, WriteRoute, RETRY_AFTER_SECS,
 };
 use jaque_core::wire;
 use jaque_core::{Command, CommandId, CommandKind, EngineConfig, ObjectDef, ObjectId, Outcome, Probe};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -232,7 +233,7 @@ pub const PAGE_MAX: usize = 10_000;
 /// Longest `q`: an object id is at most 200 bytes, so a longer part of one matches nothing.
 const Q_MAX: usize = ObjectId::MAX_LEN;
 
-/// `GET /api/objects?limit=&state=&q=&sort=&cursor=`: one page as a JSON array; when more follow, a
+/// `GET /api/objects?limit=&state=&q=&selector=&sort=&cursor=`: one page as a JSON array; when more follow, a
 /// `Link: <...>; rel="next"` header with the same parameters and the next cursor.
 async fn list_objects(State(s): State<Arc<Api>>, RawQuery(raw): RawQuery) -> Response {
     let query = match page_query(raw.as_deref().unwrap_or_default()) {
@@ -256,8 +257,14 @@ async fn list_objects(State(s): State<Arc<Api>>, RawQuery(raw): RawQuery) -> Res
 }
 
 fn page_query(raw: &str) -> Result<PageQuery, String> {
-    let mut q =
-        PageQuery { limit: PAGE_DEFAULT, states: StateSet::default(), q: String::new(), sort: Sort::Id, after: None };
+    let mut q = PageQuery {
+        limit: PAGE_DEFAULT,
+        states: StateSet::default(),
+        q: String::new(),
+        selector: None,
+        sort: Sort::Id,
+        after: None,
+    };
     let mut seen: Vec<String> = Vec::new();
     let mut cursor = None;
     for (k, v) in url::form_urlencoded::parse(raw.as_bytes()) {
@@ -290,6 +297,7 @@ fn page_query(raw: &str) -> Result<PageQuery, String> {
                 }
                 q.q = v.to_ascii_lowercase();
             }
+            "selector" => q.selector = selector(&v)?,
             "sort" => {
                 q.sort = match v.as_ref() {
                     "id" => Sort::Id,
@@ -303,7 +311,9 @@ fn page_query(raw: &str) -> Result<PageQuery, String> {
                 })?)
             }
             other => {
-                return Err(format!("unknown parameter {other:?}; the object list takes limit, state, q, sort, cursor"))
+                return Err(format!(
+                    "unknown parameter {other:?}; the object list takes limit, state, q, selector, sort, cursor"
+                ))
             }
         }
     }
@@ -320,6 +330,13 @@ fn page_query(raw: &str) -> Result<PageQuery, String> {
     Ok(q)
 }
 
+/// A `selector=` parameter: `None` when it is empty (it picks every object). The error is `SelectorError`'s,
+/// which begins with "selector" and says what is wrong where.
+fn selector(text: &str) -> Result<Option<Selector>, String> {
+    let selector = Selector::parse(text).map_err(|e| e.to_string())?;
+    Ok((!selector.is_empty()).then_some(selector))
+}
+
 /// The next page: the same parameters, the next cursor. A reference relative to this server, as the request's.
 fn next_link(q: &PageQuery, next: &Cursor) -> String {
     let mut params = url::form_urlencoded::Serializer::new(String::new());
@@ -329,6 +346,10 @@ fn next_link(q: &PageQuery, next: &Cursor) -> String {
     }
     if !q.q.is_empty() {
         params.append_pair("q", &q.q);
+    }
+    if let Some(selector) = &q.selector {
+        // Its canonical text: the same selector, parsed back.
+        params.append_pair("selector", &selector.to_string());
     }
     if q.sort != Sort::Id {
         params.append_pair("sort", q.sort.as_str());
@@ -355,9 +376,22 @@ async fn get_object(State(s): State<Arc<Api>>, id: Result<Path<String>, PathReje
     }
 }
 
-/// `GET /api/summary`: how many objects are in each state (the header of a status page), counted in one pass.
-async fn summary(State(s): State<Arc<Api>>) -> Response {
-    match ask(&s, |reply| UiRequest::Objects { lookup: Lookup::Summary, reply }).await {
+/// `GET /api/summary?selector=`: how many objects (those the selector picks) are in each state (the header of a
+/// status page), counted in one pass. Other parameters are passed over, as before there was one.
+async fn summary(State(s): State<Arc<Api>>, RawQuery(raw): RawQuery) -> Response {
+    let mut picked = None;
+    for (k, v) in url::form_urlencoded::parse(raw.as_deref().unwrap_or_default().as_bytes()) {
+        if k == "selector" {
+            if picked.is_some() {
+                return bad_request("selector is given twice");
+            }
+            picked = Some(match selector(&v) {
+                Ok(s) => s,
+                Err(e) => return bad_request(e),
+            });
+        }
+    }
+    match ask(&s, |reply| UiRequest::Objects { lookup: Lookup::Summary(picked.flatten()), reply }).await {
         Some(Rendered { body: Some(body), .. }) => json_bytes(body),
         Some(Rendered { body: None, .. }) => {
             error(StatusCode::INTERNAL_SERVER_ERROR, "unavailable", "rendering the summary failed")
@@ -407,7 +441,8 @@ async fn cluster(State(s): State<Arc<Api>>) -> Response {
     }
 }
 
-/// The body of `PUT /api/objects/{id}`.
+/// The body of `PUT /api/objects/{id}`. The alerting fields and labels (cluster format 3) are left unset when
+/// absent or null, so a put without them is the definition a build before them wrote.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PutBody {
@@ -416,9 +451,38 @@ struct PutBody {
     interval: Option<String>,
     #[serde(default)]
     timeout: Option<String>,
+    #[serde(default, deserialize_with = "labels_field")]
+    labels: Option<Labels>,
+    #[serde(default, deserialize_with = "max_attempts_field")]
+    max_attempts: Option<u64>,
+    #[serde(default, deserialize_with = "retry_interval_field")]
+    retry_interval: Option<String>,
+    #[serde(default, deserialize_with = "recovery_attempts_field")]
+    recovery_attempts: Option<u64>,
+    #[serde(default, deserialize_with = "flapping_field")]
+    flapping: Option<bool>,
 }
 
+/// A deserializer of one field of `PutBody` whose errors begin with the field's name: serde's own messages
+/// ("invalid type: string, expected u64") do not say which field. The position serde_json appends stays at
+/// the end (it reads it back from the message).
+macro_rules! named_field {
+    ($fn:ident, $name:literal, $ty:ty) => {
+        fn $fn<'de, D: Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
+            <$ty>::deserialize(d).map_err(|e| serde::de::Error::custom(format_args!(concat!($name, ": {}"), e)))
+        }
+    };
+}
+
+named_field!(labels_field, "labels", Option<Labels>);
+named_field!(max_attempts_field, "max_attempts", Option<u64>);
+named_field!(retry_interval_field, "retry_interval", Option<String>);
+named_field!(recovery_attempts_field, "recovery_attempts", Option<u64>);
+named_field!(flapping_field, "flapping", Option<bool>);
+
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
+const MAX_ATTEMPTS: u32 = jaque_core::alert::MAX_ATTEMPTS;
+const MIN_INTERVAL: Duration = jaque_core::model::MIN_INTERVAL;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn parse_def(body: &[u8]) -> Result<ObjectDef, String> {
@@ -433,13 +497,41 @@ fn parse_def(body: &[u8]) -> Result<ObjectDef, String> {
             })
             .transpose()
     };
+    let ms = |d: Duration| -> u64 { d.as_millis().try_into().unwrap_or(u64::MAX) };
     let interval = dur("interval", &b.interval)?.unwrap_or(DEFAULT_INTERVAL);
     let timeout = dur("timeout", &b.timeout)?.unwrap_or(DEFAULT_TIMEOUT.min(interval));
+    let attempts = |what: &str, n: Option<u64>| -> Result<Option<u32>, String> {
+        n.map(|n| {
+            u32::try_from(n)
+                .ok()
+                .filter(|n| (1..=MAX_ATTEMPTS).contains(n))
+                .ok_or_else(|| format!("{what}: must be a whole number from 1 to {MAX_ATTEMPTS}, got {n}"))
+        })
+        .transpose()
+    };
+    let retry_interval = dur("retry_interval", &b.retry_interval)?;
+    if let Some(retry) = retry_interval {
+        // The core's rule (`ObjectDef::validate`), said in the API's words: durations, not milliseconds.
+        let least = timeout.max(MIN_INTERVAL);
+        if retry < least || retry > interval {
+            return Err(format!(
+                "retry_interval: must be at least the timeout ({}) and {}, and at most the interval ({}), got {}",
+                humantime::format_duration(timeout),
+                humantime::format_duration(MIN_INTERVAL),
+                humantime::format_duration(interval),
+                humantime::format_duration(retry),
+            ));
+        }
+    }
     let def = ObjectDef {
         probe: b.probe,
-        interval_ms: interval.as_millis().try_into().unwrap_or(u64::MAX),
-        timeout_ms: timeout.as_millis().try_into().unwrap_or(u64::MAX),
-        ..ObjectDef::UNSET
+        interval_ms: ms(interval),
+        timeout_ms: ms(timeout),
+        labels: b.labels.unwrap_or_default(),
+        max_attempts: attempts("max_attempts", b.max_attempts)?,
+        retry_interval_ms: retry_interval.map(ms),
+        recovery_attempts: attempts("recovery_attempts", b.recovery_attempts)?,
+        flapping: b.flapping,
     };
     def.validate().map_err(|e| e.to_string())?;
     Ok(def)
@@ -630,5 +722,63 @@ fn heard(attempt: u32, msg: &async_nats::Message) -> Heard {
             let outcome = Outcome::Unavailable { reason: format!("an engine answered garbage: {e}") };
             Heard::Answered { attempt, outcome }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(body: serde_json::Value) -> String {
+        parse_def(body.to_string().as_bytes()).expect_err("refused")
+    }
+
+    #[test]
+    fn a_put_takes_labels_and_the_alerting_fields_and_leaves_out_what_it_does_not_name() {
+        let tcp = json!({"type": "tcp", "addr": "db:5432"});
+        let def = parse_def(
+            json!({"probe": tcp, "interval": "1m", "timeout": "2s", "labels": {"env": "prod", "example.com/team": ""},
+                "max_attempts": 5, "retry_interval": "10s", "recovery_attempts": 2, "flapping": false})
+            .to_string()
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(def.labels.iter().collect::<Vec<_>>(), [("env", "prod"), ("example.com/team", "")]);
+        assert_eq!(
+            (def.max_attempts, def.retry_interval_ms, def.recovery_attempts, def.flapping),
+            (Some(5), Some(10_000), Some(2), Some(false))
+        );
+        let plain =
+            parse_def(json!({"probe": tcp, "labels": null, "max_attempts": null}).to_string().as_bytes()).unwrap();
+        assert_eq!(plain, ObjectDef::new(plain.probe.clone(), 30_000, 5_000), "nothing named: a format-1 definition");
+        assert_eq!(plain.needs(), 1);
+    }
+
+    #[test]
+    fn a_bad_alerting_field_or_label_is_refused_naming_it() {
+        let tcp = json!({"type": "tcp", "addr": "db:5432"});
+        let cases = [
+            (json!({"probe": tcp, "labels": {"bad key": "x"}}), "labels: label key \"bad key\""),
+            (json!({"probe": tcp, "labels": {"env": "-x"}}), "labels: label \"env\" value \"-x\""),
+            (json!({"probe": tcp, "labels": ["env"]}), "labels: invalid type: sequence"),
+            (json!({"probe": tcp, "max_attempts": 0}), "max_attempts: must be a whole number from 1 to 100, got 0"),
+            (json!({"probe": tcp, "max_attempts": 101}), "max_attempts: must be a whole number from 1 to 100, got 101"),
+            (json!({"probe": tcp, "max_attempts": "3"}), "max_attempts: invalid type: string"),
+            (json!({"probe": tcp, "recovery_attempts": -1}), "recovery_attempts: invalid value: integer `-1`"),
+            (json!({"probe": tcp, "flapping": "no"}), "flapping: invalid type: string"),
+            (json!({"probe": tcp, "retry_interval": "soon"}), "retry_interval: \"soon\" is not a duration"),
+            (
+                json!({"probe": tcp, "interval": "1m", "timeout": "2s", "retry_interval": "2m"}),
+                "retry_interval: must be at least the timeout (2s) and 100ms, and at most the interval (1m), got 2m",
+            ),
+            (json!({"probe": tcp, "timeout": "2s", "retry_interval": "1s"}), "retry_interval: must be at least"),
+        ];
+        for (body, want) in cases {
+            let got = refused(body.clone());
+            assert!(got.contains(want), "{body}: {got}");
+        }
+        // serde_json's position stays at the end, once.
+        let got = refused(json!({"probe": tcp, "max_attempts": true}));
+        assert_eq!(got.matches(" at line ").count(), 1, "{got}");
     }
 }

@@ -79,11 +79,12 @@ mod tests {
         MemberRef { id: MemberId::new("e1").unwrap(), incarnation: 7 }
     }
 
-    /// A log with an epoch, an object in each kind of state, a paused one and an acknowledged one.
+    /// A log with an epoch (at cluster format 3), an object in each kind of state, a paused one, an
+    /// acknowledged one, and one with labels and alerting rules in a soft state.
     fn reader() -> LogReader {
         let mut r = LogReader::new();
         let record =
-            EpochRecord { epoch: 1, members: vec![engine()], members_rev: 1, idempotency_window_ms: None, format: 1 };
+            EpochRecord { epoch: 1, members: vec![engine()], members_rev: 1, idempotency_window_ms: None, format: 3 };
         r.read(1, &LogEntry::Epoch(record));
         let mut seq = 1;
         let mut event = |r: &mut LogReader, object: &str, body: EventBody| {
@@ -119,6 +120,19 @@ mod tests {
         }
         event(&mut r, "a", EventBody::Ack);
         event(&mut r, "b", EventBody::Pause);
+        let labels = [("env", "prod"), ("example.com/team", "web")].map(|(k, v)| (k.to_string(), v.to_string()));
+        let def = ObjectDef {
+            labels: jaque_core::labels::Labels::new(labels.into_iter().collect()).unwrap(),
+            max_attempts: Some(3),
+            retry_interval_ms: Some(5_000),
+            ..ObjectDef::tcp("127.0.0.1:9", 30_000, 5_000)
+        };
+        event(&mut r, "e", EventBody::Put { def });
+        event(&mut r, "e", EventBody::transition(State::Pending, State::Ok, "up"));
+        let soft =
+            EventBody::Soft { state: State::Critical, attempt: 1, of: 3, output: "refused".into(), flapping: None };
+        event(&mut r, "e", soft);
+        assert!(r.object(&ObjectId::new("e").unwrap()).unwrap().soft().is_some(), "the soft state is folded");
         r
     }
 
@@ -404,6 +418,9 @@ mod tests {
         let progress = Progress { sink: MemberId::new("s1").unwrap(), position: 3 };
         store.write(&Batch { id: 1, events, objects: vec![], progress }).await.unwrap();
         let def = r#"{"probe": {"type": "tcp", "addr": "127.0.0.1:9"}, "interval": "1m"}"#;
+        let alerting = r#"{"probe": {"type": "tcp", "addr": "127.0.0.1:9"}, "interval": "1m", "labels": {"env": "prod"},
+            "max_attempts": 3, "retry_interval": "10s", "recovery_attempts": 2, "flapping": false}"#;
+        let bad_label = r#"{"probe": {"type": "tcp", "addr": "127.0.0.1:9"}, "labels": {"-env": "prod"}}"#;
         let auth = [("authorization", "Bearer s3cret")];
         let big = format!(r#"{{"probe": {{"type": "exec", "plugin": "p", "args": ["{}"]}}}}"#, "x".repeat(3 << 20));
         let key = [("idempotency-key", "k-1")];
@@ -421,6 +438,10 @@ mod tests {
             (0, "GET", "/api/objects?cursor=nope", "/api/objects", &[], ""),
             (0, "GET", "/api/objects?page=2", "/api/objects", &[], ""),
             (0, "GET", "/api/summary", "/api/summary", &[], ""),
+            (0, "GET", "/api/summary?selector=env%3Dprod", "/api/summary", &[], ""),
+            (0, "GET", "/api/summary?selector=env%3D%3D%3D", "/api/summary", &[], ""),
+            (0, "GET", "/api/objects?selector=env%20in%20(prod)&sort=severity", "/api/objects", &[], ""),
+            (0, "GET", "/api/objects?selector=env%3Dprod%3C", "/api/objects", &[], ""),
             (0, "GET", "/api/cluster", "/api/cluster", &[], ""),
             (0, "GET", "/api/stream", "/api/stream", &[], ""),
             (0, "GET", "/", "/", &[], ""),
@@ -431,6 +452,8 @@ mod tests {
             (0, "GET", "/api/objects/a%20b", "/api/objects/{id}", &[], ""),
             (0, "GET", "/api/objects/%FF", "/api/objects/{id}", &[], ""),
             (0, "PUT", "/api/objects/n", "/api/objects/{id}", &key, def),
+            (0, "PUT", "/api/objects/n", "/api/objects/{id}", &[], alerting),
+            (0, "PUT", "/api/objects/n", "/api/objects/{id}", &[], bad_label),
             (0, "PUT", "/api/objects/n", "/api/objects/{id}", &[], "{"),
             (0, "PUT", "/api/objects/n", "/api/objects/{id}", &[], &big),
             (0, "PUT", "/api/objects/n", "/api/objects/{id}", &[("idempotency-key", "a b")], def),
@@ -512,10 +535,28 @@ mod tests {
         let b = send(&app, "GET", next, &[], "").await;
         let ids: Vec<Value> =
             serde_json::from_slice::<Vec<Value>>(&b.body).unwrap().iter().map(|o| o["id"].clone()).collect();
-        assert_eq!(ids, [json!("b")]);
+        assert_eq!(ids, [json!("b"), json!("e")], "then ok, the longest in it first");
         assert!(b.headers.get("link").is_none(), "the last page has no next");
         let c = send(&app, "GET", &next.replace("sort=severity&", ""), &[], "").await;
         assert_eq!(c.status, 400, "a severity cursor does not continue an id list");
+
+        // A selector goes on in the next page's link, in its canonical text, and the cursor continues it.
+        let a = send(&app, "GET", "/api/objects?limit=1&selector=%21env%20,%20%21nope", &[], "").await;
+        let link = a.headers.get("link").and_then(|v| v.to_str().ok()).expect("a Link header").to_string();
+        let next = link.strip_prefix('<').and_then(|l| l.split_once(">; rel=\"next\"")).map(|(u, _)| u).unwrap();
+        assert!(next.starts_with("/api/objects?limit=1&selector=%21env%2C%21nope&cursor="), "{next}");
+        let mut seen = vec![];
+        let mut next = Some(next.to_string());
+        while let Some(path) = next {
+            let page = send(&app, "GET", &path, &[], "").await;
+            seen.extend(serde_json::from_slice::<Vec<Value>>(&page.body).unwrap().iter().map(|o| o["id"].clone()));
+            next = page
+                .headers
+                .get("link")
+                .and_then(|v| v.to_str().ok())
+                .map(|l| l.strip_prefix('<').and_then(|l| l.split_once('>')).map(|(u, _)| u.to_string()).unwrap());
+        }
+        assert_eq!(seen, [json!("b"), json!("c"), json!("d")], "after a: every object without env but e");
     }
 
     /// The schemes that may authorize `method path` in `doc` (empty: open).

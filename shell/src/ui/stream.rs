@@ -8,8 +8,9 @@
 //! - `hello`: sent first on every (re)connection; the page then (re)loads what it shows, so nothing between its
 //!   last load and the subscription is missed.
 //! - `change` (`id:` its log position): an accepted event on an object: `{"seq", "id", "object", "was"}`, the
-//!   object as `GET /api/objects/{id}` shows it after the event (`null` once deleted) and its state and marks
-//!   before it (`null` for a new object), so counts can be moved without recounting.
+//!   object as `GET /api/objects/{id}` shows it after the event (`null` once deleted) and its state, marks and
+//!   labels before it (`null` for a new object), so counts can be moved without recounting, also counts of the
+//!   objects a label selector picks.
 //! - `stale`: an event the fence discarded: `{"seq", "object", "epoch", "writer", "stale_events"}`.
 //! - `epoch`: a new epoch in force: `{"seq", "epoch", "members"}` (owners may have moved).
 //! - `members`: a bucket's live members changed: `{"bucket", "live_members"}`.
@@ -289,11 +290,11 @@ mod tests {
             (put["seq"].as_u64(), put["was"].is_null(), &put["object"]["state"]),
             (Some(2), true, &json!("pending"))
         );
-        assert_eq!(critical["was"], json!({"state": "pending", "acknowledged": false, "paused": false}));
+        assert_eq!(critical["was"], json!({"state": "pending", "acknowledged": false, "paused": false, "labels": {}}));
         assert_eq!(critical["object"]["last_transition"]["output"], "down");
         assert_eq!((&acked["object"]["acknowledged"], &acked["was"]["state"]), (&json!(true), &json!("critical")));
         assert_eq!((deleted["id"].as_str(), deleted["object"].is_null()), (Some("web"), true));
-        assert_eq!(deleted["was"], json!({"state": "critical", "acknowledged": true, "paused": false}));
+        assert_eq!(deleted["was"], json!({"state": "critical", "acknowledged": true, "paused": false, "labels": {}}));
     }
 
     #[test]

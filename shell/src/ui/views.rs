@@ -5,6 +5,8 @@
 use crate::follow::Buckets;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use jaque_core::alert::{Rules, SoftState};
+use jaque_core::labels::{Labels, Selector};
 use jaque_core::log::ObjectView;
 use jaque_core::{Bucket, Command, LiveSet, LogReader, MemberId, ObjectId, Outcome, Probe, State};
 use serde::Serialize;
@@ -63,6 +65,7 @@ fn duration(ms: u64) -> String {
 struct ObjectJson<'a> {
     id: &'a ObjectId,
     definition: DefinitionJson<'a>,
+    /// The hard state (`jaque_core::alert`): what notifies and what `state=` and the counts go by.
     state: State,
     /// When it entered that state (`since_ms` below): what "for how long" is counted from.
     state_since_ms: u64,
@@ -72,14 +75,45 @@ struct ObjectJson<'a> {
     epoch: u64,
     last_transition: Option<TransitionJson<'a>>,
     last_seq: u64,
+    /// The latest results differ from the hard state and have not made it hard yet; `null` when they agree.
+    soft: Option<SoftJson<'a>>,
+    /// Flapping: its transitions are not notified, its flapping start and end are.
+    flapping: bool,
 }
 
+/// The definition as it is in force: the alerting fields are the effective ones (`alert::Rules::of` under the
+/// cluster's active format), the defaults where the put named none, and before format 3 what every build before
+/// it does (1 attempt, retries at the interval, no flapping detection).
 #[derive(Serialize)]
 struct DefinitionJson<'a> {
     /// Its secrets as `***` (`jaque_core::secret`): a read never shows a credential.
     probe: Cow<'a, Probe>,
     interval: String,
     timeout: String,
+    /// `{}` when it has none.
+    labels: &'a Labels,
+    max_attempts: u32,
+    retry_interval: String,
+    recovery_attempts: u32,
+    flapping: bool,
+}
+
+#[derive(Serialize)]
+struct SoftJson<'a> {
+    /// The latest result's state.
+    state: State,
+    /// Results in a row on its side, the latest included, of the `of` it takes to become hard.
+    attempt: u32,
+    of: u32,
+    /// When the latest attempt was logged: the next retry is due `retry_interval` after it.
+    at_ms: u64,
+    output: &'a str,
+}
+
+impl<'a> SoftJson<'a> {
+    fn of(s: &'a SoftState) -> SoftJson<'a> {
+        SoftJson { state: s.state, attempt: s.attempt, of: s.of, at_ms: s.at.as_millis(), output: &s.output }
+    }
 }
 
 #[derive(Serialize)]
@@ -94,12 +128,18 @@ struct TransitionJson<'a> {
 }
 
 fn object<'a>(reader: &'a LogReader, id: &'a ObjectId, view: &'a ObjectView) -> ObjectJson<'a> {
+    let rules = Rules::of(&view.def, reader.fence().active_format());
     ObjectJson {
         id,
         definition: DefinitionJson {
             probe: view.def.probe.redacted(),
             interval: duration(view.def.interval_ms),
             timeout: duration(view.def.timeout_ms),
+            labels: &view.def.labels,
+            max_attempts: rules.max_attempts,
+            retry_interval: humantime::format_duration(rules.retry_interval).to_string(),
+            recovery_attempts: rules.recovery_attempts,
+            flapping: rules.flapping,
         },
         state: view.state,
         state_since_ms: since_ms(view),
@@ -117,21 +157,26 @@ fn object<'a>(reader: &'a LogReader, id: &'a ObjectId, view: &'a ObjectView) -> 
             seq: t.seq,
         }),
         last_seq: view.last_seq,
+        soft: view.soft().map(SoftJson::of),
+        flapping: view.flapping(),
     }
 }
 
 /// An object's state and marks before a change (`GET /api/stream`'s `was`): enough for a page to move its
-/// counts from one state to another without asking for them again.
-#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+/// counts from one state to another without asking for them again; with its labels, so a page that counts only
+/// the objects a label selector picks knows whether this one counted (a put may change them).
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
 pub struct Was {
     pub state: State,
     pub acknowledged: bool,
     pub paused: bool,
+    /// Nothing to copy for an object without labels, the most common case.
+    pub labels: Labels,
 }
 
 impl Was {
     pub fn of(v: &ObjectView) -> Was {
-        Was { state: v.state, acknowledged: v.acked, paused: v.paused }
+        Was { state: v.state, acknowledged: v.acked, paused: v.paused, labels: v.def.labels.clone() }
     }
 }
 
@@ -156,8 +201,8 @@ pub enum Lookup {
     One(ObjectId),
     /// `GET /api/objects`: one page, and where the next one starts.
     Page(PageQuery),
-    /// `GET /api/summary`: counts per state.
-    Summary,
+    /// `GET /api/summary`: counts per state, of the objects the selector picks (`None`: all of them).
+    Summary(Option<Selector>),
 }
 
 /// What the loop hands back: the JSON, and for a page that is not the last, the cursor of the next one.
@@ -174,6 +219,8 @@ pub struct PageQuery {
     pub states: StateSet,
     /// Part of the id, in lower case (ids match in any case); empty: every id.
     pub q: String,
+    /// Only the objects whose labels it picks; `None`: every object. Parsed once per request.
+    pub selector: Option<Selector>,
     pub sort: Sort,
     pub after: Option<Cursor>,
 }
@@ -299,9 +346,16 @@ fn contains_ignore_case(hay: &str, needle: &str) -> bool {
         })
 }
 
+/// Whether `selector` (if any) picks an object with `labels`.
+fn picks(selector: &Option<Selector>, labels: &Labels) -> bool {
+    selector.as_ref().is_none_or(|s| s.matches(labels))
+}
+
 impl PageQuery {
     fn admits(&self, id: &ObjectId, v: &ObjectView) -> bool {
-        self.states.admits(v.state) && contains_ignore_case(id.as_str(), &self.q)
+        self.states.admits(v.state)
+            && contains_ignore_case(id.as_str(), &self.q)
+            && picks(&self.selector, &v.def.labels)
     }
 }
 
@@ -314,7 +368,9 @@ pub fn objects(reader: &LogReader, lookup: Lookup) -> Rendered {
             Rendered { body, next: None }
         }
         Lookup::Page(q) => page(reader, &q),
-        Lookup::Summary => Rendered { body: serde_json::to_vec(&summary(reader)).ok(), next: None },
+        Lookup::Summary(selector) => {
+            Rendered { body: serde_json::to_vec(&summary(reader, &selector)).ok(), next: None }
+        }
     }
 }
 
@@ -385,11 +441,11 @@ struct SummaryJson {
     log_position: u64,
 }
 
-/// One pass over the objects, counting; nothing else is rendered.
-fn summary(reader: &LogReader) -> SummaryJson {
+/// One pass over the objects (those `selector` picks), counting; nothing else is rendered.
+fn summary(reader: &LogReader, selector: &Option<Selector>) -> SummaryJson {
     let mut counts = [0u64; STATES.len()];
     let mut s = SummaryJson { epoch: reader.epoch(), log_position: reader.position(), ..Default::default() };
-    for v in reader.objects().values() {
+    for v in reader.objects().values().filter(|v| picks(selector, &v.def.labels)) {
         counts[index(v.state)] += 1;
         s.acknowledged += u64::from(v.acked);
         s.paused += u64::from(v.paused);
@@ -497,7 +553,7 @@ mod tests {
     }
 
     fn query(limit: usize, sort: Sort) -> PageQuery {
-        PageQuery { limit, states: StateSet::default(), q: String::new(), sort, after: None }
+        PageQuery { limit, states: StateSet::default(), q: String::new(), selector: None, sort, after: None }
     }
 
     fn ids(body: &[u8]) -> Vec<String> {
@@ -606,8 +662,97 @@ mod tests {
             ("c", State::Ok, 5),
             ("d", State::Pending, 0),
         ]);
-        let s: Value = serde_json::from_slice(&objects(&r, Lookup::Summary).body.unwrap()).unwrap();
+        let s: Value = serde_json::from_slice(&objects(&r, Lookup::Summary(None)).body.unwrap()).unwrap();
         assert_eq!(s["objects"], 4);
         assert_eq!(s["states"], json!({"pending": 1, "ok": 1, "warning": 0, "critical": 2, "unknown": 0}));
+    }
+
+    /// A reader at cluster format 3 holding `events` on objects, in that order in the log.
+    fn reader_at_format_3(events: Vec<(&str, EventBody)>) -> LogReader {
+        let me = MemberRef { id: MemberId::new("e1").unwrap(), incarnation: 1 };
+        let mut r = LogReader::new();
+        let record =
+            EpochRecord { epoch: 1, members: vec![me.clone()], members_rev: 1, idempotency_window_ms: None, format: 3 };
+        r.read(1, &LogEntry::Epoch(record));
+        for (i, (id, body)) in events.into_iter().enumerate() {
+            let ev = Event {
+                object: ObjectId::new(id).unwrap(),
+                epoch: 1,
+                writer: me.clone(),
+                at: Time(1_000 + i as u64),
+                command_id: None,
+                body,
+            };
+            r.read(i as u64 + 2, &LogEntry::Event(ev));
+        }
+        r
+    }
+
+    fn labelled(labels: &[(&str, &str)]) -> ObjectDef {
+        let map = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        ObjectDef { labels: Labels::new(map).unwrap(), ..ObjectDef::tcp("127.0.0.1:9", 60_000, 1_000) }
+    }
+
+    #[test]
+    fn an_object_shows_its_labels_its_rules_in_force_and_its_soft_state() {
+        let def = ObjectDef { max_attempts: Some(4), retry_interval_ms: Some(2_000), ..labelled(&[("env", "prod")]) };
+        // A new object's first result is hard at once; a problem after it is soft.
+        let ok = EventBody::transition(State::Pending, State::Ok, "up");
+        let soft =
+            EventBody::Soft { state: State::Critical, attempt: 1, of: 4, output: "refused".into(), flapping: None };
+        let r = reader_at_format_3(vec![("a", EventBody::Put { def: def.clone() }), ("a", ok), ("a", soft)]);
+        let o: Value =
+            serde_json::from_slice(&objects(&r, Lookup::One(ObjectId::new("a").unwrap())).body.unwrap()).unwrap();
+        let d = &o["definition"];
+        assert_eq!(d["labels"], json!({"env": "prod"}));
+        assert_eq!(
+            (&d["max_attempts"], &d["retry_interval"], &d["recovery_attempts"], &d["flapping"]),
+            (&json!(4), &json!("2s"), &json!(1), &json!(true)),
+            "what the put named, the defaults for the rest"
+        );
+        assert_eq!(o["state"], "ok", "the hard state");
+        assert_eq!(o["soft"], json!({"state": "critical", "attempt": 1, "of": 4, "at_ms": 1_002, "output": "refused"}));
+        assert_eq!(o["flapping"], false);
+
+        // Before format 3 the rules in force are every build's before it, whatever the definition says.
+        let old = reader(&[("b", State::Ok, 5)]);
+        let o: Value =
+            serde_json::from_slice(&objects(&old, Lookup::One(ObjectId::new("b").unwrap())).body.unwrap()).unwrap();
+        let d = &o["definition"];
+        assert_eq!(d["labels"], json!({}));
+        assert_eq!(
+            (&d["max_attempts"], &d["retry_interval"], &d["recovery_attempts"], &d["flapping"]),
+            (&json!(1), &json!("1m"), &json!(1), &json!(false))
+        );
+        assert_eq!((&o["soft"], &o["flapping"]), (&Value::Null, &json!(false)));
+    }
+
+    #[test]
+    fn a_selector_filters_pages_through_their_cursors_and_the_counts() {
+        let r = reader_at_format_3(vec![
+            ("a", EventBody::Put { def: labelled(&[("env", "prod"), ("team", "web")]) }),
+            ("b", EventBody::Put { def: labelled(&[("env", "prod"), ("team", "db")]) }),
+            ("c", EventBody::Put { def: labelled(&[("env", "dev")]) }),
+            ("d", EventBody::Put { def: labelled(&[("env", "prod")]) }),
+            ("e", EventBody::Put { def: labelled(&[]) }),
+            ("f", EventBody::Put { def: labelled(&[("env", "prod"), ("canary", "")]) }),
+        ]);
+        let with = |text: &str, limit: usize| PageQuery {
+            selector: Some(Selector::parse(text).unwrap()),
+            ..query(limit, Sort::Id)
+        };
+        assert_eq!(walk(&r, with("env=prod", 2)), [vec!["a", "b"], vec!["d", "f"]]);
+        assert_eq!(walk(&r, with("env=prod,team!=db,!canary", 1)), [vec!["a"], vec!["d"]]);
+        assert_eq!(walk(&r, with("team in (web,db)", 10)), [vec!["a", "b"]]);
+        assert_eq!(walk(&r, with("env notin (prod)", 10)), [vec!["c", "e"]], "notin: without the key too");
+        let severity = PageQuery { sort: Sort::Severity, ..with("env=prod", 3) };
+        assert_eq!(walk(&r, severity).concat(), ["a", "b", "d", "f"]);
+        let counts = |text: &str| -> Value {
+            let selector = Some(Selector::parse(text).unwrap());
+            serde_json::from_slice(&objects(&r, Lookup::Summary(selector)).body.unwrap()).unwrap()
+        };
+        assert_eq!(counts("env=prod")["objects"], 4);
+        assert_eq!(counts("env=prod")["states"]["pending"], 4);
+        assert_eq!(counts("canary")["objects"], 1);
     }
 }
