@@ -1,6 +1,8 @@
 //! The status page (`GET /`) in headless Chromium against real processes: it lists the objects, problems
 //! first; a state change reaches it through `GET /api/stream` without a reload; an acknowledgement from the page
-//! reaches the log; a wrong write token shows as a 401; with `-read-token` the page shows nothing until it is
+//! reaches the log; a soft state shows with its attempt, labels as chips, a label selector filters the lists and
+//! the counts (an invalid one shows the server's reason) and the lists group by a label key; a wrong write token
+//! shows as a 401; with `-read-token` the page shows nothing until it is
 //! given the token, then sends it with every read and its stream; and on a `-target ui` of a NATS cluster it follows the log
 //! the engines write. A screenshot of the main page is saved as `target/status-page.png` for a reviewer.
 //!
@@ -12,8 +14,10 @@ use jaque_tests::{poll, Jaque, Nats, Target};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
+/// An object whose every change is hard at once (`max_attempts` 1), so a check after its target stopped is
+/// critical without retries in between.
 fn define(j: &Jaque, id: &str, addr: &str) {
-    let def = json!({"probe": {"type": "tcp", "addr": addr}, "interval": "1h", "timeout": "2s"});
+    let def = json!({"probe": {"type": "tcp", "addr": addr}, "interval": "1h", "timeout": "2s", "max_attempts": 1});
     let r = j.put(&format!("/api/objects/{id}"), &def);
     assert_eq!(r.status, 200, "{}", r.text());
 }
@@ -364,5 +368,113 @@ async fn on_a_ui_of_a_nats_cluster_the_page_follows_the_log_the_engines_write() 
         )
         .await;
     assert!(members.as_str().unwrap().contains("e1"), "{members}");
+    b.close().await;
+}
+
+/// Sets a filter control's value as a person would change it (its `input` and `change` events).
+async fn set_control(b: &Browser, css: &str, value: &str) {
+    b.js(
+        "const el = document.querySelector(arguments[0]); el.value = arguments[1]; \
+         el.dispatchEvent(new Event('input', { bubbles: true })); el.dispatchEvent(new Event('change', { bubbles: true }));",
+        vec![json!(css), json!(value)],
+    )
+    .await;
+}
+
+/// The ids of the rows on the objects view, sorted.
+const ROW_IDS: &str =
+    "[...document.querySelectorAll('#view-objects tr[data-id]')].map(r => r.dataset.id).sort().join(' ')";
+
+#[tokio::test]
+async fn the_page_shows_soft_states_and_labels_filters_by_a_selector_and_groups_by_a_label() {
+    let j = Jaque::start("jaque", &["-target", "engine,worker,ui", "-queue", "memory"]);
+    j.wait_ready();
+    let (mut db_target, up) = (Target::start(), Target::start());
+    // (id, labels, target): db-1 retries only every 10 minutes, so its first soft attempt stays on the page.
+    let objects = [
+        ("web-1", json!({"env": "prod", "team": "web"}), up.addr.to_string()),
+        ("db-1", json!({"env": "prod", "team": "db"}), db_target.addr.to_string()),
+        ("api-1", json!({"env": "staging", "team": "api"}), up.addr.to_string()),
+        ("batch", json!({}), up.addr.to_string()),
+    ];
+    for (id, labels, addr) in &objects {
+        let def = json!({"probe": {"type": "tcp", "addr": addr}, "interval": "1h", "timeout": "2s", "labels": labels,
+            "max_attempts": 3, "retry_interval": "10m"});
+        let r = j.put(&format!("/api/objects/{id}"), &def);
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    poll("every object checked", || (summary_state(&j, "ok") == 4).then_some(()));
+
+    let b = Browser::start().await;
+    open(&b, &j).await;
+    let chips = b.until("web-1's labels", "const c = [...document.querySelectorAll('tr[data-id=\"web-1\"] .chip')].map(c => c.textContent); return c.length ? c.join(' ') : null;").await;
+    assert_eq!(chips, "env=prod team=web");
+
+    // db-1's target goes away: a check makes it soft critical 1/3, which reaches the page through the stream,
+    // in the list of its hard state (ok), dashed and with its attempt.
+    db_target.stop();
+    assert_eq!(j.request("POST", "/api/objects/db-1/actions/check", &[], None).status, 200);
+    let soft = b
+        .until("db-1 soft on the page", "const r = document.querySelector('#list-rest tr[data-id=\"db-1\"]'); return r && r.dataset.soft ? r.dataset.soft : null;")
+        .await;
+    assert_eq!(soft, "critical 1/3");
+    let cell = b.text("#list-rest tr[data-id=\"db-1\"] td.state").await.unwrap();
+    assert!(cell.starts_with("critical 1/3") && cell.contains("hard state ok"), "{cell:?}");
+    assert_eq!(
+        b.js("return document.querySelector('#list-rest tr[data-id=\"db-1\"] .badge').className;", vec![]).await,
+        "badge soft critical"
+    );
+    let output = b.text("#list-rest tr[data-id=\"db-1\"] td.output").await.unwrap();
+    assert!(output.contains("refused"), "the soft attempt's output: {output:?}");
+    assert_eq!(j.get("/api/objects/db-1").json()["state"], "ok", "the hard state is unchanged");
+
+    // A label selector: the lists and the counts are of the objects it picks.
+    b.type_into("#selector", "env=prod").await;
+    b.until("only the prod objects", &format!("return {ROW_IDS} === 'db-1 web-1' || null;")).await;
+    b.until("the counts of the prod objects", "return document.querySelector('#count-all').textContent === '2';").await;
+    assert_eq!(b.text("#count-all-label").await.as_deref(), Some("objects the label selector picks"));
+    // An invalid one: the server's reason by the box, nothing listed.
+    set_control(&b, "#selector", "env in ()").await;
+    let error = b
+        .until(
+            "the selector's error",
+            "const e = document.querySelector('#selector-error').textContent; return e || null;",
+        )
+        .await;
+    let error = error.as_str().unwrap();
+    assert!(error.starts_with("selector \"env in ()\"") && error.contains("is empty"), "{error}");
+    assert_eq!(b.js("return document.querySelector('#selector').getAttribute('aria-invalid');", vec![]).await, "true");
+    assert_eq!(b.js(&format!("return {ROW_IDS};"), vec![]).await, "");
+    set_control(&b, "#selector", "team notin (db)").await;
+    b.until("the selector's error gone", "return document.querySelector('#selector-error').textContent === '';").await;
+    b.until("every object but db-1", &format!("return {ROW_IDS} === 'api-1 batch web-1' || null;")).await;
+
+    // Grouped by a label key the page has seen: a group per value, counted, those without the label last.
+    set_control(&b, "#selector", "").await;
+    b.until("every object again", &format!("return {ROW_IDS} === 'api-1 batch db-1 web-1' || null;")).await;
+    let keys =
+        b.js("return [...document.querySelectorAll('#group option')].map(o => o.value).join(' ');", vec![]).await;
+    assert_eq!(keys, " env team");
+    set_control(&b, "#group", "team").await;
+    let groups = b
+        .until("the groups", "const g = [...document.querySelectorAll('#list-rest tbody.group th')].map(t => t.textContent); return g.length ? g.join(' | ') : null;")
+        .await;
+    assert_eq!(groups, "team=api (1) | team=db (1) | team=web (1) | no team (1)");
+    b.screenshot(&screenshot_path("status-page-labels.png")).await;
+
+    // The object's page: its soft state, labels and the rules in force.
+    b.client.goto(&format!("http://{}/#/object/db-1", j.addr)).await.unwrap();
+    let soft = b
+        .until(
+            "the soft state on the object's page",
+            "const d = document.querySelector('#object-soft'); return d ? d.textContent : null;",
+        )
+        .await;
+    assert!(soft.as_str().unwrap().starts_with("critical 1/3 attempt 1 of 3"), "{soft}");
+    let labels = b
+        .js("return [...document.querySelectorAll('#object-labels .chip')].map(c => c.textContent).join(' ');", vec![]);
+    assert_eq!(labels.await, "env=prod team=db");
+    let rules = b.text("#object-rules").await.unwrap();
+    assert!(rules.starts_with("hard after 3 problem results in a row, retried every 10m"), "{rules}");
     b.close().await;
 }

@@ -1,5 +1,5 @@
 // jaque's status page: plain JavaScript, no build step, no dependency. It reads the JSON API a page at a time
-// (`GET /api/objects?sort=severity&state=…&q=…`, `GET /api/summary` for the counts) and follows
+// (`GET /api/objects?sort=severity&state=…&q=…&selector=…`, `GET /api/summary` for the counts) and follows
 // `GET /api/stream` (Server-Sent Events) to apply every change to what it shows, without asking again.
 // On every (re)connection of the stream it loads what it shows afresh, so nothing between two connections is
 // missed; changes older than what it loaded are recognised by their log position and passed over.
@@ -18,7 +18,10 @@ const app = {
   view: 'objects',
   objectId: null,
   summary: null,
-  filter: { q: '', states: new Set() },
+  // `selector` as typed; `picks` its matcher (null: none); `selectorError` the server's reason when it refused it.
+  filter: { q: '', states: new Set(), selector: '', picks: null, selectorError: null },
+  // The label key the lists are grouped by ('' for none).
+  group: '',
   lists: {},
   // The stream: changes that arrive while a load is in flight wait for it.
   loading: 0,
@@ -77,6 +80,83 @@ function fmtTime(ms) {
 function badge(state) {
   return h('span', { class: `badge ${state}` }, state);
 }
+
+// The state an object shows: its hard state, or while its latest results differ from it, the soft state with its
+// attempt ("critical 2/3", dashed) and the hard state under it.
+function stateBadge(o) {
+  const s = o.soft;
+  if (!s) return badge(o.state);
+  return [
+    h('span', { class: `badge soft ${s.state}`, title: `soft state: attempt ${s.attempt} of ${s.of} before it is hard` },
+      `${s.state} ${s.attempt}/${s.of}`),
+    h('span', { class: 'soft-note' }, `soft; hard state ${o.state}`),
+  ];
+}
+
+// An object's labels as chips (null when it has none).
+function labelChips(labels) {
+  const entries = Object.entries(labels || {});
+  if (entries.length === 0) return null;
+  return h('ul', { class: 'labels', 'aria-label': 'Labels' },
+    entries.map(([k, v]) => h('li', { class: 'chip' }, v === '' ? k : `${k}=${v}`)));
+}
+
+// ---- label selectors ---------------------------------------------------------------------------------------
+
+// A matcher of the API's label selector grammar (`core/src/labels.rs`: `key=v`, `key==v`, `key!=v`,
+// `key in (a,b)`, `key notin (a,b)`, `key`, `!key`, comma-separated), so changes from the stream are applied to
+// lists and counts filtered by one. The server reads the selector first (a load with it answers 400 when it
+// does not parse), so this only sees selectors that parse; null for anything else.
+function selectorMatcher(text) {
+  const toks = text.match(/==|!=|[=!,()<>]|[^\s=!,()<>]+/g) || [];
+  const get = (l, k) => (Object.prototype.hasOwnProperty.call(l, k) ? l[k] : undefined);
+  const isWord = (t) => t !== undefined && !/^[=!,()<>]/.test(t);
+  const reqs = [];
+  let i = 0;
+  while (i < toks.length) {
+    if (toks[i] === '!') {
+      const k = toks[i + 1];
+      if (!isWord(k)) return null;
+      i += 2;
+      reqs.push((l) => get(l, k) === undefined);
+    } else {
+      const k = toks[i];
+      if (!isWord(k)) return null;
+      i += 1;
+      const op = toks[i];
+      if (op === '=' || op === '==' || op === '!=') {
+        i += 1;
+        let v = '';
+        if (isWord(toks[i])) { v = toks[i]; i += 1; }
+        reqs.push(op === '!=' ? (l) => get(l, k) !== v : (l) => get(l, k) === v);
+      } else if ((op === 'in' || op === 'notin') && toks[i + 1] === '(') {
+        i += 2;
+        const values = [];
+        while (i < toks.length && toks[i] !== ')') {
+          if (toks[i] !== ',') values.push(toks[i]);
+          i += 1;
+        }
+        i += 1;
+        reqs.push(op === 'in' ? (l) => values.includes(get(l, k)) : (l) => !values.includes(get(l, k)));
+      } else {
+        reqs.push((l) => get(l, k) !== undefined);
+      }
+    }
+    if (toks[i] === ',') i += 1;
+    else if (i < toks.length) return null;
+  }
+  return (labels) => reqs.every((r) => r(labels || {}));
+}
+
+// Whether the selector in force picks an object with `labels` (any object when there is none; none while the
+// server refuses it).
+function picked(labels) {
+  if (app.filter.selectorError) return false;
+  return !app.filter.picks || app.filter.picks(labels || {});
+}
+
+// A load refused because the selector does not parse: the server's reason.
+class SelectorRefused extends Error {}
 
 function nextLink(resp) {
   const link = resp.headers.get('link');
@@ -179,13 +259,27 @@ function statesOf(list) {
 }
 
 function admits(list, o) {
-  return list.states.includes(o.state) && o.id.toLowerCase().includes(app.filter.q.toLowerCase());
+  return list.states.includes(o.state) && o.id.toLowerCase().includes(app.filter.q.toLowerCase())
+    && picked(o.definition.labels);
 }
 
 function listUrl(list) {
   const p = new URLSearchParams({ limit: String(PAGE), sort: 'severity', state: list.states.join(',') });
   if (app.filter.q) p.set('q', app.filter.q);
+  if (app.filter.selector) p.set('selector', app.filter.selector);
   return `/api/objects?${p}`;
+}
+
+function summaryUrl() {
+  return app.filter.selector ? `/api/summary?${new URLSearchParams({ selector: app.filter.selector })}` : '/api/summary';
+}
+
+// A 400 for the selector: the server's reason, as an error the load shows by the selector's box.
+function refusedSelector(r) {
+  if (r.status === 400 && app.filter.selector) {
+    return new SelectorRefused((r.body && r.body.reason) || 'the label selector was refused');
+  }
+  return null;
 }
 
 async function loadList(list) {
@@ -196,6 +290,8 @@ async function loadList(list) {
     return;
   }
   const r = await getJSON(listUrl(list));
+  const refused = refusedSelector(r);
+  if (refused) throw refused;
   if (r.status !== 200) throw new Error(`${listUrl(list)}: ${r.status} ${JSON.stringify(r.body)}`);
   list.items = r.body;
   list.next = nextLink(r.resp);
@@ -256,39 +352,103 @@ function marks(o) {
   return [
     o.acknowledged ? h('span', { class: 'mark ack', title: 'acknowledged' }, 'acknowledged') : null,
     o.paused ? h('span', { class: 'mark paused', title: 'checks paused' }, 'paused') : null,
+    o.flapping ? h('span', { class: 'mark flapping', title: 'its state changes often: its transitions are not notified' }, 'flapping') : null,
   ];
 }
 
+// The latest check's output: the soft state's while there is one, else the last transition's.
+function lastOutput(o) {
+  if (o.soft) return o.soft.output;
+  return o.last_transition ? o.last_transition.output : '—';
+}
+
+const COLUMNS = 7;
+
 function row(o, flash) {
-  const t = o.last_transition;
-  return h('tr', { 'data-id': o.id, 'data-state': o.state, class: flash ? 'flash' : null },
-    h('td', { class: 'state' }, badge(o.state)),
-    h('td', { class: 'id' }, h('a', { href: `#/object/${encodeURIComponent(o.id)}`, class: 'mono' }, o.id)),
+  const s = o.soft;
+  return h('tr', { 'data-id': o.id, 'data-state': o.state, 'data-soft': s ? `${s.state} ${s.attempt}/${s.of}` : null,
+    class: flash ? 'flash' : null },
+    h('td', { class: 'state' }, stateBadge(o)),
+    h('td', { class: 'id' }, h('a', { href: `#/object/${encodeURIComponent(o.id)}`, class: 'mono' }, o.id),
+      labelChips(o.definition.labels)),
     h('td', { class: 'for', 'data-since': o.state_since_ms }, fmtDuration(Date.now() - o.state_since_ms)),
-    h('td', { class: 'output' }, t ? t.output : '—'),
+    h('td', { class: 'output' }, lastOutput(o)),
     h('td', { class: 'owner mono' }, o.owner || 'none'),
     h('td', { class: 'marks' }, marks(o)),
     h('td', { class: 'actions' }, actionButtons(o, true)));
+}
+
+function emptyText(list) {
+  if (list.states.length === 0) return 'Filtered out by the state filter.';
+  if (app.filter.selectorError) return 'Nothing to show: the label selector is not valid (see above).';
+  if (app.filter.selector) return `No object here that the label selector “${app.filter.selector}” picks${app.filter.q ? ` and whose id contains “${app.filter.q}”` : ''}.`;
+  return app.filter.q ? `No object here whose id contains “${app.filter.q}”.` : 'None.';
+}
+
+// The items in groups by the value of label `key`: [value or null, items], by value, those without it last.
+function groupsOf(items, key) {
+  const groups = new Map();
+  for (const o of items) {
+    const labels = o.definition.labels || {};
+    const v = Object.prototype.hasOwnProperty.call(labels, key) ? labels[key] : null;
+    if (!groups.has(v)) groups.set(v, []);
+    groups.get(v).push(o);
+  }
+  return [...groups.entries()].sort(([a], [b]) => (a === null) - (b === null) || (a < b ? -1 : a > b ? 1 : 0));
 }
 
 function renderList(list, flashed) {
   const hidden = list.states.length === 0;
   list.table.hidden = hidden || list.items.length === 0;
   list.empty.hidden = !(hidden || list.items.length === 0);
-  list.empty.textContent = hidden
-    ? 'Filtered out by the state filter.'
-    : app.filter.q ? `No object here whose id contains “${app.filter.q}”.` : 'None.';
+  list.empty.textContent = emptyText(list);
   // Keep focus where it was when a row is redrawn under it.
   const focused = document.activeElement;
   const focusKey = focused && focused.closest && focused.closest('tr[data-id]')
     ? [focused.closest('tr[data-id]').dataset.id, focused.className] : null;
-  list.tbody.replaceChildren(...list.items.map((o) => row(o, flashed && flashed.has(o.id))));
+  const rows = (items) => items.map((o) => row(o, flashed && flashed.has(o.id)));
+  const key = app.group;
+  // Grouped: a body per value with a header row naming it and counting its rows (those loaded, when more pages
+  // follow).
+  const bodies = key
+    ? groupsOf(list.items, key).map(([v, items]) => h('tbody', { class: 'group', 'data-group': v === null ? '' : v },
+      h('tr', { class: 'group-head' }, h('th', { scope: 'rowgroup', colspan: String(COLUMNS) },
+        v === null ? `no ${key}` : `${key}=${v}`, ' ',
+        h('span', { class: 'group-count' }, `(${items.length}${list.next ? ' shown' : ''})`))),
+      rows(items)))
+    : [h('tbody', {}, rows(list.items))];
+  for (const b of list.table.querySelectorAll('tbody')) b.remove();
+  list.table.append(...bodies);
   if (focusKey) {
-    const tr = [...list.tbody.rows].find((r) => r.dataset.id === focusKey[0]);
+    const tr = [...list.table.querySelectorAll('tr[data-id]')].find((r) => r.dataset.id === focusKey[0]);
     const el = tr && [...tr.querySelectorAll('a, button')].find((e) => e.className === focusKey[1]);
     if (el) el.focus();
   }
   list.more.hidden = !list.next;
+}
+
+// The label keys of the objects loaded, as the choices of the group select (the chosen one kept).
+function renderGroupKeys() {
+  const keys = new Set();
+  for (const list of [app.lists.problems, app.lists.rest]) {
+    for (const o of list.items) for (const k of Object.keys(o.definition.labels || {})) keys.add(k);
+  }
+  if (app.group) keys.add(app.group);
+  const sorted = [...keys].sort();
+  const select = $('#group');
+  const have = [...select.options].slice(1).map((o) => o.value);
+  if (have.length === sorted.length && have.every((k, i) => k === sorted[i])) return;
+  select.replaceChildren(h('option', { value: '' }, 'no grouping'),
+    ...sorted.map((k) => h('option', { value: k, selected: k === app.group }, k)));
+  select.value = app.group;
+}
+
+function renderSelectorError() {
+  const input = $('#selector');
+  const err = app.filter.selectorError;
+  $('#selector-error').textContent = err || '';
+  input.toggleAttribute('aria-invalid', !!err);
+  if (err) input.setAttribute('aria-invalid', 'true');
 }
 
 // ---- counts ----------------------------------------------------------------------------------------------
@@ -300,13 +460,19 @@ function renderCounts() {
   for (const st of STATES) set(st, s && s.states[st]);
   set('acknowledged', s && s.acknowledged);
   set('paused', s && s.paused);
+  $('#count-all-label').textContent = app.filter.selector && !app.filter.selectorError
+    ? 'objects the label selector picks' : 'objects';
   $('#problems-title').textContent = s
     ? `Problems (${PROBLEMS.reduce((n, st) => n + s.states[st], 0)})` : 'Problems';
   $('#rest-title').textContent = s ? `Everything else (${s.states.pending + s.states.ok})` : 'Everything else';
 }
 
+// Moves the counts by one change; with a label selector, only the sides it picks count (a put may change the
+// labels: `was` has them as they were).
 function moveCounts(was, o) {
   const s = app.summary;
+  if (was && !picked(was.labels)) was = null;
+  if (o && !picked(o.definition.labels)) o = null;
   if (was) {
     s.objects -= 1; s.states[was.state] -= 1;
     s.acknowledged -= was.acknowledged ? 1 : 0; s.paused -= was.paused ? 1 : 0;
@@ -326,7 +492,7 @@ async function load() {
   app.stats.loads += 1;
   app.stats.loadStarted = performance.now();
   try {
-    const summary = getJSON('/api/summary');
+    const summary = getJSON(summaryUrl());
     if (app.view === 'objects') {
       await Promise.all([loadList(app.lists.problems), loadList(app.lists.rest)]);
     } else if (app.view === 'object') {
@@ -335,9 +501,18 @@ async function load() {
       await loadCluster();
     }
     const s = await summary;
+    const refused = refusedSelector(s);
+    if (refused) throw refused;
     if (s.status === 200) app.summary = s.body;
+    app.filter.selectorError = null;
   } catch (e) {
-    if (!(e instanceof Unauthorized)) notice(`Could not load: ${e.message}`, true);
+    if (e instanceof SelectorRefused) {
+      app.filter.selectorError = e.message;
+      app.summary = null;
+      for (const list of [app.lists.problems, app.lists.rest]) { list.items = []; list.next = null; }
+    } else if (!(e instanceof Unauthorized)) {
+      notice(`Could not load: ${e.message}`, true);
+    }
   } finally {
     app.loading -= 1;
     app.stats.loading = app.loading;
@@ -357,7 +532,9 @@ async function load() {
 
 function render() {
   renderCounts();
+  renderSelectorError();
   if (app.view === 'objects') {
+    renderGroupKeys();
     renderList(app.lists.problems);
     renderList(app.lists.rest);
   } else if (app.view === 'object') {
@@ -411,6 +588,7 @@ function flush() {
   if (d.size === 0) return;
   app.dirty = new Set();
   if (d.has('counts')) renderCounts();
+  if ((d.has('problems') || d.has('rest')) && app.view === 'objects') renderGroupKeys();
   for (const name of ['problems', 'rest']) {
     if (d.has(name) && app.view === 'objects') {
       const list = app.lists[name];
@@ -644,14 +822,25 @@ function renderObject() {
     return;
   }
   const t = o.last_transition;
+  const d = o.definition;
+  const s = o.soft;
   const facts = h('dl', { class: 'facts' },
     h('dt', {}, 'State'), h('dd', { id: 'object-state' }, badge(o.state), ' for ',
       h('span', { class: 'for', 'data-since': o.state_since_ms }, fmtDuration(Date.now() - o.state_since_ms)),
       ` (since ${fmtTime(o.state_since_ms)})`),
-    h('dt', {}, 'Marks'), h('dd', {}, marks(o), !o.acknowledged && !o.paused ? 'none' : null),
-    h('dt', {}, 'Probe'), h('dd', { class: 'mono' }, probeText(o.definition.probe)),
-    h('dt', {}, 'Interval'), h('dd', {}, o.definition.interval),
-    h('dt', {}, 'Timeout'), h('dd', {}, o.definition.timeout),
+    h('dt', {}, 'Soft state'), h('dd', { id: 'object-soft' }, s
+      ? [h('span', { class: `badge soft ${s.state}` }, `${s.state} ${s.attempt}/${s.of}`),
+        ` attempt ${s.attempt} of ${s.of} at ${fmtTime(s.at_ms)}: ${s.output}`]
+      : 'none: the latest result agrees with the state'),
+    h('dt', {}, 'Marks'), h('dd', {}, marks(o), !o.acknowledged && !o.paused && !o.flapping ? 'none' : null),
+    h('dt', {}, 'Labels'), h('dd', { id: 'object-labels' }, labelChips(d.labels) || 'none'),
+    h('dt', {}, 'Probe'), h('dd', { class: 'mono' }, probeText(d.probe)),
+    h('dt', {}, 'Interval'), h('dd', {}, d.interval),
+    h('dt', {}, 'Timeout'), h('dd', {}, d.timeout),
+    h('dt', {}, 'Alerting'), h('dd', { id: 'object-rules' },
+      `hard after ${d.max_attempts} problem result${d.max_attempts === 1 ? '' : 's'} in a row, retried every ${d.retry_interval}; `
+      + `recovered after ${d.recovery_attempts} ok result${d.recovery_attempts === 1 ? '' : 's'}; `
+      + `flapping detection ${d.flapping ? 'on' : 'off'}`),
     h('dt', {}, 'Owner'), h('dd', { class: 'mono' }, o.owner || 'none (no epoch in force)'),
     h('dt', {}, 'Epoch'), h('dd', {}, String(o.epoch)),
     h('dt', {}, 'Last event'), h('dd', {}, `log position ${o.last_seq}`));
@@ -759,6 +948,12 @@ function route() {
 function readFilter() {
   app.filter.q = $('#q').value.trim();
   app.filter.states = new Set([...document.querySelectorAll('#filters input[name=state]:checked')].map((i) => i.value));
+  const selector = $('#selector').value.trim();
+  if (selector !== app.filter.selector) {
+    app.filter.selector = selector;
+    app.filter.picks = selector ? selectorMatcher(selector) : null;
+    app.filter.selectorError = null;
+  }
 }
 
 function tick() {
@@ -776,8 +971,17 @@ function start() {
     clearTimeout(searchTimer);
     searchTimer = setTimeout(() => { readFilter(); load(); }, 250);
   });
+  let selectorTimer = null;
+  $('#selector').addEventListener('input', () => {
+    clearTimeout(selectorTimer);
+    selectorTimer = setTimeout(() => { readFilter(); load(); }, 400);
+  });
   $('#filters').addEventListener('change', (ev) => {
     if (ev.target.name === 'state') { readFilter(); load(); }
+    if (ev.target.name === 'group') {
+      app.group = ev.target.value;
+      if (app.view === 'objects') { renderList(app.lists.problems); renderList(app.lists.rest); }
+    }
   });
   $('#filters').addEventListener('submit', (ev) => { ev.preventDefault(); readFilter(); load(); });
   window.addEventListener('hashchange', () => {
