@@ -69,14 +69,66 @@ pub struct EventRow {
     pub writer_incarnation: u64,
     /// The writer's clock when it wrote the event.
     pub at: Time,
-    /// `put`, `delete`, `pause`, `resume`, `check_requested`, `ack` or `transition`.
+    /// `put`, `delete`, `pause`, `resume`, `check_requested`, `ack`, `unack`, `transition`, `soft`,
+    /// `flapping_start` or `flapping_end`.
     pub kind: &'static str,
+    /// A transition's hard state before it; `None` otherwise (a `soft` too: see `AlertColumns`).
     pub from_state: Option<State>,
+    /// A transition's hard state after it, a `soft`'s result state.
     pub to_state: Option<State>,
     pub output: Option<String>,
     pub command_id: Option<CommandId>,
     /// A put's definition, as JSON.
     pub definition: Option<String>,
+    /// The columns a check result fills (schema version 2); none for other kinds.
+    pub alert: AlertColumns,
+}
+
+/// The columns of an `events` row that say how a check result stands to the hard state (schema version 2), all
+/// `None` for an event that is not a result. Each is what the event itself says, never what the sink knew of the
+/// object when it read it: a row is the same whether the sink read it live or replayed it, so which sink wrote
+/// it, and when, makes no difference to the store. (That is why a `soft` row has no `from_state`: the hard state
+/// it departs from is the `to_state` of the object's last `transition` row before it, pending if none.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AlertColumns {
+    /// `Some(true)` for a `transition` (the hard state changed), `Some(false)` for a `soft`.
+    pub hard: Option<bool>,
+    /// A `soft`'s attempt (0: the results are back to the hard state, the soft state is over); the attempt that
+    /// made a `transition` hard (`None` for one written before soft states, cluster formats 1 and 2).
+    pub attempt: Option<u32>,
+    /// A `soft`'s `of`: how many results in a row make its state hard (`None` with attempt 0).
+    pub attempts_needed: Option<u32>,
+    /// Flapping starts (`true`) or ends (`false`) with this event: a `flapping_start` or `flapping_end`, or a
+    /// `transition` or `soft` that says so.
+    pub flapping: Option<bool>,
+}
+
+impl AlertColumns {
+    /// What `body` says of itself (see the type).
+    pub fn of(body: &EventBody) -> AlertColumns {
+        match body {
+            EventBody::Transition { attempt, flapping, .. } => AlertColumns {
+                hard: Some(true),
+                attempt: (*attempt != 0).then_some(*attempt),
+                attempts_needed: None,
+                flapping: *flapping,
+            },
+            EventBody::Soft { attempt, of, flapping, .. } => AlertColumns {
+                hard: Some(false),
+                attempt: Some(*attempt),
+                attempts_needed: (*attempt != 0).then_some(*of),
+                flapping: *flapping,
+            },
+            EventBody::Flapping { on } => AlertColumns { flapping: Some(*on), ..AlertColumns::default() },
+            EventBody::Put { .. }
+            | EventBody::Delete
+            | EventBody::Pause
+            | EventBody::Resume
+            | EventBody::CheckRequested
+            | EventBody::Ack
+            | EventBody::Unack => AlertColumns::default(),
+        }
+    }
 }
 
 /// One row of table `objects`: an object as the log says it is after its event at `last_seq`.
@@ -90,6 +142,15 @@ pub struct ObjectRow {
     pub acknowledged: bool,
     pub deleted: bool,
     pub last_seq: u64,
+    /// The definition's labels as a JSON object (`{}` with none; `None` once deleted). Schema version 2.
+    pub labels: Option<String>,
+    /// The soft state, while the latest results differ from the hard `state` and have not made it hard yet:
+    /// the latest result's state, its attempt and how many it takes. Schema version 2.
+    pub soft_state: Option<State>,
+    pub soft_attempt: Option<u32>,
+    pub soft_attempts_needed: Option<u32>,
+    /// The object flaps (its transitions are not notified). Schema version 2.
+    pub flapping: bool,
 }
 
 /// One transaction: insert the event rows (ignoring any whose `seq` is there already), upsert the object rows
@@ -223,6 +284,7 @@ impl Item {
                 row.definition = None;
                 Item::Event { row, object, degraded: true }
             }
+            // Labels stay: they are validated keys and values (`crate::labels`), never text a store refuses.
             Item::Object { mut row, .. } => {
                 row.definition = None;
                 Item::Object { row, degraded: true }
@@ -697,6 +759,7 @@ pub fn event_row(owned: &Owned, max_output: usize) -> EventRow {
         output,
         command_id: e.command_id.clone(),
         definition,
+        alert: AlertColumns::of(&e.body),
     }
 }
 
@@ -711,6 +774,11 @@ pub fn object_row(id: &ObjectId, view: Option<&ObjectView>, last_seq: u64) -> Ob
             acknowledged: v.acked,
             deleted: false,
             last_seq,
+            labels: Some(serde_json::to_string(&v.def.labels).expect("labels always serialize")),
+            soft_state: v.soft().map(|s| s.state),
+            soft_attempt: v.soft().map(|s| s.attempt),
+            soft_attempts_needed: v.soft().map(|s| s.of),
+            flapping: v.flapping(),
         },
         None => ObjectRow {
             object: id.clone(),
@@ -720,6 +788,11 @@ pub fn object_row(id: &ObjectId, view: Option<&ObjectView>, last_seq: u64) -> Ob
             acknowledged: false,
             deleted: true,
             last_seq,
+            labels: None,
+            soft_state: None,
+            soft_attempt: None,
+            soft_attempts_needed: None,
+            flapping: false,
         },
     }
 }
@@ -750,4 +823,76 @@ pub fn storable(s: &str, max: usize) -> String {
         out.truncate(cut);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alert::{AlertState, SoftState};
+    use crate::labels::Labels;
+
+    #[test]
+    fn a_results_columns_are_what_its_event_says() {
+        let soft =
+            |attempt, of| EventBody::Soft { state: State::Critical, attempt, of, output: "x".into(), flapping: None };
+        let transition = |attempt, flapping| EventBody::Transition {
+            from: State::Ok,
+            to: State::Critical,
+            output: "x".into(),
+            attempt,
+            flapping,
+            flaps: false,
+        };
+        let none = AlertColumns::default();
+        for (body, want) in [
+            (
+                soft(1, 3),
+                AlertColumns { hard: Some(false), attempt: Some(1), attempts_needed: Some(3), flapping: None },
+            ),
+            (soft(0, 0), AlertColumns { hard: Some(false), attempt: Some(0), ..none }),
+            (
+                transition(3, Some(true)),
+                AlertColumns { hard: Some(true), attempt: Some(3), flapping: Some(true), ..none },
+            ),
+            (transition(0, None), AlertColumns { hard: Some(true), ..none }),
+            (EventBody::Flapping { on: false }, AlertColumns { flapping: Some(false), ..none }),
+            (EventBody::Ack, none),
+            (EventBody::Put { def: ObjectDef::tcp("127.0.0.1:9", 1000, 100) }, none),
+        ] {
+            assert_eq!(AlertColumns::of(&body), want, "{body:?}");
+        }
+    }
+
+    #[test]
+    fn an_objects_row_carries_its_labels_and_alert_state() {
+        let labels = Labels::new([("team".to_string(), "db".to_string())].into()).unwrap();
+        let def = ObjectDef { labels, ..ObjectDef::tcp("127.0.0.1:9", 1000, 100) };
+        let soft = SoftState { state: State::Critical, attempt: 2, of: 3, at: Time(5), seq: 9, output: "x".into() };
+        let mut view = ObjectView {
+            def,
+            key: 0,
+            state: State::Ok,
+            paused: false,
+            acked: false,
+            anchor: Time(1),
+            check_requested: None,
+            last_transition: None,
+            last_seq: 9,
+            alert: Some(Box::new(AlertState { soft: Some(soft), flapping: true, changes: vec![] })),
+        };
+        let id = ObjectId::new("db").unwrap();
+        let row = object_row(&id, Some(&view), 9);
+        assert_eq!(row.labels.as_deref(), Some(r#"{"team":"db"}"#));
+        assert_eq!(
+            (row.soft_state, row.soft_attempt, row.soft_attempts_needed),
+            (Some(State::Critical), Some(2), Some(3))
+        );
+        assert!(row.flapping);
+        view.alert = None;
+        view.def.labels = Labels::EMPTY;
+        let row = object_row(&id, Some(&view), 10);
+        assert_eq!((row.labels.as_deref(), row.soft_state, row.flapping), (Some("{}"), None, false));
+        let gone = object_row(&id, None, 11);
+        assert_eq!((gone.labels, gone.soft_attempt, gone.flapping), (None, None, false));
+    }
 }

@@ -25,20 +25,24 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
-/// The schema version this build writes and reads. A store with a newer one is refused.
-pub const SCHEMA_VERSION: i32 = 1;
+/// The schema version this build writes and reads: 2 adds the alert columns (`MIGRATIONS`). A store with a
+/// newer one is refused.
+pub const SCHEMA_VERSION: i32 = 2;
 
-/// The oldest schema version this build reads (and brings up to `SCHEMA_VERSION`): the first one.
+/// The oldest schema version this build reads (and brings up to `SCHEMA_VERSION` when it opens the store): the
+/// first one.
 pub const OLDEST_SCHEMA_VERSION: i32 = 1;
 
 /// `-sink-store` when a sink runs and none is given.
 pub const DEFAULT_STORE: &str = "sqlite://jaque-sink.db";
 
-/// Key of the advisory lock that serializes schema creation among sinks starting together (PostgreSQL).
+/// Key of the advisory lock that serializes schema creation and migration among sinks starting together
+/// (PostgreSQL). Every version takes the same key, so a sink of an older build that starts during a migration
+/// waits for it, then finds the newer version and refuses it.
 const SCHEMA_LOCK: i64 = 0x6a61_7175_655f_7331; // "jaque_s1"
 
-/// Rows per multi-row INSERT (the core batches at most 1000 rows, so one statement a batch): 12 parameters an
-/// event row, 12,000 in all, under SQLite's 32766 and PostgreSQL's 65535.
+/// Rows per multi-row INSERT (the core batches at most 1000 rows, so one statement a batch): 16 parameters an
+/// event row (12 an objects row), 16,000 in all, under SQLite's 32766 and PostgreSQL's 65535.
 const EVENTS_PER_STATEMENT: usize = 1000;
 const OBJECTS_PER_STATEMENT: usize = 1000;
 
@@ -158,8 +162,23 @@ enum Db {
 pub enum SchemaError {
     /// The store is away: try again later.
     Unavailable(IoError),
-    /// The store cannot be used by this build (a newer schema, tables in the way): the process stops.
+    /// The store cannot be used by this build (a newer schema, a migration the database refuses): the process
+    /// stops.
     Fatal(String),
+}
+
+/// How `Statements::schema` failed: the database's error, and the version it was migrating the store to when
+/// it did (`None`: before or after every migration), which tells a migration the database refuses (a user that
+/// may not alter the tables) from a store that is away.
+struct SchemaFailure {
+    migrating_to: Option<i32>,
+    error: sqlx::Error,
+}
+
+impl From<sqlx::Error> for SchemaFailure {
+    fn from(error: sqlx::Error) -> SchemaFailure {
+        SchemaFailure { migrating_to: None, error }
+    }
 }
 
 /// One event as the history API shows it.
@@ -178,6 +197,16 @@ pub struct HistoryEvent {
     pub output: Option<String>,
     pub command_id: Option<String>,
     pub definition: Option<serde_json::Value>,
+    /// The alert columns (schema version 2), each left out where the row has none: a row of another kind, or
+    /// one written before version 2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hard: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts_needed: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flapping: Option<bool>,
 }
 
 /// A history query: events of `object` with `since <= at < until` (Unix ms) and `seq < before`, newest
@@ -214,7 +243,9 @@ pub fn parse_rfc3339_ms(s: &str) -> Result<u64, String> {
     Ok(d.as_millis() as u64 + u64::from(d.subsec_nanos() % 1_000_000 != 0))
 }
 
-const DDL: [&str; 4] = [
+/// The tables of schema version 1, as 0.1.0 made them. A new store is made by these and then every migration, so
+/// a new store and a migrated one have the same tables.
+const DDL_V1: [&str; 4] = [
     "CREATE TABLE IF NOT EXISTS events (seq BIGINT PRIMARY KEY, object TEXT NOT NULL, epoch BIGINT NOT NULL, \
      writer TEXT NOT NULL, writer_incarnation BIGINT NOT NULL, at {TS} NOT NULL, type TEXT NOT NULL, \
      from_state TEXT, to_state TEXT, output TEXT, command_id TEXT, definition TEXT)",
@@ -224,8 +255,49 @@ const DDL: [&str; 4] = [
     "CREATE TABLE IF NOT EXISTS sink_progress (sink TEXT PRIMARY KEY, position BIGINT NOT NULL, updated_at {TS})",
 ];
 
-const HISTORY_COLUMNS: &str =
-    "seq, type, epoch, writer, writer_incarnation, from_state, to_state, output, command_id, definition";
+/// What brings a store from the version before each to it: the statements, run once, in the transaction that
+/// records the version, under the lock sinks starting together take. Only nullable columns added, so a
+/// migration rewrites no row (instant at any size in both databases), and a sink of the previous version still
+/// running goes on writing (its statements name their columns; its rows have NULL in the new ones).
+const MIGRATIONS: [(i32, &[&str]); 1] = [(
+    2,
+    &[
+        // How a check result stands to the hard state (`jaque_core::sink::AlertColumns`).
+        "ALTER TABLE events ADD COLUMN hard BOOLEAN",
+        "ALTER TABLE events ADD COLUMN attempt INTEGER",
+        "ALTER TABLE events ADD COLUMN attempts_needed INTEGER",
+        "ALTER TABLE events ADD COLUMN flapping BOOLEAN",
+        // The object's labels and alert state (`jaque_core::sink::ObjectRow`).
+        "ALTER TABLE objects ADD COLUMN labels TEXT",
+        "ALTER TABLE objects ADD COLUMN soft_state TEXT",
+        "ALTER TABLE objects ADD COLUMN soft_attempt INTEGER",
+        "ALTER TABLE objects ADD COLUMN soft_attempts_needed INTEGER",
+        "ALTER TABLE objects ADD COLUMN flapping BOOLEAN",
+    ],
+)];
+
+const HISTORY_COLUMNS: &str = "seq, type, epoch, writer, writer_incarnation, from_state, to_state, output, \
+                               command_id, definition, hard, attempt, attempts_needed, flapping";
+
+/// The objects columns an upsert sets (all but the key).
+const OBJECT_COLUMNS: [&str; 11] = [
+    "state",
+    "definition",
+    "paused",
+    "acknowledged",
+    "deleted",
+    "last_seq",
+    "labels",
+    "soft_state",
+    "soft_attempt",
+    "soft_attempts_needed",
+    "flapping",
+];
+
+/// A count as an `INTEGER` column holds it (attempts are at most `jaque_core::alert::MAX_ATTEMPTS`).
+fn i32_of(v: u32) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
 
 /// What the two databases write differently, so that each statement below is written once: the type of a
 /// timestamp column and how a time goes into one and comes out, how a transaction that writes begins, how
@@ -249,6 +321,10 @@ trait Dialect: Database {
     fn schema_lock() -> Vec<String>;
     /// Whether a database error's code says the data was refused (rather than the store being unavailable).
     fn refused(code: &str) -> bool;
+    /// Whether an error's code, met while migrating, says the database will not take the migration however
+    /// often it is tried (a user that may not alter the tables, a column already there), rather than that it is
+    /// away.
+    fn refuses_migration(code: &str) -> bool;
     /// Runs the statement `qb` built on `conn` (`persistent`: kept prepared for the next time).
     fn execute<'a>(
         qb: QueryBuilder<'a, Self>,
@@ -306,6 +382,11 @@ impl Dialect for Postgres {
     fn refused(code: &str) -> bool {
         ["22", "23", "54"].iter().any(|class| code.starts_with(class))
     }
+    /// SQLSTATE class 42 (syntax error or access rule violation: 42501 insufficient privilege, 42701 duplicate
+    /// column, 42P01 undefined table).
+    fn refuses_migration(code: &str) -> bool {
+        code.starts_with("42")
+    }
     run_statements!();
 }
 
@@ -331,6 +412,10 @@ impl Dialect for Sqlite {
     /// The extended result code's low byte, the primary code: too big, constraint, mismatch, range.
     fn refused(code: &str) -> bool {
         code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 18 | 19 | 20 | 25))
+    }
+    /// The primary codes SQLITE_ERROR (a duplicate column, no such table), SQLITE_READONLY and SQLITE_AUTH.
+    fn refuses_migration(code: &str) -> bool {
+        code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 1 | 8 | 23))
     }
     run_statements!();
 }
@@ -360,12 +445,16 @@ where
     for<'q> bool: Encode<'q, DB> + Type<DB>,
     for<'q> String: Encode<'q, DB> + Type<DB>,
     for<'q> Option<String>: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<bool>: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<i32>: Encode<'q, DB> + Type<DB>,
     for<'r> (Option<i32>,): FromRow<'r, DB::Row>,
     for<'r> (String, i64): FromRow<'r, DB::Row>,
     for<'a> &'a str: ColumnIndex<DB::Row>,
     for<'a> i64: Decode<'a, DB>,
     for<'a> String: Decode<'a, DB>,
     for<'a> Option<String>: Decode<'a, DB>,
+    for<'a> Option<bool>: Decode<'a, DB>,
+    for<'a> Option<i32>: Decode<'a, DB>,
 {
     async fn begin(pool: &Pool<DB>) -> Result<Transaction<'static, DB>, sqlx::Error> {
         match DB::BEGIN {
@@ -374,8 +463,11 @@ where
         }
     }
 
-    /// The version found (None: a new store, now created). Newer versions are left alone.
-    async fn schema(pool: &Pool<DB>) -> Result<Option<i32>, sqlx::Error> {
+    /// The version found (None: a new store). A new store is created at `SCHEMA_VERSION`, an older one migrated
+    /// to it (its versions' rows kept, the new one's added), all in one transaction under the lock; the current
+    /// version and newer ones are left alone. Idempotent: a second sink waits at the lock, then finds the
+    /// version the first recorded.
+    async fn schema(pool: &Pool<DB>) -> Result<Option<i32>, SchemaFailure> {
         let mut tx = Self::begin(pool).await?;
         for statement in DB::schema_lock() {
             DB::execute(QueryBuilder::new(statement), true, &mut tx).await?;
@@ -387,14 +479,29 @@ where
             Some(row) => <(Option<i32>,)>::from_row(row)?.0,
             None => None,
         };
-        if found.is_none() {
-            for ddl in DDL {
-                DB::execute(QueryBuilder::new(ddl.replace("{TS}", DB::TIMESTAMP)), true, &mut tx).await?;
-            }
-            let mut insert = QueryBuilder::new("INSERT INTO jaque_schema (version) VALUES (");
-            insert.push_bind(SCHEMA_VERSION).push(")");
-            DB::execute(insert, true, &mut tx).await?;
+        if found.is_some_and(|v| v >= SCHEMA_VERSION) {
+            tx.commit().await?;
+            return Ok(found);
         }
+        let from = match found {
+            Some(v) => v,
+            None => {
+                for ddl in DDL_V1 {
+                    DB::execute(QueryBuilder::new(ddl.replace("{TS}", DB::TIMESTAMP)), false, &mut tx).await?;
+                }
+                1
+            }
+        };
+        for (to, statements) in MIGRATIONS.iter().filter(|(to, _)| *to > from) {
+            for statement in *statements {
+                DB::execute(QueryBuilder::new(*statement), false, &mut tx)
+                    .await
+                    .map_err(|error| SchemaFailure { migrating_to: Some(*to), error })?;
+            }
+        }
+        let mut insert = QueryBuilder::new("INSERT INTO jaque_schema (version) VALUES (");
+        insert.push_bind(SCHEMA_VERSION).push(")");
+        DB::execute(insert, false, &mut tx).await?;
         tx.commit().await?;
         Ok(found)
     }
@@ -406,7 +513,7 @@ where
         for chunk in events.chunks(EVENTS_PER_STATEMENT) {
             let mut qb = QueryBuilder::<DB>::new(
                 "INSERT INTO events (seq, object, epoch, writer, writer_incarnation, at, type, from_state, to_state, \
-                 output, command_id, definition) ",
+                 output, command_id, definition, hard, attempt, attempts_needed, flapping) ",
             );
             qb.push_values(chunk.iter().copied(), |mut b, r: &EventRow| {
                 b.push_bind(i64_of(r.seq))
@@ -422,15 +529,18 @@ where
                     .push_bind(r.to_state.map(|s| s.as_str().to_string()))
                     .push_bind(r.output.clone())
                     .push_bind(r.command_id.as_ref().map(|c| c.to_string()))
-                    .push_bind(r.definition.clone());
+                    .push_bind(r.definition.clone())
+                    .push_bind(r.alert.hard)
+                    .push_bind(r.alert.attempt.map(i32_of))
+                    .push_bind(r.alert.attempts_needed.map(i32_of))
+                    .push_bind(r.alert.flapping);
             });
             qb.push(" ON CONFLICT (seq) DO NOTHING");
             DB::execute(qb, is_full(chunk, EVENTS_PER_STATEMENT), &mut tx).await?;
         }
         for chunk in b.objects.chunks(OBJECTS_PER_STATEMENT) {
-            let mut qb = QueryBuilder::<DB>::new(
-                "INSERT INTO objects (object, state, definition, paused, acknowledged, deleted, last_seq) ",
-            );
+            let mut qb =
+                QueryBuilder::<DB>::new(format!("INSERT INTO objects (object, {}) ", OBJECT_COLUMNS.join(", ")));
             qb.push_values(chunk, |mut b, o: &ObjectRow| {
                 b.push_bind(o.object.to_string())
                     .push_bind(o.state.map(|s| s.as_str().to_string()))
@@ -438,10 +548,14 @@ where
                     .push_bind(o.paused)
                     .push_bind(o.acknowledged)
                     .push_bind(o.deleted)
-                    .push_bind(i64_of(o.last_seq));
+                    .push_bind(i64_of(o.last_seq))
+                    .push_bind(o.labels.clone())
+                    .push_bind(o.soft_state.map(|s| s.as_str().to_string()))
+                    .push_bind(o.soft_attempt.map(i32_of))
+                    .push_bind(o.soft_attempts_needed.map(i32_of))
+                    .push_bind(o.flapping);
             });
-            let columns = ["state", "definition", "paused", "acknowledged", "deleted", "last_seq"];
-            qb.push(upsert("object", &columns, Some("objects.last_seq <= excluded.last_seq")));
+            qb.push(upsert("object", &OBJECT_COLUMNS, Some("objects.last_seq <= excluded.last_seq")));
             DB::execute(qb, is_full(chunk, OBJECTS_PER_STATEMENT), &mut tx).await?;
         }
         let mut progress = QueryBuilder::<DB>::new("INSERT INTO sink_progress (sink, position, updated_at) VALUES (");
@@ -490,12 +604,17 @@ where
     for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
     for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
     for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<bool>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<i32>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
 {
     // Rows are written redacted (`sink::definition_json`, the engine's scrub of outputs); rows written by an
     // older jaque are redacted here, so the history API never shows a credential either way.
     let definition: Option<String> = row.try_get("definition")?;
     let definition = definition.map(|d| redact_urls_in(&d).into_owned());
     let output: Option<String> = row.try_get("output")?;
+    let count = |column: &str| -> Result<Option<u32>, sqlx::Error> {
+        Ok(row.try_get::<Option<i32>, _>(column)?.and_then(|n| u32::try_from(n).ok()))
+    };
     Ok(HistoryEvent {
         seq: u64_of(row.try_get("seq")?),
         at,
@@ -508,6 +627,10 @@ where
         output: output.map(|o| redact_urls_in(&o).into_owned()),
         command_id: row.try_get("command_id")?,
         definition: definition.map(|d| serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d))),
+        hard: row.try_get("hard")?,
+        attempt: count("attempt")?,
+        attempts_needed: count("attempts_needed")?,
+        flapping: row.try_get("flapping")?,
     })
 }
 
@@ -590,24 +713,49 @@ impl Store {
         }
     }
 
-    /// Creates the tables at this build's schema version, or checks they are there, under a lock so sinks
-    /// starting together do it once. A store with a newer version is refused.
+    /// Creates the tables at this build's schema version, migrates an older store to it, or checks they are
+    /// there, under a lock so sinks starting together do it once. A store with a newer version is refused, and
+    /// so is a migration the database will not take (a user that may not alter the tables).
     pub async fn ensure_schema(&self) -> Result<(), SchemaError> {
         if self.schema_ready.load(Ordering::Acquire) {
             return Ok(());
         }
-        let version = on_pool!(&self.db, pool => Statements::schema(pool).await)
-            .map_err(|e| SchemaError::Unavailable(self.classify(e)))?;
+        let version = on_pool!(&self.db, pool => Statements::schema(pool).await).map_err(|f| self.schema_failed(f))?;
         match version {
             Some(v) if v > SCHEMA_VERSION => Err(SchemaError::Fatal(format!(
                 "the store {} has schema version {v}, newer than this build of jaque knows ({SCHEMA_VERSION}): \
                  run a newer jaque, or point -sink-store at another database",
                 self.what
             ))),
-            _ => {
+            found => {
+                if let Some(v) = found.filter(|v| *v < SCHEMA_VERSION) {
+                    tracing::info!(store = %self.what, from = v, to = SCHEMA_VERSION, "sink store: schema migrated");
+                }
                 self.schema_ready.store(true, Ordering::Release);
                 Ok(())
             }
+        }
+    }
+
+    /// A failed schema step as the caller acts on it: a migration the database refuses stops the process,
+    /// saying what to do; anything else is retried.
+    fn schema_failed(&self, f: SchemaFailure) -> SchemaError {
+        let code = match &f.error {
+            sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+            _ => None,
+        };
+        let refuses = |code: &str| match self.db {
+            Db::Postgres(_) => Postgres::refuses_migration(code),
+            Db::Sqlite(_) => Sqlite::refuses_migration(code),
+        };
+        match (f.migrating_to, code) {
+            (Some(to), Some(code)) if refuses(&code) => SchemaError::Fatal(self.scrub(format!(
+                "the store {} cannot be migrated to schema version {to}: {} (code {code}). The sink's database \
+                 user must be allowed to ALTER TABLE events and objects (their owner); nothing was changed, the \
+                 store is still at its version (docs/upgrading.md, \"The sink schema version\")",
+                self.what, f.error
+            ))),
+            _ => SchemaError::Unavailable(self.classify(f.error)),
         }
     }
 
@@ -647,6 +795,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jaque_core::sink::AlertColumns;
 
     #[test]
     fn urls_parse_or_say_what_is_wrong_without_the_password() {
@@ -705,6 +854,7 @@ mod tests {
             output: Some("down".into()),
             command_id: None,
             definition: None,
+            alert: AlertColumns { hard: Some(true), attempt: Some(3), attempts_needed: None, flapping: None },
         };
         let objects = vec![ObjectRow {
             object: object.clone(),
@@ -714,6 +864,11 @@ mod tests {
             acknowledged: false,
             deleted: false,
             last_seq: 4,
+            labels: Some("{}".into()),
+            soft_state: None,
+            soft_attempt: None,
+            soft_attempts_needed: None,
+            flapping: false,
         }];
         let progress = jaque_core::sink::Progress { sink: jaque_core::MemberId::new("s1").unwrap(), position: 4 };
         let events = vec![row(3, 1_700_000_000_123), row(4, 1_700_000_001_000), row(4, 1_700_000_001_000)];
@@ -725,10 +880,137 @@ mod tests {
         let (events, more) = store.history(&q).await.unwrap();
         assert!(more);
         assert_eq!((events[0].seq, events[0].at.as_str()), (4, "2023-11-14T22:13:21.000Z"));
+        assert_eq!((events[0].hard, events[0].attempt, events[0].attempts_needed), (Some(true), Some(3), None));
         let q = HistoryQuery { until_ms: Some(1_700_000_001_000), limit: 10, ..q };
         let (events, more) = store.history(&q).await.unwrap();
         assert!(!more);
         assert_eq!((events.len(), events[0].at.as_str()), (1, "2023-11-14T22:13:20.123Z"));
+    }
+
+    /// A SQLite file made as schema version 1 was (0.1.0's tables, its version row), with one row of each table.
+    async fn version_1_sqlite(path: &Path) -> SqlitePool {
+        let opts = SqliteConnectOptions::new().filename(path).create_if_missing(true);
+        let pool = SqlitePool::connect_with(opts).await.unwrap();
+        sqlx::query("CREATE TABLE jaque_schema (version INTEGER NOT NULL)").execute(&pool).await.unwrap();
+        for ddl in DDL_V1 {
+            sqlx::query(&ddl.replace("{TS}", "TEXT")).execute(&pool).await.unwrap();
+        }
+        for insert in [
+            "INSERT INTO jaque_schema (version) VALUES (1)",
+            "INSERT INTO events VALUES (2, 'db', 1, 'e1', 7, '2026-12-07T16:50:50.184Z', 'transition', 'pending', \
+             'critical', 'refused', NULL, NULL)",
+            "INSERT INTO objects VALUES ('db', 'critical', '{}', 0, 0, 0, 2)",
+            "INSERT INTO sink_progress VALUES ('s1', 2, '2026-12-07T16:50:50.200Z')",
+        ] {
+            sqlx::query(insert).execute(&pool).await.unwrap();
+        }
+        pool
+    }
+
+    async fn columns(pool: &SqlitePool, table: &str) -> Vec<(String, String)> {
+        sqlx::query_as(&format!("SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid"))
+            .fetch_all(pool)
+            .await
+            .unwrap()
+    }
+
+    fn sqlite_store(path: &Path) -> Store {
+        Store::open(&StoreUrl::parse(&format!("sqlite://{}", path.display())).unwrap())
+    }
+
+    /// Version 1 to 2: the new columns added (NULL in the rows already there), version 2 recorded beside 1, the
+    /// same tables a new store gets; again, nothing more; the history shows the old row as it was.
+    #[tokio::test]
+    async fn a_version_1_sqlite_store_is_migrated_once_with_its_rows_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = version_1_sqlite(&dir.path().join("old.db")).await;
+        for _ in 0..2 {
+            sqlite_store(&dir.path().join("old.db")).ensure_schema().await.unwrap();
+            let versions: Vec<(i32,)> =
+                sqlx::query_as("SELECT version FROM jaque_schema ORDER BY version").fetch_all(&old).await.unwrap();
+            assert_eq!(versions, [(1,), (2,)], "version 2 recorded once, beside 1");
+        }
+        let new = sqlite_store(&dir.path().join("new.db"));
+        new.ensure_schema().await.unwrap();
+        let fresh =
+            SqlitePool::connect_with(SqliteConnectOptions::new().filename(dir.path().join("new.db"))).await.unwrap();
+        for table in ["events", "objects", "sink_progress", "jaque_schema"] {
+            assert_eq!(columns(&old, table).await, columns(&fresh, table).await, "{table}");
+        }
+        let names: Vec<String> = columns(&old, "events").await.into_iter().map(|c| c.0).collect();
+        assert_eq!(names[12..], ["hard", "attempt", "attempts_needed", "flapping"]);
+        let names: Vec<String> = columns(&old, "objects").await.into_iter().map(|c| c.0).collect();
+        assert_eq!(names[7..], ["labels", "soft_state", "soft_attempt", "soft_attempts_needed", "flapping"]);
+        let (versions,): (i64,) = sqlx::query_as("SELECT count(*) FROM jaque_schema").fetch_one(&fresh).await.unwrap();
+        assert_eq!(versions, 1, "a new store records its version alone");
+
+        let row: (String, String, Option<bool>, Option<i32>, Option<bool>) =
+            sqlx::query_as("SELECT type, to_state, hard, attempt, flapping FROM events WHERE seq = 2")
+                .fetch_one(&old)
+                .await
+                .unwrap();
+        assert_eq!(row, ("transition".into(), "critical".into(), None, None, None));
+        let object: (String, i64, Option<String>, Option<bool>) =
+            sqlx::query_as("SELECT state, last_seq, labels, flapping FROM objects").fetch_one(&old).await.unwrap();
+        assert_eq!(object, ("critical".into(), 2, None, None), "filled when a sink next writes the row");
+        let q = HistoryQuery {
+            object: ObjectId::new("db").unwrap(),
+            since_ms: None,
+            until_ms: None,
+            before: None,
+            limit: 10,
+        };
+        let (events, _) = sqlite_store(&dir.path().join("old.db")).history(&q).await.unwrap();
+        let json = serde_json::to_value(&events).unwrap();
+        assert_eq!(json[0]["at"], "2026-12-07T16:50:50.184Z");
+        assert_eq!(json[0]["to_state"], "critical");
+        assert!(json[0].get("hard").is_none(), "a column the row has no value in is left out: {json}");
+
+        // The way back docs/upgrading.md gives: version 1's tables and rows again, and a migration again after.
+        sqlx::raw_sql(&rollback_sql()).execute(&old).await.unwrap();
+        let versions: Vec<(i32,)> = sqlx::query_as("SELECT version FROM jaque_schema").fetch_all(&old).await.unwrap();
+        assert_eq!(versions, [(1,)]);
+        let fresh_v1 = version_1_sqlite(&dir.path().join("v1.db")).await;
+        for table in ["events", "objects"] {
+            assert_eq!(columns(&old, table).await, columns(&fresh_v1, table).await, "{table} as version 1 made it");
+        }
+        sqlite_store(&dir.path().join("old.db")).ensure_schema().await.unwrap();
+        assert_eq!(columns(&old, "events").await.len(), 16, "migrated again");
+    }
+
+    /// The statements docs/upgrading.md gives to take a store from version 2 back to 1.
+    fn rollback_sql() -> String {
+        let doc = include_str!("../../../docs/upgrading.md");
+        let (_, from) = doc.split_once("```sql\nBEGIN;").expect("docs/upgrading.md gives the way back in SQL");
+        format!("BEGIN;{}", from.split_once("```").unwrap().0)
+    }
+
+    /// A migration the database refuses (here a column already there) stops the sink with what to do, and
+    /// changes nothing: the store stays at version 1, without the columns added before the refusal.
+    #[tokio::test]
+    async fn a_migration_the_database_refuses_changes_nothing_and_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let old = version_1_sqlite(&path).await;
+        sqlx::query("ALTER TABLE objects ADD COLUMN flapping TEXT").execute(&old).await.unwrap();
+        let Err(SchemaError::Fatal(msg)) = sqlite_store(&path).ensure_schema().await else {
+            panic!("a migration that cannot apply is not retried for ever");
+        };
+        assert!(msg.contains("cannot be migrated to schema version 2") && msg.contains("ALTER TABLE"), "{msg}");
+        let (version,): (i32,) = sqlx::query_as("SELECT max(version) FROM jaque_schema").fetch_one(&old).await.unwrap();
+        assert_eq!(version, 1);
+        assert_eq!(columns(&old, "events").await.len(), 12, "the columns added before the refusal rolled back");
+    }
+
+    #[tokio::test]
+    async fn a_store_of_a_newer_schema_version_is_refused_naming_both_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.db");
+        sqlite_store(&path).ensure_schema().await.unwrap();
+        let pool = SqlitePool::connect_with(SqliteConnectOptions::new().filename(&path)).await.unwrap();
+        sqlx::query("INSERT INTO jaque_schema (version) VALUES (3)").execute(&pool).await.unwrap();
+        let Err(SchemaError::Fatal(msg)) = sqlite_store(&path).ensure_schema().await else { panic!("refused") };
+        assert!(msg.contains("schema version 3, newer than this build of jaque knows (2)"), "{msg}");
     }
 
     #[test]
