@@ -60,3 +60,8 @@ fn membership_inputs_replay() {
 fn roles_inputs_replay() {
     replay("roles", checks::roles::check);
 }
+
+#[test]
+fn selector_inputs_replay() {
+    replay("selector", checks::selector::check);
+}

@@ -9,4 +9,5 @@ pub mod engine;
 pub mod fence;
 pub mod membership;
 pub mod roles;
+pub mod selector;
 pub mod wire;
