@@ -405,6 +405,7 @@ mod tests {
             output: to.map(|_| "out".to_string()),
             command_id: definition.as_ref().map(|_| jaque_core::CommandId::new("c-1").unwrap()),
             definition,
+            alert: Default::default(),
         };
         let events = vec![
             row(

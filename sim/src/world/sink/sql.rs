@@ -326,6 +326,7 @@ mod tests {
             output: Some(output.into()),
             command_id: None,
             definition: None,
+            alert: Default::default(),
         }
     }
 
