@@ -38,12 +38,21 @@ fn acked(ui: &Jaque, id: &str) -> bool {
 
 /// Writes a member key the way a build before v0.1.0 does (no `format` in its value), or deletes it.
 fn older_member(nats: &Nats, key: &str, up: bool) {
+    member_of_format(nats, key, up, None);
+}
+
+/// A member key as a build of cluster format `format` writes it (`None`: a build before v0.1.0, which names none).
+fn member_of_format(nats: &Nats, key: &str, up: bool, format: Option<u32>) {
+    let value = match format {
+        Some(f) => format!(r#"{{"incarnation":1,"format":{f}}}"#),
+        None => r#"{"incarnation":1}"#.to_string(),
+    };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let client = async_nats::connect(&nats.url).await.expect("connects to nats");
         let kv = async_nats::jetstream::new(client).get_key_value("jaque_membership").await.expect("the bucket");
         if up {
-            kv.put(key, br#"{"incarnation":1}"#.to_vec().into()).await.expect("the key is written");
+            kv.put(key, value.into_bytes().into()).await.expect("the key is written");
         } else {
             kv.delete(key).await.expect("the key is deleted");
         }
@@ -114,9 +123,48 @@ fn an_engine_held_at_format_1_keeps_the_cluster_there() {
         &["-target", "engine,worker,ui", "-queue", "memory", "-hold-format", "1", "-heartbeat-ttl", "3s"],
     );
     j.wait_ready();
-    assert_eq!(cluster_format(&j), json!({"active": 1, "lowest_live": 2, "this_build": 2}));
+    assert_eq!(cluster_format(&j), json!({"active": 1, "lowest_live": CLUSTER_FORMAT, "this_build": CLUSTER_FORMAT}));
     acknowledged_problem(&j, "web");
     let (status, body) = unack(&j, "web");
     assert_eq!(status, 400, "{body}");
     assert!(acked(&j, "web"));
+}
+
+/// Cluster format 3 (alert semantics): while a notifier of v0.1.0 (format 2) is live, a put naming the new
+/// fields is refused, saying why, and every change is hard at once; once it is gone, the same put is applied
+/// and a blip is a soft state.
+#[test]
+fn alerting_fields_wait_for_every_member_to_speak_format_3() {
+    let nats = Nats::start();
+    let ui = Jaque::start("ui", &["-target", "ui", "-coordination", &nats.url]);
+    ui.wait_ready();
+    member_of_format(&nats, "notifier/membership/old", true, Some(2));
+    poll("the older notifier seen", || (cluster_format(&ui)["lowest_live"] == 2).then_some(()));
+    let (q, c) = (nats.url.clone(), nats.url.clone());
+    let args = ["-target", "engine,worker", "-queue", &q, "-coordination", &c, "-heartbeat-ttl", "3s"];
+    let mut engine = Jaque::start("e1", &[&args[..], &["-id", "e1"]].concat());
+    engine.wait_ready();
+    poll("an epoch", || (ui.get("/api/cluster").json()["buckets"][0]["epoch"].as_u64() >= Some(1)).then_some(()));
+    assert_eq!(active(&ui), 2, "a member of format 2 is live: the cluster stays at 2");
+    let labelled = json!({
+        "probe": {"type": "tcp", "addr": "127.0.0.1:9"},
+        "interval": "1h",
+        "labels": {"env": "prod"},
+        "max_attempts": 2,
+    });
+    let r = ui.put("/api/objects/db", &labelled);
+    assert_eq!(r.status, 400, "{}", r.text());
+    let reason = r.json()["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("needs cluster format 3") && reason.contains("docs/upgrading.md"), "{reason}");
+    member_of_format(&nats, "notifier/membership/old", false, Some(2));
+    poll("the cluster moves to format 3", || (active(&ui) == u64::from(CLUSTER_FORMAT)).then_some(()));
+    let r = ui.put("/api/objects/db", &labelled);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let db = poll("db read with its labels", || {
+        let o = ui.get("/api/objects/db").json();
+        (o["definition"]["labels"]["env"] == "prod").then_some(o)
+    });
+    assert_eq!(db["definition"]["max_attempts"], 2, "{db}");
+    engine.proc.signal("TERM");
+    engine.proc.wait_exit();
 }

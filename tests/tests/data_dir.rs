@@ -306,6 +306,8 @@ fn compaction_deletes_old_segment_files_while_writes_go_on_and_a_restart_has_eve
                 &json!({"probe": {"type": "tcp", "addr": "127.0.0.1:9"}, "interval": "1h"}),
             );
         }
+        // Every object of the batch checked once (its first check comes within 10 s, spread by its id).
+        poll("the batch checked", || (j.get("/api/summary").json()["states"]["pending"] == 0).then_some(()));
         // Each batch is ~200 entries (a put and its first check's transition) in ~40 segments; what stays is the
         // newest few. Transitions that come in a burst while a snapshot is being written share one segment
         // until the next snapshot: the files are small again once it is stored.
