@@ -317,11 +317,16 @@ mod storm {
         let start = jaque_tests::checker::notify_start_record(&nats.url, &hook);
         assert!(start >= early, "the notifications begin after what was in the log when the first notifier started");
 
-        // The storm: every object's service flips between ok and failing, so each check makes a transition.
+        // The storm: every object's service flips between ok and failing, so each check makes a transition: every
+        // change hard at once, and no flapping detection (which would rightly hold a flipping object's
+        // transitions back).
         let target = Arc::new(CountingTarget::start());
         for i in 0..OBJECTS {
             let o = format!("obj-{i}");
-            let body = object_body(&target.url(), &o).to_string();
+            let mut body = object_body(&target.url(), &o);
+            body["max_attempts"] = json!(1);
+            body["flapping"] = json!(false);
+            let body = body.to_string();
             poll(&format!("{o} created"), || {
                 let r = http(
                     ui.addr,
