@@ -1082,6 +1082,12 @@ impl Engine {
                 return;
             }
         }
+        // Before routing: the owner may be of an older build that would apply what it can decode of the command.
+        if let Some(reason) = self.is_ready().then(|| self.format_refusal(&cmd.kind)).flatten() {
+            self.counters.commands_rejected += 1;
+            self.reply(reply, Outcome::Rejected { reason });
+            return;
+        }
         self.route(now, reply, cmd);
     }
 
@@ -1116,23 +1122,8 @@ impl Engine {
             w.waiters.push((reply, cmd));
             return;
         }
-        // A command whose event needs a newer cluster format than the one active is refused: a member that does
-        // not speak it could not read the event.
-        let (needs, reader) = (cmd.kind.needs(), self.follow.reader());
-        if needs > reader.speaks() {
+        if let Some(reason) = self.format_refusal(&cmd.kind) {
             self.counters.commands_rejected += 1;
-            let reason = format!("unknown command kind {:?} (it needs cluster format {needs})", cmd.kind.name());
-            self.reply(reply, Outcome::Rejected { reason });
-            return;
-        }
-        if needs > reader.fence().active_format() {
-            self.counters.commands_rejected += 1;
-            let reason = format!(
-                "{} needs cluster format {needs}; the cluster's active format is {}: it moves up once every member \
-                 runs a build that speaks {needs} (docs/upgrading.md)",
-                cmd.kind.name(),
-                reader.fence().active_format()
-            );
             self.reply(reply, Outcome::Rejected { reason });
             return;
         }
@@ -1148,6 +1139,18 @@ impl Engine {
         self.reply_deadlines.insert(deadline, cmd.id.clone());
         self.waiting.insert(cmd.id.clone(), Awaiting { waiters: vec![(reply, cmd)], deadline });
         self.outputs.push_back(Output::Append(event));
+    }
+
+    /// Why a command whose event needs a newer cluster format than this engine speaks, or than the one active, is
+    /// refused: a member that does not speak it could not read the event. Asked where a command comes in (before
+    /// it is forwarded: an owner of an older build would apply what it can decode of it, a put without its new
+    /// fields) and again where it is applied.
+    fn format_refusal(&self, kind: &CommandKind) -> Option<String> {
+        let (needs, reader) = (kind.needs(), self.follow.reader());
+        if needs > reader.speaks() {
+            return Some(format!("unknown command kind {:?} (it needs cluster format {needs})", kind.name()));
+        }
+        crate::format::refusal(kind, reader.fence().active_format())
     }
 
     fn take_awaiting(&mut self, id: &CommandId) -> Option<Awaiting> {

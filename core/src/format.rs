@@ -59,6 +59,21 @@ pub fn snapshot_needs(version: u32) -> u32 {
     }
 }
 
+/// Why a command is refused under the active cluster format `active`: its event needs a newer one (a member of an
+/// older build could not read it, or would apply only what it can decode of it). `None`: it may be written.
+/// The engine asks where a command comes in and where it is applied; a ui without an engine asks before it
+/// submits, since the engine that claims the write may be of an older build that does not ask.
+pub fn refusal(kind: &crate::model::CommandKind, active: u32) -> Option<String> {
+    let needs = kind.needs();
+    (needs > active).then(|| {
+        format!(
+            "{} needs cluster format {needs}; the cluster's active format is {active}: it moves up once every member \
+             runs a build that speaks {needs} (docs/upgrading.md)",
+            kind.name()
+        )
+    })
+}
+
 /// The versions this build writes and reads, as `jaque --version` prints them after its own version.
 pub fn describe() -> String {
     format!(

@@ -296,3 +296,32 @@ fn under_format_2_every_change_is_hard_at_once_and_new_fields_are_refused() {
     let rules = alert::Rules::of(&def(30), 2);
     assert_eq!((rules.max_attempts, rules.flapping), (1, false));
 }
+
+/// Found by the rolling-upgrade test: an engine that does not own the object refuses a command of a newer
+/// format than the active one instead of forwarding it, since the owner may be of the older build and apply what
+/// it can decode of it (a put without its labels).
+#[test]
+fn a_command_of_a_newer_format_is_refused_before_it_is_forwarded() {
+    let mut e = Engine::new(EngineConfig::new(member("a", 1), TTL));
+    e.handle(Time(0), Input::Life(Life::Start));
+    e.handle(Time(0), up(Bucket::Engine, 1, "a", 3));
+    e.handle(Time(0), up(Bucket::Engine, 2, "b", 2));
+    e.handle(Time(0), Input::Life(Life::CaughtUp));
+    let mut seq = 0;
+    assert_eq!(proposed(&mut e, &mut seq), vec![2], "an engine of format 2 is live");
+    let own = hrw::Ownership::new(&[member("a", 1), member("b", 1)]);
+    let theirs = (0..100).map(|i| format!("o{i}")).find(|o| own.owner(&oid(o)) == Some(&member("b", 1))).unwrap();
+    let labels = labels::Labels::new([("env".to_string(), "prod".to_string())].into()).unwrap();
+    let put = CommandKind::Put { def: ObjectDef { labels, ..def(30) } };
+    e.handle(Time(0), Input::Command { reply: ReplyTo(1), cmd: cmd("p1", &theirs, put) });
+    let outs: Vec<Output> = std::iter::from_fn(|| e.poll_output()).collect();
+    assert!(!outs.iter().any(|o| matches!(o, Output::Forward { .. })), "not forwarded: {outs:?}");
+    let refused = outs.iter().find_map(|o| match o {
+        Output::Reply { to: ReplyTo(1), outcome: Outcome::Rejected { reason } } => Some(reason.clone()),
+        _ => None,
+    });
+    assert!(refused.as_deref().is_some_and(|r| r.contains("needs cluster format 3")), "{outs:?}");
+    // A command every build reads is still forwarded to its owner.
+    e.handle(Time(0), Input::Command { reply: ReplyTo(2), cmd: cmd("p2", &theirs, CommandKind::Put { def: def(30) }) });
+    assert!(std::iter::from_fn(|| e.poll_output()).any(|o| matches!(o, Output::Forward { .. })));
+}

@@ -193,7 +193,7 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
         backend = Some(ui::Backend(ui_tx));
     } else if cfg.roles.ui {
         let coord = coord.clone();
-        let (owners_tx, owners_rx) = watch::channel(None);
+        let (owners_tx, owners_rx) = watch::channel(ui::reader::InForce::default());
         owners = Some(owners_rx);
         let feed = feed.ok_or("internal: a ui without its feed")?;
         tasks.spawn(async move { ui::reader::run_reader(coord, ui_rx, owners_tx, feed).await });
@@ -242,7 +242,8 @@ async fn run(cfg: Config, data_dir: Option<DataDir>) -> Result<(), String> {
             backend: backend.clone(),
             route,
             ingress: coord_link.clone(),
-            owners: owners.filter(|_| cfg.ui_writes_to_owner),
+            owners,
+            to_owner: cfg.ui_writes_to_owner,
             writes: writes.clone(),
             submit: cfg.submit,
             // A ui that submits writes over NATS hears each one's claim and outcome on the process's inbox.

@@ -42,9 +42,11 @@ pub struct Api {
     pub route: WriteRoute,
     /// The coordination NATS connection, for writes of a ui without an engine.
     pub ingress: Option<NatsLink>,
-    /// That ui's view of who owns what (from its log reader), to send writes straight to their owner when
-    /// `-ui-writes owner` (`None`: every write goes through ingress, the page's path).
+    /// That ui's view of what is in force (from its log reader): the active cluster format, to refuse a write the
+    /// cluster may not have yet, and who owns what, to send writes straight to their owner when `to_owner`.
     pub owners: Option<Owners>,
+    /// `-ui-writes owner` (false: every write goes through ingress, the page's path).
+    pub to_owner: bool,
     /// Where the writes submitted over NATS went.
     pub writes: Arc<Writes>,
     /// `-claim-timeout` and the waits around it (`jaque_core::ui::IngressWrite`).
@@ -646,8 +648,16 @@ async fn submit_nats(s: &Api, cmd: &Command) -> Outcome {
     let (Some(link), Some(inbox)) = (&s.ingress, &s.inbox) else {
         return Outcome::Unavailable { reason: "no NATS coordination".into() };
     };
-    let owner = match &s.owners {
-        Some(o) => match submit_to(o.borrow().as_deref(), &cmd.object) {
+    // The engine that claims the write may be of an older build, which would apply what it can decode of a
+    // command of a newer format: refused here, as this build's engines refuse it.
+    if let Some(reason) = s.owners.as_ref().and_then(|o| {
+        let active = o.borrow().active_format;
+        (active > 0).then(|| jaque_core::format::refusal(&cmd.kind, active)).flatten()
+    }) {
+        return Outcome::Rejected { reason };
+    }
+    let owner = match s.owners.as_ref().filter(|_| s.to_owner) {
+        Some(o) => match submit_to(o.borrow().ownership.as_deref(), &cmd.object) {
             Submit::Owner(owner) => Some(owner),
             Submit::Ingress => None,
         },

@@ -196,6 +196,7 @@ mod tests {
             route,
             ingress: None,
             owners: None,
+            to_owner: false,
             writes: Arc::new(Writes::default()),
             submit: jaque_core::ui::SubmitTimeouts::SHIPPED,
             inbox: None,

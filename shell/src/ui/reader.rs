@@ -15,22 +15,32 @@ use jaque_core::{LogReader, Outcome};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
-/// The ownership in force as a ui's log view has it, for sending writes straight to their owner.
-pub type Owners = watch::Receiver<Option<Arc<Ownership>>>;
+/// What is in force as a ui's log view has it: the ownership, for sending writes straight to their owner, and the
+/// cluster's active format, for refusing a write the cluster may not have yet (`jaque_core::format::refusal`).
+#[derive(Clone, Debug, Default)]
+pub struct InForce {
+    pub ownership: Option<Arc<Ownership>>,
+    pub active_format: u32,
+}
+
+pub type Owners = watch::Receiver<InForce>;
 
 /// Runs until the HTTP side is gone. Once caught up, publishes the ownership of each epoch it reads to
 /// `owners`.
 pub async fn run_reader(
     coord: Coordination,
     mut ui: mpsc::Receiver<UiRequest>,
-    owners: watch::Sender<Option<Arc<Ownership>>>,
+    owners: watch::Sender<InForce>,
     mut feed: Feed,
 ) -> Result<(), String> {
     // Start from the latest snapshot, and read only the log after it.
     let mut tail = Tail::new(snapshots::latest_reader(&coord).await.unwrap_or_default());
     let mut follow = Subscription::start(&coord, tail.reader().position() + 1).await?;
     let publish = |reader: &LogReader| {
-        owners.send_replace(reader.fence().current_ownership().cloned().map(Arc::new));
+        owners.send_replace(InForce {
+            ownership: reader.fence().current_ownership().cloned().map(Arc::new),
+            active_format: reader.fence().active_format(),
+        });
     };
     let mut restores = Restores::default();
     let (restored_tx, mut restored) = mpsc::unbounded_channel::<snapshots::Restored>();
