@@ -50,21 +50,32 @@ pub fn bin_dir() -> PathBuf {
     })
 }
 
-/// Runs `psql -At` with `url` (any libpq URL: another password, `sslmode=...`) and `sql`: the rows, one per line,
-/// columns separated by `|`, or what psql said when it could not connect or the SQL failed.
-pub fn psql_at(url: &str, sql: &str) -> Result<String, String> {
+/// `psql` with `url` and `args` after it: only the URL decides where and how to connect (no PGHOST, PGSSLMODE,
+/// PGPASSWORD from the environment), no `~/.psqlrc` (-X), never a password prompt (-w: a refused one is an error,
+/// not a hang), stopping at the first error.
+fn psql(url: &str) -> Command {
     let psql = bin_dir().join("psql");
     let mut cmd = Command::new(if psql.is_file() { psql } else { PathBuf::from("psql") });
-    // Only the URL decides where and how to connect: no PGHOST, PGSSLMODE, PGPASSWORD from the environment.
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("PG") {
             cmd.env_remove(key);
         }
     }
     cmd.env("PGCONNECT_TIMEOUT", "10");
-    // -X: no ~/.psqlrc; -w: never prompt for a password (a refused one is an error, not a hang).
-    cmd.args(["-X", "-w", "-At", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql]).stdin(Stdio::null());
-    let out = cmd.output().map_err(|e| format!("running psql: {e}"))?;
+    cmd.args(["-X", "-w", "-v", "ON_ERROR_STOP=1", "-d", url]).stdin(Stdio::null());
+    cmd
+}
+
+/// `psql -f file` against `url` (a dump, a script), stopping at the first error; panics with psql's words.
+pub fn psql_file(url: &str, file: &Path) {
+    let out = psql(url).args(["-q", "-f"]).arg(file).output().expect("running psql");
+    assert!(out.status.success(), "psql -f {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+}
+
+/// Runs `psql -At` with `url` (any libpq URL: another password, `sslmode=...`) and `sql`: the rows, one per line,
+/// columns separated by `|`, or what psql said when it could not connect or the SQL failed.
+pub fn psql_at(url: &str, sql: &str) -> Result<String, String> {
+    let out = psql(url).args(["-At", "-c", sql]).output().map_err(|e| format!("running psql: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n').to_string())
     } else {

@@ -15,7 +15,7 @@ use jaque_core::{
     Bucket, CheckResult, CheckWork, Command, CommandId, CommandKind, Effect, EpochRecord, Event, EventBody, LogEntry,
     LogReader, MemberId, MemberRef, ObjectDef, ObjectId, Outcome, Probe, Read, State, Time,
 };
-use jaque_tests::postgres::bin_dir;
+use jaque_tests::postgres::{bin_dir, psql_file};
 use jaque_tests::{jaque_bin, poll, Jaque, Postgres, Target};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
@@ -389,19 +389,6 @@ fn the_data_dir_and_sqlite_store_every_release_wrote_are_taken_over_with_every_o
     for dir in fixtures() {
         take_over(&dir, None);
     }
-}
-
-/// `psql -f file` against `url`, stopping at the first error.
-fn psql_file(url: &str, file: &Path) {
-    let mut cmd = Process::new(bin_dir().join("psql"));
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("PG") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.args(["-X", "-w", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f"]).arg(file).stdin(Stdio::null());
-    let out = cmd.output().expect("running psql");
-    assert!(out.status.success(), "psql -f {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]

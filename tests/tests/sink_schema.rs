@@ -4,12 +4,11 @@
 //! migrated from version 1 with their rows intact, the PostgreSQL one by three sinks starting at once. The store
 //! is read here with a client of the test's own.
 
-use jaque_tests::postgres::bin_dir;
+use jaque_tests::postgres::psql_file;
 use jaque_tests::{poll, Jaque, Nats, Postgres, Target};
 use serde_json::{json, Value};
 use sqlx::Row;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 /// The PostgreSQL tests run one at a time, so the machine's two cores are not shared by several clusters.
@@ -284,18 +283,6 @@ fn the_v0_1_0_sqlite_store_is_migrated_to_version_2_with_its_rows_intact() {
     assert_release_rows_intact(&store, position, &events, &objects);
     assert_eq!(filled_new_columns(&store, position), "0", "the release's rows have no alert columns");
     assert_eq!(versions(&store), ["1", "2"], "migrated once");
-}
-
-fn psql_file(url: &str, file: &Path) {
-    let mut cmd = Command::new(bin_dir().join("psql"));
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("PG") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.args(["-X", "-w", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f"]).arg(file).stdin(Stdio::null());
-    let out = cmd.output().expect("running psql");
-    assert!(out.status.success(), "psql -f {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
 }
 
 /// v0.1.0's PostgreSQL store, three sinks of this build started on it at once: one migrates it under the
