@@ -216,6 +216,11 @@ pub fn decide(now: Now<'_>, rules: &Rules, result: State, at: Time, output: Stri
             EventBody::Soft { state: result, attempt, of, output: output.clone(), flapping: None }
         })
     };
+    // A result that changes nothing (the hard state, no soft state) cannot start flapping, as the share only grows
+    // at a change: the common case, on every check of a steady object, decided without counting.
+    if body.is_none() && !now.flapping {
+        return None;
+    }
     let changes = changes_after(now.changes, now.raw(), result, at, rules.interval);
     let flap = [true, false].into_iter().find(|on| flap_allows(rules, now.flapping, *on, &changes, at));
     match (body, flap) {
