@@ -68,6 +68,8 @@ pub fn view_hash(view: &ObjectView) -> u64 {
         view.last_transition.as_ref().map_or(0, |t| t.seq),
         view.def.interval_ms,
         view.def.timeout_ms,
+        // The labels (`jaque_core::labels`), as their canonical JSON.
+        hrw::key(&serde_json::to_string(&view.def.labels).expect("labels serialize")),
         // The alert state (`jaque_core::alert`): soft state and attempt, flapping, the changes it counts.
         view.soft().map_or(0, |s| 1 + s.state as u64 * 1000 + u64::from(s.attempt)),
         view.flapping() as u64,

@@ -52,6 +52,12 @@ pub(crate) fn draw_def(r: &mut ChaCha8Rng, p: &Params, i: usize) -> ObjectDef {
         def.max_attempts = [None, Some(1), Some(2), Some(4)][(h % 4) as usize];
         def.recovery_attempts = [None, None, Some(2), Some(1)][(h >> 8) as usize % 4];
         def.flapping = (h >> 16).is_multiple_of(8).then_some(false);
+        // Labels on half the objects: folded by every reader, held to agree (2), stored by the sinks (10).
+        if (h >> 40).is_multiple_of(2) {
+            let env = ["prod", "staging"][(h >> 41) as usize % 2];
+            let pairs = [("env".to_string(), env.to_string()), ("example.com/team".to_string(), format!("t{}", i % 3))];
+            def.labels = jaque_core::labels::Labels::new(pairs.into()).expect("valid labels");
+        }
         if (h >> 24).is_multiple_of(3) {
             def.retry_interval_ms = Some(timeout_ms.max(100) + (h >> 32) % (interval_ms - timeout_ms.max(100) + 1));
         }
