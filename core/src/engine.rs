@@ -1227,8 +1227,6 @@ impl Engine {
             (b.written.is_some(), std::mem::take(&mut b.rerun))
         });
         let rules = view.rules(active);
-        // Checked again at the retry interval while the results differ from the hard state.
-        let retry = (result.state != view.state).then(|| now + rules.retry_interval);
         let body = if in_flight {
             self.counters.results_held += 1;
             None
@@ -1247,6 +1245,15 @@ impl Engine {
                 (result.state != view.state).then(|| EventBody::transition(view.state, result.state, output))
             }
         };
+        // Checked again at the retry interval while a soft state is open: one this result starts or goes on
+        // with, or one that may be (a held result that differs from the hard state). A hard transition is the
+        // new state, checked at its slots: a retry after it would only check again what the log already says.
+        let retry = match &body {
+            Some(EventBody::Soft { attempt, .. }) => *attempt > 0,
+            Some(EventBody::Transition { .. }) => false,
+            _ => result.state != view.state,
+        }
+        .then(|| now + rules.retry_interval);
         if let Some(body) = body {
             match body {
                 EventBody::Transition { .. } => self.counters.transitions_written += 1,

@@ -78,3 +78,54 @@ fn the_next_owner_goes_on_from_the_attempt_the_crashed_owner_reached() {
     s.assert_ok();
     s.assert_readers_agree();
 }
+
+/// Checks of `id` while it goes ok -> critical, from the change until 12 s after, with `max_attempts` attempts
+/// and a retry every 2 s: the retries of a soft problem and nothing more. A change that is hard at once
+/// (`max_attempts` 1) is checked again at its next slot, not at the retry interval: a retry after a hard
+/// transition would only check again what the log already says (an extra check of every object in a storm).
+fn checks_after_a_change(max_attempts: u32) -> (u64, Vec<u32>) {
+    let mut s = Scenario::with(Params { objects: 1, ..Params::scripted(72, 1) }, 1);
+    let id = s.object(0);
+    let def = ObjectDef {
+        max_attempts: Some(max_attempts),
+        retry_interval_ms: Some(2_000),
+        flapping: Some(false),
+        interval_ms: 10_000,
+        timeout_ms: 500,
+        ..s.sim.object_def(0)
+    };
+    let sub = s.submit(Via::Ingress, &id, jaque_core::CommandKind::Put { def });
+    s.run_until(15_000, "the put", |sim| sim.subs[sub].outcome.is_some());
+    s.sim.set_truth(&id, State::Ok);
+    s.run_until(30_000, "the object is ok", |sim| sim.oracle.reader.object(&id).is_some_and(|v| v.state == State::Ok));
+    // Right after a check: the next slot is an interval away.
+    let last = s.sim.last_checked(&id).map(|c| c.2);
+    s.run_until(15_000, "the next check", |sim| sim.last_checked(&id).map(|c| c.2) != last);
+    s.sim.set_truth(&id, State::Critical);
+    let before = s.sim.stats.checks;
+    s.run_until(30_000, "the problem is hard", |sim| {
+        sim.oracle.reader.object(&id).is_some_and(|v| v.state == State::Critical)
+    });
+    // Past where a retry would run (2 s after the last result), before the next slot (an interval after the
+    // first critical check; the last retry's result is at most 5.5 s after it).
+    s.run_for(3_000);
+    let checks = s.sim.stats.checks - before;
+    let attempts = results(&s, &id)
+        .iter()
+        .filter_map(|(_, b)| match b {
+            EventBody::Soft { state: State::Critical, attempt, .. }
+            | EventBody::Transition { to: State::Critical, attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect();
+    s.assert_ok();
+    (checks, attempts)
+}
+
+#[test]
+fn retries_run_while_a_problem_is_soft_and_stop_once_it_is_hard() {
+    // The first critical result is at the first slot after the change (up to an interval away); the problem is
+    // hard at the last retry; 3 s afterwards no further check has run.
+    assert_eq!(checks_after_a_change(3), (3, vec![1, 2, 3]));
+    assert_eq!(checks_after_a_change(1), (1, vec![1]));
+}
