@@ -10,7 +10,7 @@
 //! Soft states never notify (invariant 9's checker knows which events are notifications).
 
 use jaque_core::log::ObjectView;
-use jaque_core::{Effect, Event, EventBody, ObjectId, State};
+use jaque_core::{Effect, Event, EventBody, MemberRef, ObjectId, State};
 use std::collections::BTreeMap;
 
 /// What the alert rules saw over a run (reports, and scenarios that want them exercised).
@@ -23,12 +23,19 @@ pub struct AlertStats {
     pub flap_ends: u64,
     /// Result events the reader passed over as the rules say.
     pub passed_over: u64,
+    /// Faults done between two attempts to the engine that wrote the first (`Params::attempt_faults`).
+    pub attempt_faults: u64,
+    /// Attempts (soft, or the hard transition) at 2 or more whose attempt before was written by another engine
+    /// or incarnation: counts that went on across a change of owner.
+    pub continued: u64,
 }
 
 /// The oracle's own record of each object's raw state changes (their times), for the flapping share.
 #[derive(Default)]
 pub struct AlertCheck {
     changes: BTreeMap<ObjectId, Vec<u64>>,
+    /// The writer of each object's last result event taken.
+    writers: BTreeMap<ObjectId, MemberRef>,
     pub stats: AlertStats,
 }
 
@@ -68,6 +75,7 @@ impl AlertCheck {
         if !ev.body.is_result() {
             if matches!(ev.body, EventBody::Delete) {
                 self.changes.remove(&ev.object);
+                self.writers.remove(&ev.object);
             }
             return Ok(());
         }
@@ -158,6 +166,14 @@ impl AlertCheck {
             return Ok(());
         }
         let a = after.ok_or_else(|| format!("result at {seq} taken and {} gone", ev.object))?;
+        let attempt = match &ev.body {
+            EventBody::Soft { attempt, .. } | EventBody::Transition { attempt, .. } => *attempt,
+            _ => 0,
+        };
+        let before_writer = self.writers.insert(ev.object.clone(), ev.writer.clone());
+        if attempt >= 2 && before_writer.as_ref() != Some(&ev.writer) {
+            self.stats.continued += 1;
+        }
         if modern && !matches!(ev.body, EventBody::Flapping { .. }) {
             self.changes.insert(ev.object.clone(), with(raw_after));
         }

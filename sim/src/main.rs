@@ -128,6 +128,9 @@ struct Tally {
     sim_total: Duration,
     events: u64,
     ran: u64,
+    /// Faults between attempts: (seeds with them on, faults done, counts that went on at another owner in those
+    /// seeds, and in the others).
+    between: (u64, u64, u64, u64),
 }
 
 enum Next {
@@ -145,6 +148,7 @@ fn sweep(args: &Args, base: u64, count: u64) -> ExitCode {
         sim_total: Duration::ZERO,
         events: 0,
         ran: 0,
+        between: (0, 0, 0, 0),
     };
     let progress_every = (count / 20).max(1);
     let next = AtomicU64::new(0);
@@ -213,6 +217,11 @@ fn sweep(args: &Args, base: u64, count: u64) -> ExitCode {
             t.events,
             t.sim_total.as_secs_f64() / real.max(1e-9)
         );
+        let (on, faults, continued, elsewhere) = t.between;
+        println!(
+            "faults between attempts: on in {on} of {} seeds, {faults} done; attempts that went on at another owner: {continued} in those seeds, {elsewhere} in the others",
+            t.ran
+        );
     }
     ExitCode::from(t.first_failure.unwrap_or(0))
 }
@@ -225,6 +234,14 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
     t.sim_total += report.sim_time;
     t.events += report.stats.events;
     t.ran += 1;
+    let a = &report.stats.alerts;
+    if report.params.attempt_faults > 0.0 {
+        t.between.0 += 1;
+        t.between.1 += a.attempt_faults;
+        t.between.2 += a.continued;
+    } else {
+        t.between.3 += a.continued;
+    }
     if args.print_hash {
         let s = &report.stats;
         let outcome = match &report.result {
@@ -265,8 +282,8 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
         }
         let a = &s.alerts;
         println!(
-            "  alerts seed={seed} soft={} hard_after_attempts={} back={} flap_starts={} flap_ends={} passed_over={}",
-            a.soft, a.hard_after_attempts, a.back, a.flap_starts, a.flap_ends, a.passed_over
+            "  alerts seed={seed} soft={} hard_after_attempts={} back={} flap_starts={} flap_ends={} passed_over={} attempt_faults={} continued={}",
+            a.soft, a.hard_after_attempts, a.back, a.flap_starts, a.flap_ends, a.passed_over, a.attempt_faults, a.continued
         );
         if report.params.versions.is_mixed() {
             let v = &s.versions;

@@ -53,6 +53,9 @@ pub enum Stream {
     Workers = 85,
     /// Writes through ingress: which member of the queue group the server hands each attempt to.
     Ingress = 86,
+    /// Faults between attempts (`Params::attempt_faults`): which soft attempts are followed by a fault of their
+    /// writer, when, and which fault.
+    AttemptFaults = 87,
 }
 
 /// The SplitMix64 finalizer, used to derive sub-seeds and to hash traces.
@@ -215,6 +218,12 @@ pub struct Params {
     pub ingress: IngressParams,
     /// Mixed versions: members of an older build beside this one's, each replaced by this build mid-run.
     pub versions: VersionParams,
+    /// Faults between attempts (the alert rules, invariant 14): the chance that an accepted soft attempt is
+    /// followed, before its next attempt is due, by a fault of the engine that wrote it (one of the seed's
+    /// engine fault kinds: a crash, a pause, a cut from the store, a clean leave, lost heartbeats), so that
+    /// another owner goes on with the count. On in half the seeds (a stream of its own; in a seed of mixed versions,
+    /// soft attempts come once the cluster's format is 3).
+    pub attempt_faults: f64,
 }
 
 /// What a seed draws for writes through ingress (`sim/src/world/ingress.rs`).
@@ -525,6 +534,7 @@ impl Params {
             workers: None,
             ingress: IngressParams::shipped(),
             versions: VersionParams::default(),
+            attempt_faults: 0.0,
         };
         // Later additions draw from their own stream, so the worlds of earlier (pinned) seeds stay as they were.
         let mut x = stream(seed, Stream::Params, 1);
@@ -584,6 +594,8 @@ impl Params {
         p.workers = PoolParams::draw(&p);
         p.ingress = IngressParams::draw(seed);
         p.versions = VersionParams::draw(&p);
+        let mut a = stream(seed, Stream::Params, 10);
+        p.attempt_faults = if a.random_bool(0.5) { pick(&mut a, &[0.1, 0.3, 0.6]) } else { 0.0 };
         p
     }
 
@@ -633,6 +645,7 @@ impl Params {
             workers: None,
             ingress: IngressParams::shipped(),
             versions: VersionParams::default(),
+            attempt_faults: 0.0,
         }
     }
 
@@ -661,6 +674,8 @@ impl Params {
         // The engines' benchmark: workers without limit, as before the pool was modelled.
         p.workers = None;
         p.ingress = IngressParams::shipped();
+        // The engines' benchmark: faults at their tick only, as before faults between attempts.
+        p.attempt_faults = 0.0;
         p
     }
 
@@ -716,7 +731,7 @@ impl fmt::Display for Params {
         )?;
         writeln!(
             f,
-            "  faults on: [{}] off: [{}] swizzle={} every~{}ms lasting {}..{}ms pause<={}ms heartbeat_loss={}",
+            "  faults on: [{}] off: [{}] swizzle={} every~{}ms lasting {}..{}ms pause<={}ms heartbeat_loss={} between_attempts={}",
             faults.join(","),
             off.join(","),
             self.swizzle,
@@ -724,7 +739,8 @@ impl fmt::Display for Params {
             self.fault_min_ms,
             self.fault_max_ms,
             self.pause_max_ms,
-            self.heartbeat_loss
+            self.heartbeat_loss,
+            self.attempt_faults
         )?;
         writeln!(
             f,

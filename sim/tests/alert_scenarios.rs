@@ -129,3 +129,33 @@ fn retries_run_while_a_problem_is_soft_and_stop_once_it_is_hard() {
     assert_eq!(checks_after_a_change(3), (3, vec![1, 2, 3]));
     assert_eq!(checks_after_a_change(1), (1, vec![1]));
 }
+
+/// Faults between attempts (`Params::attempt_faults`): on in about half the seeds, where the engine that wrote a
+/// soft attempt gets a fault before the next one is due; there the counts go on at another owner far more often
+/// than where only the seed's fault tick strikes, and every invariant holds (14: a hard problem only after
+/// `max_attempts` results in a row, counted across owners).
+#[test]
+fn faults_between_attempts_run_in_half_the_seeds_and_counts_go_on_at_another_owner() {
+    let (mut on, mut faults, mut continued_on, mut continued_off) = (0, 0, 0, 0);
+    let seeds = 1..=40u64;
+    for seed in seeds.clone() {
+        let report = jaque_sim::run_seed(Params::draw(seed), 0);
+        assert!(report.result.is_ok(), "seed {seed}: {:?}; replay: jaque-sim --seed {seed}", report.result);
+        let a = &report.stats.alerts;
+        if report.params.attempt_faults > 0.0 {
+            on += 1;
+            faults += a.attempt_faults;
+            continued_on += a.continued;
+        } else {
+            assert_eq!(a.attempt_faults, 0, "seed {seed}: none where they are off");
+            continued_off += a.continued;
+        }
+    }
+    let n = seeds.count() as u64;
+    assert!((n / 4..=3 * n / 4).contains(&on), "on in {on} of {n} seeds");
+    assert!(faults >= on, "{faults} faults between attempts in {on} seeds");
+    assert!(
+        continued_on > 2 * continued_off,
+        "attempts that went on at another owner: {continued_on} with, {continued_off} without"
+    );
+}

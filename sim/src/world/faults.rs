@@ -12,6 +12,7 @@ use super::lifecycle::{by_role, Act, LifeEv, Role};
 use super::process::{Peer, Who};
 use super::{exp, Ev, Phase, Sim, TICK};
 use crate::params::{stream, FaultKind, Stream};
+use jaque_core::{Event, EventBody};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -46,15 +47,28 @@ pub(super) enum Undo {
 
 pub(super) struct Faults {
     pub rng: ChaCha8Rng,
-    /// Bumped by the heal: a `FaultEnd` or `ClogStart` of an earlier generation is void.
+    /// Faults between attempts (`Params::attempt_faults`): their own stream.
+    pub attempts: ChaCha8Rng,
+    /// Bumped by the heal: a `FaultEnd`, `ClogStart` or `AttemptFault` of an earlier generation is void.
     pub gen: u64,
 }
 
 impl Faults {
     pub fn new(seed: u64) -> Faults {
-        Faults { rng: stream(seed, Stream::Faults, 0), gen: 0 }
+        Faults { rng: stream(seed, Stream::Faults, 0), attempts: stream(seed, Stream::AttemptFaults, 0), gen: 0 }
     }
 }
+
+/// The kinds a fault between attempts draws from, those of the seed's that take an engine away from its objects
+/// for a while (a crash or leave that may come back, a pause, a cut from the store, lost heartbeats).
+const BETWEEN_ATTEMPTS: [FaultKind; 6] = [
+    FaultKind::Crash,
+    FaultKind::Pause,
+    FaultKind::StorePartition,
+    FaultKind::IsolateOne,
+    FaultKind::HeartbeatLoss,
+    FaultKind::Leave,
+];
 
 impl Sim {
     // ---- the public API of scenarios and tests ----
@@ -325,6 +339,56 @@ impl Sim {
             self.after(t, Ev::FaultEnd { gen, who: Who::Engine(n), undo: Undo::Clog });
         }
         self.tr(|| "swizzle-clog".into());
+    }
+
+    // ---- faults between attempts ----
+
+    /// Entry `seq`, `ev`, was just read by the oracle: if it is an accepted soft attempt, now and then
+    /// (`Params::attempt_faults`) its writer gets a fault at a moment before the next attempt is due, so the count
+    /// goes on at another owner (or at the same one, back in time).
+    pub(super) fn fault_between_attempts(&mut self, seq: u64, ev: &Event) {
+        if self.phase != Phase::Safety || self.params.attempt_faults <= 0.0 {
+            return;
+        }
+        if !matches!(ev.body, EventBody::Soft { attempt, .. } if attempt > 0) || !self.oracle.is_accepted(seq) {
+            return;
+        }
+        let Some(view) = self.oracle.reader.object(&ev.object) else { return };
+        let retry_ms = u64::try_from(view.rules(self.oracle.active_format()).retry_interval.as_millis()).unwrap_or(1);
+        let engine = ev.writer.id.as_str().strip_prefix('e').and_then(|n| n.parse::<usize>().ok());
+        let Some(n) = engine.and_then(|n| n.checked_sub(1)).filter(|n| *n < self.nodes.len()) else { return };
+        let p = &self.params;
+        let kinds: Vec<FaultKind> = BETWEEN_ATTEMPTS.into_iter().filter(|k| p.faults.contains(k)).collect();
+        let r = &mut self.faults.attempts;
+        if kinds.is_empty() || !r.random_bool(p.attempt_faults) {
+            return;
+        }
+        let at = r.random_range(0..retry_ms.max(1));
+        let d = r.random_range(p.fault_min_ms..=p.fault_max_ms.max(p.fault_min_ms));
+        let again = r.random_bool(0.7).then_some(d);
+        let fault = match kinds[r.random_range(0..kinds.len())] {
+            FaultKind::Crash => Fault::Crash { back_after: again },
+            FaultKind::Pause => Fault::Pause(r.random_range(p.fault_min_ms..=p.pause_max_ms.max(p.fault_min_ms))),
+            FaultKind::StorePartition | FaultKind::IsolateOne => {
+                Fault::CutStore { inbound: true, outbound: true, ms: d }
+            }
+            FaultKind::HeartbeatLoss => Fault::HeartbeatLoss(d),
+            _ => Fault::Leave { back_after: again },
+        };
+        let (gen, inc) = (self.faults.gen, ev.writer.incarnation);
+        self.after(at, Ev::AttemptFault { gen, node: n, inc, fault });
+    }
+
+    /// A fault between attempts is due: done if the incarnation that wrote the attempt still runs and the heal
+    /// has not come.
+    pub(super) fn attempt_fault(&mut self, gen: u64, n: usize, inc: u64, fault: Fault) {
+        if gen != self.faults.gen || !self.nodes[n].is_current(inc) {
+            return;
+        }
+        self.oracle.alerts.stats.attempt_faults += 1;
+        self.stats.faults += 1;
+        self.tr(|| format!("fault between attempts at e{}: {fault:?}", n + 1));
+        self.fault(Who::Engine(n), fault);
     }
 
     // ---- the heal ----

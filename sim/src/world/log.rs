@@ -96,6 +96,7 @@ impl Sim {
                 if ev.command_id.is_some() && self.oracle.reader.object(&ev.object).is_some_and(|v| v.last_seq == seq) {
                     self.checks.touched(ev.object.clone(), self.now);
                 }
+                self.fault_between_attempts(seq, ev);
             }
         }
         self.log.entries.push(entry);

@@ -69,7 +69,7 @@ use checks::sink_progress::SinkProgress;
 use checks::sink_store::SinkStore;
 use checks::snapshots::SnapshotChecks;
 use checks::takeover::Takeovers;
-use faults::{Faults, Undo};
+use faults::{Fault, Faults, Undo};
 use ingress::{Ingress, WriteEv};
 use jaque_core::{
     Bucket, CheckResult, Command, Engine, EngineConfig, EpochRecord, Event, IoError, LogEntry, MemberId, MemberRef,
@@ -200,6 +200,13 @@ enum Ev {
         gen: u64,
         node: usize,
     },
+    /// A fault between attempts (`faults.rs`): `fault` to incarnation `inc` of engine `node`.
+    AttemptFault {
+        gen: u64,
+        node: usize,
+        inc: u64,
+        fault: Fault,
+    },
     Heal,
     LivenessCheck,
     /// Sinks and their SQL store besides their life (`sink/`).
@@ -259,6 +266,7 @@ impl Ev {
             Ev::Heal => 25,
             Ev::LivenessCheck => 26,
             Ev::ClogStart { .. } => 27,
+            Ev::AttemptFault { .. } => 800,
             Ev::Sink(e) => 100 + e.code(),
             Ev::Snap(e) => 500 + e.code(),
             Ev::Worker(e) => 600 + e.code(),
@@ -635,6 +643,7 @@ impl Sim {
             Ev::Retry { sub } => self.retry(sub),
             Ev::FaultTick => self.fault_tick(),
             Ev::ClogStart { gen, node } => self.clog_start(gen, node),
+            Ev::AttemptFault { gen, node, inc, fault } => self.attempt_fault(gen, node, inc, fault),
             Ev::FaultEnd { gen, who, undo } => {
                 if gen == self.faults.gen {
                     self.undo(who, undo);
