@@ -526,7 +526,7 @@ impl LogWriter {
             members,
             members_rev,
             idempotency_window_ms: Some(86_400_000),
-            // The format a cluster of v0.1.0 members runs at: every kind of event may be written.
+            // The format a cluster of this build's members runs at: every kind of event it has may be written.
             format: jaque_core::format::CLUSTER_FORMAT,
         }));
     }
