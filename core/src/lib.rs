@@ -51,6 +51,7 @@ pub mod log;
 pub mod membership;
 pub mod model;
 pub mod notifier;
+pub mod policy;
 pub mod role;
 pub mod schedule;
 pub mod secret;
