@@ -41,7 +41,8 @@ pub fn version_text() -> &'static str {
     name = "jaque",
     version = version_text(),
     about = "jaque: checks on objects, every state transition in a shared ordered log.",
-    after_help = "Flags take one dash or two: -target engine, --target engine and --target=engine are the same."
+    after_help = "Flags take one dash or two: -target engine, --target engine and --target=engine are the same.\n\
+                  The client of a running cluster: jaque get objects, jaque pause ID, ... (jaque get --help)."
 )]
 pub struct Args {
     /// Roles this process runs, comma-separated: engine, worker, sink, notifier, ui.

@@ -4,6 +4,7 @@
 //! README has the flags, topologies, API and metrics.
 
 mod cli;
+mod client;
 mod clock;
 mod coord;
 mod engine;
@@ -36,7 +37,11 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 fn main() -> ExitCode {
-    let argv = cli::normalize_args(std::env::args());
+    let argv: Vec<String> = std::env::args().collect();
+    if client::is_client_command(&argv) {
+        return client::main(argv);
+    }
+    let argv = cli::normalize_args(argv);
     let args = match cli::Args::try_parse_from(argv) {
         Ok(a) => a,
         Err(e) => e.exit(),
