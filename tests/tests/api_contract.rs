@@ -11,7 +11,7 @@
 //! `positive_data_acceptance` (everything the document allows is accepted) is off for four operations whose
 //! inputs JSON Schema cannot pin down, so the document is looser than the server there, never stricter: a put
 //! (a timeout at most the interval, which duration strings parse; a label key's prefix of at most 253
-//! characters), the list (a cursor is any string to the document, but only one this server made is taken),
+//! characters), the list (a cursor is any non-empty string to the document, but only one this server made is taken),
 //! the list and the summary (a label selector is any string of at most 4096 to the document, but only one that
 //! parses is taken), history (RFC 3339 timestamps).
 

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 const DOCUMENT: &str = include_str!("openapi.json");
 
-fn base() -> &'static Value {
+pub(crate) fn base() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
     // The file is checked by the tests below, so it parses in any build that passed them.
     DOC.get_or_init(|| serde_json::from_str(DOCUMENT).expect("shell/src/ui/openapi.json is JSON"))
@@ -52,7 +52,7 @@ pub fn document(tokens: &Tokens) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::process::{router, Parts};
     use crate::sink::store::{Store, StoreUrl};
@@ -281,7 +281,7 @@ mod tests {
 
     /// The parts of JSON Schema the document uses (`pattern` aside: no regex engine here; schemathesis checks
     /// those against the live process). Returns what does not match, with where.
-    fn validate(doc: &Value, schema: &Value, v: &Value, at: &str) -> Vec<String> {
+    pub(crate) fn validate(doc: &Value, schema: &Value, v: &Value, at: &str) -> Vec<String> {
         let schema = resolve(doc, schema);
         let mut errs = Vec::new();
         if let Some(options) = schema.get("oneOf").and_then(Value::as_array) {

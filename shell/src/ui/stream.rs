@@ -313,6 +313,63 @@ mod tests {
         assert_eq!(sent[1].1["stale_events"], 1);
     }
 
+    /// Every kind of event the stream sends carries a `data` the document's schema for that event (`x-events` of
+    /// `GET /api/stream`) accepts: hello, changes of each kind (a put, a transition, an acknowledgement, a
+    /// delete), a stale event, an epoch, a bucket's members, both reloads.
+    #[test]
+    fn every_event_the_stream_sends_is_what_the_document_says() {
+        let def = ObjectDef {
+            probe: Probe::Tcp { addr: "127.0.0.1:9".into() },
+            interval_ms: 1000,
+            timeout_ms: 100,
+            labels: jaque_core::labels::Labels::new([("env".to_string(), "prod".to_string())].into()).unwrap(),
+            ..ObjectDef::UNSET
+        };
+        let mut sent = frames(&[
+            epoch(1, &["e1"]),
+            event("web", "e1", 1, EventBody::Put { def: def.clone() }),
+            event("web", "e1", 1, EventBody::transition(State::Pending, State::Critical, "down")),
+            event("web", "e1", 1, EventBody::Ack),
+            event("web", "e2", 1, EventBody::Put { def }),
+            event("web", "e1", 1, EventBody::Delete),
+            epoch(2, &["e1", "e2"]),
+        ]);
+        let (_stop, stopping) = watch::channel(false);
+        let changes = Changes::new(stopping);
+        let mut rx = changes.tx.subscribe();
+        let mut feed = Feed::new(changes.clone());
+        let mut live = jaque_core::membership::LiveSet::default();
+        let up = jaque_core::membership::MemberChange::Up(member("s1"));
+        live.observe(&jaque_core::membership::MemberObservation::new(Bucket::Sink, 1, up));
+        feed.members(&crate::follow::Buckets([(Bucket::Sink, live)].into()), Bucket::Sink);
+        feed.reload("caught up with the log");
+        while let Ok(f) = rx.try_recv() {
+            sent.push((f.event.to_string(), serde_json::from_str(&f.data).unwrap()));
+        }
+        sent.push(("hello".into(), json!({})));
+        sent.push(("reload".into(), json!({"reason": "lagged", "missed": 5})));
+        let kinds: std::collections::BTreeSet<&str> = sent.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(kinds, ["change", "epoch", "hello", "members", "reload", "stale"].into());
+        let doc = crate::ui::openapi::base();
+        let events = &doc["paths"]["/api/stream"]["get"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
+            ["x-events"];
+        for (kind, data) in &sent {
+            let schema = &events[kind.as_str()];
+            assert!(schema.is_object(), "the document names no schema for {kind}");
+            let errs = crate::ui::openapi::tests::validate(doc, schema, data, kind);
+            assert!(errs.is_empty(), "{kind} {data}: {errs:?}");
+        }
+        // And the schemas are not vacuous: a change without its object, or with a field too many, is refused.
+        let change = sent.iter().find(|(k, _)| k == "change").unwrap().1.clone();
+        let mut missing = change.clone();
+        missing.as_object_mut().unwrap().remove("object");
+        let mut extra = change;
+        extra["surprise"] = json!(1);
+        for bad in [missing, extra] {
+            assert!(!crate::ui::openapi::tests::validate(doc, &events["change"], &bad, "change").is_empty(), "{bad}");
+        }
+    }
+
     #[test]
     fn nothing_is_rendered_while_no_stream_is_connected() {
         let (_stop, stopping) = watch::channel(false);
