@@ -167,3 +167,127 @@ fn over_https_with_a_token_and_the_authority_named_by_ca() {
     assert_eq!(code, 3);
     assert!(err.to_lowercase().contains("certificate"), "{err}");
 }
+
+/// Puts and deletes of `id` in the log, as the sink stored them.
+fn writes_of(j: &Jaque, id: &str) -> (usize, usize) {
+    let h = j.get(&format!("/api/objects/{id}/history?limit=1000")).json();
+    let events = h["events"].as_array().cloned().unwrap_or_default();
+    let count = |t: &str| events.iter().filter(|e| e["type"] == t).count();
+    (count("put"), count("delete"))
+}
+
+fn objects_yaml(range: std::ops::Range<usize>, changed: &[usize]) -> String {
+    let mut s =
+        String::from("defaults:\n  - interval: 1h\n  - selector: tier=web\n    labels: {team: web}\nobjects:\n");
+    for i in range {
+        let tier = if i % 2 == 0 { "web" } else { "db" };
+        let extra = if changed.contains(&i) { ", rev: \"2\"" } else { "" };
+        s.push_str(&format!(
+            "  obj-{i:04}:\n    probe: {{type: tcp, addr: \"${{TARGET}}\"}}\n    labels: {{tier: {tier}{extra}}}\n"
+        ));
+    }
+    s
+}
+
+#[test]
+fn apply_writes_only_the_differences_and_a_prune_removes_only_what_its_source_no_longer_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("sink.db").display());
+    let j = Jaque::start("ui", &["-target", "engine,worker,ui,sink", "-queue", "memory", "-sink-store", &store]);
+    j.wait_ready();
+    let server = format!("http://{}", j.addr);
+    let files = dir.path().join("monitoring");
+    std::fs::create_dir(&files).unwrap();
+    std::fs::write(files.join("a.yaml"), objects_yaml(0..500, &[])).unwrap();
+    std::fs::write(files.join("b.yaml"), objects_yaml(500..1000, &[])).unwrap();
+    let f = files.to_str().unwrap();
+    let env = [("TARGET", "127.0.0.1:9")];
+    let run = |args: &[&str]| cli_env(&[&["--server", server.as_str()], args].concat(), &env);
+
+    // Another source's object and one made by hand, which no prune of "git" may touch.
+    let other = dir.path().join("other.yaml");
+    std::fs::write(&other, "objects:\n  theirs:\n    probe: {type: tcp, addr: \"127.0.0.1:9\"}\n    interval: 1h\n")
+        .unwrap();
+    assert_eq!(run(&["apply", "-f", other.to_str().unwrap(), "--source", "other"]).0, 0);
+    define(&j, "by-hand", "prod");
+
+    let (code, out, err) = run(&["diff", "-f", f, "--source", "git"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.ends_with("1000 to create, 0 to change, 0 to prune, 0 unchanged\n"), "{out}");
+    let (code, out, err) = run(&["apply", "-f", f, "--source", "git"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("0 unchanged, 0 failed\n"), "{out}");
+    let def = j.get("/api/objects/obj-0002").json()["definition"].clone();
+    assert_eq!(def["interval"], "1h");
+    assert_eq!(def["labels"]["team"], "web", "a defaults block picked it by its label");
+    assert_eq!(def["labels"]["jaque/source"], "git");
+    poll("every put stored", || (0..1000).all(|i| writes_of(&j, &format!("obj-{i:04}")).0 == 1).then_some(()));
+    // Every first check done: from here the log moves only by what the client writes.
+    poll("every object checked", || (j.get("/api/summary").json()["states"]["pending"] == 0).then_some(()));
+    let position = || j.get("/api/summary").json()["log_position"].as_u64().unwrap();
+
+    // Unchanged files: nothing written.
+    let before = position();
+    let (code, out, _) = run(&["apply", "-f", f, "--source", "git"]);
+    assert!(code == 0 && out.ends_with("1000 unchanged, 0 failed\n"), "{out}");
+    assert_eq!(run(&["diff", "-f", f, "--source", "git"]).0, 0);
+    assert_eq!(position(), before, "an apply of unchanged files writes nothing");
+
+    // 10 changed, 5 removed, with --prune: exactly those writes.
+    let changed: Vec<usize> = (0..10).map(|k| k * 37).collect();
+    std::fs::write(files.join("a.yaml"), objects_yaml(0..500, &changed)).unwrap();
+    std::fs::write(files.join("b.yaml"), objects_yaml(500..995, &[])).unwrap();
+    let (code, out, err) = run(&["diff", "-f", f, "--source", "git", "--prune"]);
+    assert!(code == 1 && out.ends_with("0 to create, 10 to change, 5 to prune, 985 unchanged\n"), "{code} {out}{err}");
+    let (code, out, err) = run(&["apply", "-f", f, "--source", "git", "--prune"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("985 unchanged, 0 failed\n"), "{out}");
+    assert_eq!(position(), before + 15, "10 puts and 5 deletes reached the log, nothing else");
+    poll("the changes stored", || {
+        let puts = |i: usize| writes_of(&j, &format!("obj-{i:04}"));
+        (changed.iter().all(|i| puts(*i) == (2, 0)) && (995..1000).all(|i| puts(i) == (1, 1))).then_some(())
+    });
+    let ids: Vec<String> =
+        serde_json::from_str::<Value>(&run(&["get", "objects", "-o", "json"]).1).map(|v| ids(&v)).unwrap();
+    assert_eq!(ids.len(), 997, "995 of git, theirs and by-hand");
+    assert!(ids.contains(&"theirs".to_string()) && ids.contains(&"by-hand".to_string()));
+
+    // Bad files: each its file:line, a non-zero exit, nothing sent.
+    let bad = dir.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    let cases = [
+        ("syntax.yaml", "objects: [\n", "syntax.yaml:2:1"),
+        (
+            "unknown.yaml",
+            "objects:\n  x:\n    probe: {type: tcp, addr: \"h:1\"}\n    color: red\n",
+            "unknown.yaml:4:5: unknown field",
+        ),
+        (
+            "duration.yaml",
+            "objects:\n  x:\n    probe: {type: tcp, addr: \"h:1\"}\n    interval: later\n",
+            "duration.yaml:4:5: object x: interval",
+        ),
+        (
+            "unset.yaml",
+            "objects:\n  x:\n    probe: {type: tcp, addr: \"${NOPE}\"}\n",
+            "unset.yaml:3:30: ${NOPE} is not set",
+        ),
+        (
+            "dup.yaml",
+            "objects:\n  obj-0001:\n    probe: {type: tcp, addr: \"h:1\"}\n",
+            "dup.yaml:2:3: object obj-0001 is defined again",
+        ),
+    ];
+    for (name, text, says) in cases {
+        let p = bad.join(name);
+        std::fs::write(&p, text).unwrap();
+        let paths = [f, p.to_str().unwrap()];
+        let (code, _, err) = run(&["apply", "-f", paths[0], "-f", paths[1], "--source", "git"]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(says), "{name}: {err}");
+        std::fs::remove_file(&p).unwrap();
+    }
+    assert_eq!(position(), before + 15, "nothing sent for a bad file");
+    let (code, _, err) = run(&["apply", "-f", f, "--source", "not a label value"]);
+    assert!(code == 2 && err.contains("--source"), "{err}");
+}

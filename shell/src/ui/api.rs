@@ -487,7 +487,7 @@ const MAX_ATTEMPTS: u32 = jaque_core::alert::MAX_ATTEMPTS;
 const MIN_INTERVAL: Duration = jaque_core::model::MIN_INTERVAL;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn parse_def(body: &[u8]) -> Result<ObjectDef, String> {
+pub(crate) fn parse_def(body: &[u8]) -> Result<ObjectDef, String> {
     // A parse error may quote a value: a url's credentials must not come back in it.
     let b: PutBody = serde_json::from_slice(body)
         .map_err(|e| format!("invalid body: {}", jaque_core::secret::redact_urls_in(&e.to_string())))?;

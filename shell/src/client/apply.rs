@@ -1,0 +1,202 @@
+//! `jaque apply -f` and `jaque diff -f` (issue 36): bring the cluster's objects to what the files say, writing only
+//! the differences.
+//!
+//! **What was applied is on the object, as labels** (no new field, so no cluster format change): `jaque/source`
+//! names the source (`--source`, default `default`) and `jaque/applied` is a hash of the definition the files
+//! gave it (the `PUT` body with its source label, keys sorted). An object whose `jaque/applied` is the hash of
+//! what the files say now is unchanged and not written, whatever the server shows of it (defaults filled in,
+//! secrets as `***`); one without it, or with another, is written; with `--prune`, an object of this source that
+//! the files no longer list is deleted, and nothing of another source or made by hand ever is.
+//!
+//! Each write carries an `Idempotency-Key` made of the source, the id and the hash (a delete: of the hash it had),
+//! so an apply run again after a failure or a timeout applies each write once within the server's
+//! `-idempotency-window`. Writes go `CONCURRENCY` at a time.
+
+use super::files::Desired;
+use super::{id_path, reason, Api, Failure};
+use futures_util::StreamExt;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+
+pub const SOURCE_LABEL: &str = "jaque/source";
+pub const APPLIED_LABEL: &str = "jaque/applied";
+const CONCURRENCY: usize = 16;
+
+/// What an apply does.
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    pub create: Vec<(String, Value)>,
+    pub update: Vec<(String, Value)>,
+    pub unchanged: usize,
+    /// Ids, with the `jaque/applied` they had.
+    pub prune: Vec<(String, String)>,
+}
+
+impl Plan {
+    pub fn changes(&self) -> usize {
+        self.create.len() + self.update.len() + self.prune.len()
+    }
+}
+
+/// JSON with every object's keys sorted, whatever order the map kept them in.
+fn canonical(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let sorted: BTreeMap<&String, &Value> = m.iter().collect();
+            let parts: Vec<String> =
+                sorted.iter().map(|(k, v)| format!("{}:{}", Value::String((*k).clone()), canonical(v))).collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => format!("[{}]", a.iter().map(canonical).collect::<Vec<_>>().join(",")),
+        other => other.to_string(),
+    }
+}
+
+/// The body to write: the files' with the source label, and the hash of that as the applied label.
+pub fn stamped(body: &Value, source: &str) -> (Value, String) {
+    let mut body = body.clone();
+    let obj = body.as_object_mut().expect("a definition is an object");
+    let labels = obj.entry("labels").or_insert_with(|| Value::Object(Map::new()));
+    if !labels.is_object() {
+        *labels = Value::Object(Map::new());
+    }
+    let labels = labels.as_object_mut().expect("an object");
+    labels.insert(SOURCE_LABEL.into(), Value::String(source.into()));
+    labels.remove(APPLIED_LABEL);
+    let hash = format!("{:016x}", jaque_core::hrw::key(&canonical(&body)));
+    body["labels"][APPLIED_LABEL] = Value::String(hash.clone());
+    (body, hash)
+}
+
+/// The plan from what the files say and the objects the server has (as `GET /api/objects` shows them).
+pub fn plan(desired: &[Desired], current: &[Value], source: &str, prune: bool) -> Plan {
+    let label = |o: &Value, k: &str| o["definition"]["labels"][k].as_str().map(str::to_string);
+    let have: BTreeMap<&str, &Value> = current.iter().filter_map(|o| Some((o["id"].as_str()?, o))).collect();
+    let mut p = Plan::default();
+    for d in desired {
+        let (body, hash) = stamped(&d.body, source);
+        match have.get(d.id.as_str()) {
+            None => p.create.push((d.id.clone(), body)),
+            Some(o) if label(o, APPLIED_LABEL).as_deref() == Some(&hash) => p.unchanged += 1,
+            Some(_) => p.update.push((d.id.clone(), body)),
+        }
+    }
+    if prune {
+        let listed: std::collections::BTreeSet<&str> = desired.iter().map(|d| d.id.as_str()).collect();
+        for (id, o) in &have {
+            if label(o, SOURCE_LABEL).as_deref() == Some(source) && !listed.contains(id) {
+                p.prune.push((id.to_string(), label(o, APPLIED_LABEL).unwrap_or_default()));
+            }
+        }
+    }
+    p
+}
+
+/// `diff`: one line per change (`+` create, `~` change, `-` prune); the number of changes.
+pub fn print_diff(out: &mut impl Write, p: &Plan) {
+    for (id, _) in &p.create {
+        let _ = writeln!(out, "+ {id}");
+    }
+    for (id, _) in &p.update {
+        let _ = writeln!(out, "~ {id}");
+    }
+    for (id, _) in &p.prune {
+        let _ = writeln!(out, "- {id}");
+    }
+    let _ = writeln!(
+        out,
+        "{} to create, {} to change, {} to prune, {} unchanged",
+        p.create.len(),
+        p.update.len(),
+        p.prune.len(),
+        p.unchanged
+    );
+}
+
+/// Carries the plan out; a line per write, a summary; `Ok(failed)`.
+pub async fn execute(api: &Api, out: &mut impl Write, p: Plan, source: &str) -> Result<usize, Failure> {
+    enum Op {
+        Put(String, Value, &'static str),
+        Delete(String, String),
+    }
+    let ops: Vec<Op> = p
+        .create
+        .into_iter()
+        .map(|(id, b)| Op::Put(id, b, "created"))
+        .chain(p.update.into_iter().map(|(id, b)| Op::Put(id, b, "configured")))
+        .chain(p.prune.into_iter().map(|(id, h)| Op::Delete(id, h)))
+        .collect();
+    let total = ops.len();
+    let key = |what: &str, id: &str, hash: &str| {
+        format!("{what}-{:016x}", jaque_core::hrw::key(&format!("{source}\u{0}{id}\u{0}{hash}")))
+    };
+    let mut results = futures_util::stream::iter(ops)
+        .map(|op| async move {
+            match op {
+                Op::Put(id, body, done) => {
+                    let hash = body["labels"][APPLIED_LABEL].as_str().unwrap_or_default().to_string();
+                    let path = format!("/api/objects/{}", id_path(&id));
+                    let r = api.send_body(reqwest::Method::PUT, &path, Some(&body), &key("apply", &id, &hash)).await;
+                    (id, done, r)
+                }
+                Op::Delete(id, hash) => {
+                    let path = format!("/api/objects/{}", id_path(&id));
+                    let r = api.send_body(reqwest::Method::DELETE, &path, None, &key("prune", &id, &hash)).await;
+                    (id, "pruned", r)
+                }
+            }
+        })
+        .buffer_unordered(CONCURRENCY);
+    let (mut done, mut failed) = (0, 0);
+    while let Some((id, what, r)) = results.next().await {
+        let a = r?;
+        done += 1;
+        if a.status == 200 {
+            let _ = writeln!(out, "[{done}/{total}] {id}: {what}");
+        } else {
+            failed += 1;
+            eprintln!("jaque: [{done}/{total}] {id}: {}", reason(a.status, &a.body));
+        }
+    }
+    Ok(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::files::Pos;
+    use super::*;
+    use serde_json::json;
+
+    fn d(id: &str, body: Value) -> Desired {
+        Desired { id: id.into(), body, at: Pos { file: "f".into(), line: 1, column: 1 } }
+    }
+
+    fn server(id: &str, labels: Value) -> Value {
+        json!({"id": id, "definition": {"labels": labels}})
+    }
+
+    #[test]
+    fn only_differences_are_written_and_a_prune_touches_only_its_own_source() {
+        let tcp = json!({"probe": {"type": "tcp", "addr": "h:1"}, "labels": {"env": "prod"}});
+        let (_, same_hash) = stamped(&tcp, "git");
+        // The hash does not depend on the order keys came in.
+        let reordered = json!({"labels": {"env": "prod"}, "probe": {"addr": "h:1", "type": "tcp"}});
+        assert_eq!(stamped(&reordered, "git").1, same_hash);
+        assert_ne!(stamped(&tcp, "other").1, same_hash, "the source is part of what was applied");
+        let desired = [d("same", tcp.clone()), d("changed", tcp.clone()), d("new", tcp)];
+        let current = [
+            server("same", json!({"env": "prod", "jaque/source": "git", "jaque/applied": same_hash})),
+            server("changed", json!({"jaque/source": "git", "jaque/applied": "0000000000000000"})),
+            server("gone", json!({"jaque/source": "git", "jaque/applied": "1111111111111111"})),
+            server("theirs", json!({"jaque/source": "other"})),
+            server("by-hand", json!({})),
+        ];
+        let p = plan(&desired, &current, "git", true);
+        let ids = |v: &[(String, Value)]| v.iter().map(|(i, _)| i.clone()).collect::<Vec<_>>();
+        assert_eq!((ids(&p.create), ids(&p.update), p.unchanged), (vec!["new".into()], vec!["changed".into()], 1));
+        assert_eq!(p.prune, [("gone".to_string(), "1111111111111111".to_string())]);
+        assert_eq!(p.create[0].1["labels"], json!({"env": "prod", "jaque/source": "git", "jaque/applied": same_hash}));
+        assert!(plan(&desired, &current, "git", false).prune.is_empty());
+    }
+}
