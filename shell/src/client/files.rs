@@ -409,6 +409,74 @@ impl Reader<'_> {
     }
 }
 
+/// The JSON Schema of the files (`jaque schema`; `docs/objects.schema.json` is a copy a test holds to it), made
+/// from the API's own document, so a definition in a file is exactly the body of a put: editors that read it
+/// complete and check the files (`# yaml-language-server: $schema=...` for YAML).
+pub fn json_schema() -> Value {
+    let doc = crate::ui::openapi::base();
+    let text = doc["components"]["schemas"].to_string().replace("#/components/schemas/", "#/$defs/");
+    let all: Map<String, Value> = serde_json::from_str(&text).unwrap_or_default();
+    // Only the schemas a file's definition reaches.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(r) = m.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
+                    out.push(r.to_string());
+                }
+                m.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let mut defs = Map::new();
+    let mut todo = vec!["Definition".to_string(), "ObjectId".to_string()];
+    while let Some(name) = todo.pop() {
+        if defs.contains_key(&name) {
+            continue;
+        }
+        if let Some(schema) = all.get(&name) {
+            refs(schema, &mut todo);
+            defs.insert(name, schema.clone());
+        }
+    }
+    let mut block = defs.get("Definition").cloned().unwrap_or(Value::Null);
+    if let Some(b) = block.as_object_mut() {
+        b.remove("required");
+        b.insert(
+            "description".into(),
+            Value::String(
+                "Fields every object whose own labels the selector picks inherits (all objects without one); later \
+                 blocks over earlier ones, an object's own fields over all, labels merged key by key."
+                    .into(),
+            ),
+        );
+        if let Some(props) = b.get_mut("properties").and_then(Value::as_object_mut) {
+            props.insert(
+                "selector".into(),
+                serde_json::json!({"description": "A label selector (`env=prod,tier in (web,api)`).", "type": "string"}),
+            );
+        }
+    }
+    defs.insert("DefaultsBlock".into(), block);
+    serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "jaque objects, as `jaque apply -f` and `jaque diff -f` read them",
+        "description": "A file of objects: `objects` maps an object id to the body of its put; `defaults` blocks add fields by label. Strings may hold ${VAR} and ${VAR:-default} from the environment.",
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "defaults": {"type": "array", "items": {"$ref": "#/$defs/DefaultsBlock"}},
+            "objects": {
+                "type": "object",
+                "propertyNames": {"$ref": "#/$defs/ObjectId"},
+                "additionalProperties": {"$ref": "#/$defs/Definition"}
+            }
+        },
+        "$defs": defs
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -496,6 +564,22 @@ mod tests {
         let e = load(&[q], &env).unwrap_err();
         assert!(e[0].to_string().contains("b.yaml:4:5: object y: max_attempts"), "{}", e[0]);
         assert!(!e[0].to_string().contains("at line 1"), "no place in the body, which is not the file: {}", e[0]);
+    }
+
+    /// `docs/objects.schema.json` is what `jaque schema` prints (write it again with
+    /// `cargo run -p jaque -- schema > docs/objects.schema.json`), and its definition is the API's put body.
+    #[test]
+    fn the_published_schema_is_the_one_this_build_makes() {
+        let published: Value = serde_json::from_str(include_str!("../../../docs/objects.schema.json"))
+            .expect("docs/objects.schema.json is JSON");
+        assert_eq!(published, json_schema(), "docs/objects.schema.json is stale: write it again with `jaque schema`");
+        let schema = json_schema();
+        let mut fields: Vec<&str> =
+            schema["$defs"]["Definition"]["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+        fields.sort();
+        let mut known = FIELDS.to_vec();
+        known.sort();
+        assert_eq!(fields, known, "the files' fields are the put's");
     }
 
     #[test]

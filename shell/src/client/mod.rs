@@ -24,8 +24,21 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// The first words that make a client command.
-const COMMANDS: [&str; 12] =
-    ["get", "history", "delete", "ack", "unack", "pause", "resume", "check", "cluster", "completion", "apply", "diff"];
+const COMMANDS: [&str; 13] = [
+    "get",
+    "history",
+    "delete",
+    "ack",
+    "unack",
+    "pause",
+    "resume",
+    "check",
+    "cluster",
+    "completion",
+    "apply",
+    "diff",
+    "schema",
+];
 
 /// The client's own flags, which may come before its command word (the server has none of these names).
 const GLOBAL_FLAGS: [&str; 5] = ["--server", "--token", "--token-file", "--ca", "--timeout"];
@@ -135,6 +148,8 @@ enum Cmd {
     Apply(Files),
     /// What `apply` would write: `+` create, `~` change, `-` prune (exit 1 when something would change).
     Diff(Files),
+    /// The JSON Schema of the files `apply` and `diff` read, on stdout (for editors).
+    Schema,
 }
 
 /// The files of `apply` and `diff`, and whose objects they are.
@@ -194,6 +209,10 @@ pub fn main(argv: Vec<String>) -> ExitCode {
     };
     if let Cmd::Completion { shell } = args.cmd {
         clap_complete::generate(shell, &mut ClientArgs::command(), "jaque", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    if let Cmd::Schema = args.cmd {
+        println!("{}", serde_json::to_string_pretty(&files::json_schema()).unwrap_or_default());
         return ExitCode::SUCCESS;
     }
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -387,7 +406,7 @@ async fn run(args: ClientArgs) -> Result<u8, Failure> {
         Cmd::Pause(which) => act(&api, &mut out, which, Some("pause")).await,
         Cmd::Resume(which) => act(&api, &mut out, which, Some("resume")).await,
         Cmd::Check(which) => act(&api, &mut out, which, Some("check")).await,
-        Cmd::Completion { .. } => unreachable!("answered before the runtime"),
+        Cmd::Completion { .. } | Cmd::Schema => unreachable!("answered before the runtime"),
         Cmd::Apply(f) => apply_files(&api, &mut out, f, false).await,
         Cmd::Diff(f) => apply_files(&api, &mut out, f, true).await,
     }

@@ -4,7 +4,7 @@
 
 pub mod api;
 mod inbox;
-mod openapi;
+pub(crate) mod openapi;
 pub mod reader;
 pub mod stream;
 pub mod views;
