@@ -148,16 +148,47 @@ pub async fn execute(api: &Api, out: &mut impl Write, p: Plan, source: &str) -> 
             }
         })
         .buffer_unordered(CONCURRENCY);
+    // On a terminal a bar (failures printed above it); elsewhere (CI, a pipe) a line per write.
+    let bar = std::io::IsTerminal::is_terminal(&std::io::stdout()).then(|| {
+        let bar = indicatif::ProgressBar::new(total as u64);
+        let style = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}");
+        bar.set_style(style.unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+        bar
+    });
     let (mut done, mut failed) = (0, 0);
     while let Some((id, what, r)) = results.next().await {
-        let a = r?;
+        let a = match r {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some(b) = &bar {
+                    b.abandon();
+                }
+                return Err(e);
+            }
+        };
         done += 1;
         if a.status == 200 {
-            let _ = writeln!(out, "[{done}/{total}] {id}: {what}");
+            match &bar {
+                Some(b) => b.set_message(format!("{id}: {what}")),
+                None => {
+                    let _ = writeln!(out, "[{done}/{total}] {id}: {what}");
+                }
+            }
         } else {
             failed += 1;
-            eprintln!("jaque: [{done}/{total}] {id}: {}", reason(a.status, &a.body));
+            let line = format!("jaque: [{done}/{total}] {id}: {}", reason(a.status, &a.body));
+            match &bar {
+                Some(b) => b.suspend(|| eprintln!("{line}")),
+                None => eprintln!("{line}"),
+            }
         }
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+        let _ = writeln!(out, "{} written", done - failed);
     }
     Ok(failed)
 }

@@ -23,6 +23,8 @@
 //! P15 the log stream's size and every process's resident memory over a run of 1,000,000 transitions.
 //! P18 alert noise: notifications per 1,000 checks of healthy targets failing 1 % of probes, default rules beside
 //! every change hard at once.
+//! P19 `jaque apply -f` of 10,000 objects from nothing, and again with 100 changed, beside bare PUTs (and the list
+//! every apply reads) in the same run.
 //! P16 pages of `GET /api/objects` (problems first, one state, a search) and `GET /api/summary` at 100,000
 //! objects, beside `/healthz` of the same process.
 
@@ -1232,6 +1234,9 @@ fn main() {
     if want("p18") {
         p18();
     }
+    if want("p19") {
+        p19();
+    }
     if want("p12") {
         p12();
     }
@@ -2403,6 +2408,79 @@ fn p18() {
         WINDOW.as_secs(),
         target.failed() - failed0,
         soft / hard.max(f64::MIN_POSITIVE),
+    );
+}
+
+/// P19, configuration from files: `jaque apply -f` of 10,000 objects into an empty cluster, then again with 100
+/// of them changed, beside the same number of bare PUTs sent by this process at the same concurrency (16) to the
+/// same ui in the same run: what reading the files, planning against the cluster and the client cost on top of
+/// the writes themselves.
+fn p19() {
+    const N: usize = 10_000;
+    const CHANGED: usize = 100;
+    const CONCURRENCY: usize = 16;
+    eprintln!("jaque-bench: P19 apply of {N} objects from files...");
+    let j = Jaque::start("apply", &["-target", "engine,worker,ui", "-queue", "memory"]);
+    j.wait_ready();
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = |prefix: &str, changed: usize| {
+        let mut s = String::from("defaults:\n  - interval: 1h\nobjects:\n");
+        for i in 0..N {
+            let rev = if i < changed { "2" } else { "1" };
+            s.push_str(&format!(
+                "  {prefix}-{i:05}:\n    probe: {{type: tcp, addr: \"127.0.0.1:9\"}}\n    labels: {{rev: \"{rev}\"}}\n"
+            ));
+        }
+        s
+    };
+    let file = dir.path().join("objects.yaml");
+    let apply = || {
+        let s = Instant::now();
+        let out = std::process::Command::new(jaque_tests::jaque_bin())
+            .args(["apply", "-f", file.to_str().unwrap(), "--source", "bench", "--server"])
+            .arg(format!("http://{}", j.addr))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        s.elapsed()
+    };
+    std::fs::write(&file, yaml("obj", 0)).unwrap();
+    let first = apply();
+    std::fs::write(&file, yaml("obj", CHANGED)).unwrap();
+    let again = apply();
+    // What any apply must read first: every object, as the API lists them (one page of 10,000).
+    let s = Instant::now();
+    let listed = j.get("/api/objects?limit=10000").json().as_array().map_or(0, Vec::len);
+    let list = s.elapsed();
+    assert_eq!(listed, N);
+    // The floor: the same bodies, PUT one by one from 16 threads.
+    let next = AtomicU64::new(0);
+    let s = Instant::now();
+    thread::scope(|scope| {
+        for _ in 0..CONCURRENCY {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                if i >= N {
+                    break;
+                }
+                let body = serde_json::json!({"probe": {"type": "tcp", "addr": "127.0.0.1:9"}, "interval": "1h", "labels": {"rev": "1"}});
+                assert_eq!(j.put(&format!("/api/objects/bare-{i:05}"), &body).status, 200);
+            });
+        }
+    });
+    let bare = s.elapsed();
+    println!(
+        "| P19 | jaque apply -f of {N} objects into an empty cluster (one YAML file, defaults, 16 writes at a time) | {:.2} s | {:.2} s: {N} bare PUTs, 16 at a time | {:.2}x | |",
+        first.as_secs_f64(),
+        bare.as_secs_f64(),
+        first.as_secs_f64() / bare.as_secs_f64()
+    );
+    let floor = list.as_secs_f64() + bare.as_secs_f64() * CHANGED as f64 / N as f64;
+    println!(
+        "| P19 | the same apply again with {CHANGED} of them changed (reads the files and all {N} objects, writes {CHANGED}) | {:.2} s | {floor:.3} s: one GET of the {N} objects ({:.3} s) and {CHANGED} of those bare PUTs | {:.2}x | |",
+        again.as_secs_f64(),
+        list.as_secs_f64(),
+        again.as_secs_f64() / floor
     );
 }
 
