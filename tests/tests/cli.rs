@@ -247,6 +247,14 @@ fn apply_writes_only_the_differences_and_a_prune_removes_only_what_its_source_no
         let puts = |i: usize| writes_of(&j, &format!("obj-{i:04}"));
         (changed.iter().all(|i| puts(*i) == (2, 0)) && (995..1000).all(|i| puts(i) == (1, 1))).then_some(())
     });
+    // The change reverted: the same content as the first apply wrote, written again (a new write, not taken
+    // for a repeat of the first one).
+    std::fs::write(files.join("a.yaml"), objects_yaml(0..500, &[])).unwrap();
+    let (code, out, err) = run(&["apply", "-f", f, "--source", "git", "--prune"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("985 unchanged, 0 failed\n"), "{out}");
+    assert_eq!(position(), before + 25, "the 10 reverted");
+    assert!(j.get("/api/objects/obj-0037").json()["definition"]["labels"].get("rev").is_none());
     let ids: Vec<String> =
         serde_json::from_str::<Value>(&run(&["get", "objects", "-o", "json"]).1).map(|v| ids(&v)).unwrap();
     assert_eq!(ids.len(), 997, "995 of git, theirs and by-hand");
@@ -287,7 +295,7 @@ fn apply_writes_only_the_differences_and_a_prune_removes_only_what_its_source_no
         assert!(err.contains(says), "{name}: {err}");
         std::fs::remove_file(&p).unwrap();
     }
-    assert_eq!(position(), before + 15, "nothing sent for a bad file");
+    assert_eq!(position(), before + 25, "nothing sent for a bad file");
     let (code, _, err) = run(&["apply", "-f", f, "--source", "not a label value"]);
     assert!(code == 2 && err.contains("--source"), "{err}");
 }

@@ -8,9 +8,12 @@
 //! secrets as `***`); one without it, or with another, is written; with `--prune`, an object of this source that
 //! the files no longer list is deleted, and nothing of another source or made by hand ever is.
 //!
-//! Each write carries an `Idempotency-Key` made of the source, the id and the hash (a delete: of the hash it had),
-//! so an apply run again after a failure or a timeout applies each write once within the server's
-//! `-idempotency-window`. Writes go `CONCURRENCY` at a time.
+//! Each write carries an `Idempotency-Key` made of the source, the id, the hash and the state the write was planned
+//! against (the object's last log position, or for a new object the cluster's position when the plan was made):
+//! an apply run again before a write it sent has landed plans the same write against the same state and sends the
+//! same key, so the write applies once; a later write of the same content (a change reverted, an object deleted
+//! and created again) is planned against another state and is not mistaken for a repeat. Writes go `CONCURRENCY`
+//! at a time.
 
 use super::files::Desired;
 use super::{id_path, reason, Api, Failure};
@@ -31,6 +34,8 @@ pub struct Plan {
     pub unchanged: usize,
     /// Ids, with the `jaque/applied` they had.
     pub prune: Vec<(String, String)>,
+    /// The `Idempotency-Key` of each write, by id.
+    pub keys: BTreeMap<String, String>,
 }
 
 impl Plan {
@@ -69,24 +74,38 @@ pub fn stamped(body: &Value, source: &str) -> (Value, String) {
     (body, hash)
 }
 
-/// The plan from what the files say and the objects the server has (as `GET /api/objects` shows them).
-pub fn plan(desired: &[Desired], current: &[Value], source: &str, prune: bool) -> Plan {
+/// A write's `Idempotency-Key`: of the source, the object, what is written and the state it was planned against.
+fn idempotency_key(source: &str, id: &str, what: &str, hash: &str, against: &str) -> String {
+    format!("apply-{:016x}", jaque_core::hrw::key(&[source, id, what, hash, against].join("\u{0}")))
+}
+
+/// The plan from what the files say and the objects the server has (as `GET /api/objects` shows them) when the
+/// cluster's log was at `position`.
+pub fn plan(desired: &[Desired], current: &[Value], source: &str, prune: bool, position: u64) -> Plan {
     let label = |o: &Value, k: &str| o["definition"]["labels"][k].as_str().map(str::to_string);
+    let last_seq = |o: &Value| o["last_seq"].as_u64().unwrap_or(0).to_string();
     let have: BTreeMap<&str, &Value> = current.iter().filter_map(|o| Some((o["id"].as_str()?, o))).collect();
     let mut p = Plan::default();
     for d in desired {
         let (body, hash) = stamped(&d.body, source);
-        match have.get(d.id.as_str()) {
-            None => p.create.push((d.id.clone(), body)),
-            Some(o) if label(o, APPLIED_LABEL).as_deref() == Some(&hash) => p.unchanged += 1,
-            Some(_) => p.update.push((d.id.clone(), body)),
-        }
+        let (against, list) = match have.get(d.id.as_str()) {
+            None => (format!("new at {position}"), &mut p.create),
+            Some(o) if label(o, APPLIED_LABEL).as_deref() == Some(&hash) => {
+                p.unchanged += 1;
+                continue;
+            }
+            Some(o) => (last_seq(o), &mut p.update),
+        };
+        p.keys.insert(d.id.clone(), idempotency_key(source, &d.id, "put", &hash, &against));
+        list.push((d.id.clone(), body));
     }
     if prune {
         let listed: std::collections::BTreeSet<&str> = desired.iter().map(|d| d.id.as_str()).collect();
         for (id, o) in &have {
             if label(o, SOURCE_LABEL).as_deref() == Some(source) && !listed.contains(id) {
-                p.prune.push((id.to_string(), label(o, APPLIED_LABEL).unwrap_or_default()));
+                let hash = label(o, APPLIED_LABEL).unwrap_or_default();
+                p.keys.insert(id.to_string(), idempotency_key(source, id, "delete", &hash, &last_seq(o)));
+                p.prune.push((id.to_string(), hash));
             }
         }
     }
@@ -115,34 +134,32 @@ pub fn print_diff(out: &mut impl Write, p: &Plan) {
 }
 
 /// Carries the plan out; a line per write, a summary; `Ok(failed)`.
-pub async fn execute(api: &Api, out: &mut impl Write, p: Plan, source: &str) -> Result<usize, Failure> {
+pub async fn execute(api: &Api, out: &mut impl Write, p: Plan) -> Result<usize, Failure> {
     enum Op {
         Put(String, Value, &'static str),
-        Delete(String, String),
+        Delete(String),
     }
+    let keys = p.keys;
     let ops: Vec<Op> = p
         .create
         .into_iter()
         .map(|(id, b)| Op::Put(id, b, "created"))
         .chain(p.update.into_iter().map(|(id, b)| Op::Put(id, b, "configured")))
-        .chain(p.prune.into_iter().map(|(id, h)| Op::Delete(id, h)))
+        .chain(p.prune.into_iter().map(|(id, _)| Op::Delete(id)))
         .collect();
     let total = ops.len();
-    let key = |what: &str, id: &str, hash: &str| {
-        format!("{what}-{:016x}", jaque_core::hrw::key(&format!("{source}\u{0}{id}\u{0}{hash}")))
-    };
+    let key = |id: &str| keys.get(id).cloned().unwrap_or_default();
     let mut results = futures_util::stream::iter(ops)
         .map(|op| async move {
             match op {
                 Op::Put(id, body, done) => {
-                    let hash = body["labels"][APPLIED_LABEL].as_str().unwrap_or_default().to_string();
                     let path = format!("/api/objects/{}", id_path(&id));
-                    let r = api.send_body(reqwest::Method::PUT, &path, Some(&body), &key("apply", &id, &hash)).await;
+                    let r = api.send_body(reqwest::Method::PUT, &path, Some(&body), &key(&id)).await;
                     (id, done, r)
                 }
-                Op::Delete(id, hash) => {
+                Op::Delete(id) => {
                     let path = format!("/api/objects/{}", id_path(&id));
-                    let r = api.send_body(reqwest::Method::DELETE, &path, None, &key("prune", &id, &hash)).await;
+                    let r = api.send_body(reqwest::Method::DELETE, &path, None, &key(&id)).await;
                     (id, "pruned", r)
                 }
             }
@@ -223,11 +240,18 @@ mod tests {
             server("theirs", json!({"jaque/source": "other"})),
             server("by-hand", json!({})),
         ];
-        let p = plan(&desired, &current, "git", true);
+        let p = plan(&desired, &current, "git", true, 100);
         let ids = |v: &[(String, Value)]| v.iter().map(|(i, _)| i.clone()).collect::<Vec<_>>();
         assert_eq!((ids(&p.create), ids(&p.update), p.unchanged), (vec!["new".into()], vec!["changed".into()], 1));
         assert_eq!(p.prune, [("gone".to_string(), "1111111111111111".to_string())]);
         assert_eq!(p.create[0].1["labels"], json!({"env": "prod", "jaque/source": "git", "jaque/applied": same_hash}));
-        assert!(plan(&desired, &current, "git", false).prune.is_empty());
+        assert!(plan(&desired, &current, "git", false, 100).prune.is_empty());
+        // A key per write, the same for the same plan, another once the state it was planned against moved.
+        assert_eq!(p.keys.len(), 3);
+        assert_eq!(plan(&desired, &current, "git", true, 100).keys, p.keys);
+        assert_ne!(plan(&desired, &current, "git", true, 101).keys["new"], p.keys["new"]);
+        let mut moved = current.clone();
+        moved[1]["last_seq"] = json!(7);
+        assert_ne!(plan(&desired, &moved, "git", true, 100).keys["changed"], p.keys["changed"]);
     }
 }

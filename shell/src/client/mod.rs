@@ -430,14 +430,17 @@ async fn apply_files(api: &Api, out: &mut impl Write, f: Files, diff_only: bool)
             return Err(usage(format!("{} error(s) in the files; nothing was sent", errors.len())));
         }
     };
+    // Where the log stands before the objects are read: what a new object's write is planned against.
+    let summary = api.send(reqwest::Method::GET, "/api/summary").await?;
+    let position = summary.body["log_position"].as_u64().unwrap_or(0);
     let current = api.objects(None).await?;
-    let plan = apply::plan(&desired, &current, &f.source, f.prune);
+    let plan = apply::plan(&desired, &current, &f.source, f.prune, position);
     if diff_only || f.dry_run {
         apply::print_diff(out, &plan);
         return Ok(u8::from(diff_only && plan.changes() > 0));
     }
     let unchanged = plan.unchanged;
-    let failed = apply::execute(api, out, plan, &f.source).await?;
+    let failed = apply::execute(api, out, plan).await?;
     let _ = writeln!(out, "{unchanged} unchanged, {failed} failed");
     Ok(u8::from(failed > 0))
 }
