@@ -207,6 +207,11 @@ struct Reader<'a> {
     file: String,
 }
 
+/// `s` as an error may quote it: a URL's credentials (`https://user:password@host`) as `***`.
+fn redacted(s: &str) -> String {
+    jaque_core::secret::redact_urls_in(s).into_owned()
+}
+
 fn pos_of(file: &str, node: &Node) -> Pos {
     let m = node.span().start();
     Pos { file: file.to_string(), line: m.map_or(0, |m| m.line()), column: m.map_or(0, |m| m.column()) }
@@ -360,7 +365,7 @@ impl Reader<'_> {
         Some(Value::Object(out))
     }
 
-    /// `${VAR}`, `${VAR:-default}`, `$$`.
+    /// `${VAR}`, `${VAR:-default}`, `$$`. An error quotes the text with any URL's credentials as `***`.
     fn substitute(&mut self, s: &str, at: Pos) -> Option<String> {
         let mut out = String::new();
         let mut rest = s;
@@ -372,7 +377,7 @@ impl Reader<'_> {
                 rest = r;
             } else if let Some(inner) = after.strip_prefix('{') {
                 let Some(end) = inner.find('}') else {
-                    self.fail(Some(at), format!("{s:?}: an unclosed ${{"));
+                    self.fail(Some(at), format!("{:?}: an unclosed ${{", redacted(s)));
                     return None;
                 };
                 let spec = &inner[..end];
@@ -384,7 +389,8 @@ impl Reader<'_> {
                     && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
                     && !name.as_bytes()[0].is_ascii_digit();
                 if !valid {
-                    self.fail(Some(at), format!("{s:?}: ${{{spec}}} does not name an environment variable"));
+                    let what = format!("{:?}: ${{{spec}}} does not name an environment variable", redacted(s));
+                    self.fail(Some(at), what);
                     return None;
                 }
                 match ((self.env)(name), default) {
@@ -588,7 +594,9 @@ mod tests {
         let at = Pos { file: "f".into(), line: 1, column: 1 };
         assert_eq!(r.substitute("${HOST}/${X:-a:b}$$1$", at.clone()).as_deref(), Some("db.example.com/a:b$1$"));
         assert_eq!(r.substitute("${1X}", at.clone()), None);
-        assert_eq!(r.substitute("${HOST", at), None);
-        assert_eq!(r.errors.len(), 2);
+        assert_eq!(r.substitute("${HOST", at.clone()), None);
+        assert_eq!(r.substitute("https://u:s3cret@h/${oops", at), None);
+        assert_eq!(r.errors.len(), 3);
+        assert!(!r.errors[2].to_string().contains("s3cret"), "{}", r.errors[2]);
     }
 }
