@@ -132,6 +132,12 @@ pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<V
         let options = marked_yaml::LoaderOptions::default().error_on_duplicate_keys(true).prevent_coercion(true);
         let root = match marked_yaml::parse_yaml_with_options(i, &text, options) {
             Ok(root) => root,
+            Err(marked_yaml::LoadError::DuplicateKey(d)) => {
+                let (first, again) = (pos_of_key(&reader.file, &d.prev_key), pos_of_key(&reader.file, &d.key));
+                let what = format!("{:?} is defined again in the same mapping (first at {first})", d.key.as_str());
+                reader.fail(Some(again), what);
+                continue;
+            }
             Err(e) => {
                 reader.fail(None, format!("{}:{e}", path.display()));
                 continue;
@@ -147,6 +153,10 @@ pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<V
             continue;
         }
         seen.insert(id.clone(), at.clone());
+        if let Err(e) = jaque_core::ObjectId::new(id.as_str()) {
+            reader.fail(Some(at), format!("object id {id:?}: {e}"));
+            continue;
+        }
         let own_labels = own.get("labels").and_then(Value::as_object).map(|m| {
             let pairs = m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect();
             Labels::new(pairs).unwrap_or_default()
@@ -535,7 +545,13 @@ mod tests {
         );
         let b = write(dir.path(), "b.yaml", "objects:\n  ok-1:\n    probe: {type: tcp, addr: \"h:2\"}\nextra: 1\n");
         let c = write(dir.path(), "c.yaml", "objects: [\n");
-        let errors = load(&[a, b, c], &env).unwrap_err();
+        let d = write(
+            dir.path(),
+            "d.yaml",
+            "objects:\n  twice:\n    probe: {type: tcp, addr: \"h:1\"}\n  twice:\n    probe: {type: tcp, addr: \"h:1\"}\n",
+        );
+        let e = write(dir.path(), "e.yaml", "objects:\n  \"not an id\":\n    probe: {type: tcp, addr: \"h:1\"}\n");
+        let errors = load(&[a, b, c, d, e], &env).unwrap_err();
         let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
         let has = |needle: &str| text.iter().any(|t| t.contains(needle));
         assert!(has("a.yaml:6:5: object bad-interval: interval"), "{text:#?}");
@@ -544,7 +560,9 @@ mod tests {
         assert!(has("b.yaml:4:1: unknown key \"extra\""), "{text:#?}");
         assert!(has("b.yaml:2:3: object ok-1 is defined again (first at"), "{text:#?}");
         assert!(has("c.yaml:"), "{text:#?}");
-        assert_eq!(errors.len(), 6, "{text:#?}");
+        assert!(has("d.yaml:4:3: \"twice\" is defined again in the same mapping (first at "), "{text:#?}");
+        assert!(has("e.yaml:2:3: object id \"not an id\""), "{text:#?}");
+        assert_eq!(errors.len(), 8, "{text:#?}");
         let places: Vec<(usize, usize)> =
             errors.iter().filter_map(|e| e.at.as_ref().map(|p| (p.line, p.column))).collect();
         assert_eq!(places[..4], [(6, 5), (9, 5), (11, 30), (2, 3)], "by file, line and column: {text:#?}");
