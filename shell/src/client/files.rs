@@ -24,7 +24,7 @@
 //! node tree to walk for every error at once.
 
 use jaque_core::labels::{Labels, Selector};
-use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode, Node};
+use marked_yaml::types::{MarkedMappingNode, Node};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -133,7 +133,7 @@ pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<V
         let root = match marked_yaml::parse_yaml_with_options(i, &text, options) {
             Ok(root) => root,
             Err(marked_yaml::LoadError::DuplicateKey(d)) => {
-                let (first, again) = (pos_of_key(&reader.file, &d.prev_key), pos_of_key(&reader.file, &d.key));
+                let (first, again) = (pos(&reader.file, d.prev_key.span()), pos(&reader.file, d.key.span()));
                 let what = format!("{:?} is defined again in the same mapping (first at {first})", d.key.as_str());
                 reader.fail(Some(again), what);
                 continue;
@@ -222,13 +222,9 @@ fn redacted(s: &str) -> String {
     jaque_core::secret::redact_urls_in(s).into_owned()
 }
 
-fn pos_of(file: &str, node: &Node) -> Pos {
-    let m = node.span().start();
-    Pos { file: file.to_string(), line: m.map_or(0, |m| m.line()), column: m.map_or(0, |m| m.column()) }
-}
-
-fn pos_of_key(file: &str, key: &MarkedScalarNode) -> Pos {
-    let m = key.span().start();
+/// Where a node (or a key) starts.
+fn pos(file: &str, span: &marked_yaml::Span) -> Pos {
+    let m = span.start();
     Pos { file: file.to_string(), line: m.map_or(0, |m| m.line()), column: m.map_or(0, |m| m.column()) }
 }
 
@@ -246,17 +242,17 @@ impl Reader<'_> {
     ) {
         let Some(top) = root.as_mapping() else {
             return self.fail(
-                Some(pos_of(&self.file.clone(), root)),
+                Some(pos(&self.file, root.span())),
                 "a document is a mapping of `defaults` and `objects`".into(),
             );
         };
         for (key, value) in top.iter() {
-            let at = pos_of_key(&self.file.clone(), key);
+            let at = pos(&self.file, key.span());
             match key.as_str() {
                 "objects" => match value.as_mapping() {
                     Some(m) => {
                         for (id, def) in m.iter() {
-                            let at = pos_of_key(&self.file.clone(), id);
+                            let at = pos(&self.file, id.span());
                             if let Some((fields, places)) = self.definition(def, false) {
                                 objects.push((id.as_str().to_string(), fields, at, places));
                             }
@@ -267,7 +263,7 @@ impl Reader<'_> {
                 "defaults" => match value.as_sequence() {
                     Some(seq) => {
                         for block in seq.iter() {
-                            let at = pos_of(&self.file.clone(), block);
+                            let at = pos(&self.file, block.span());
                             let Some((mut fields, _)) = self.definition(block, true) else { continue };
                             let selector = match fields.remove("selector") {
                                 None => None,
@@ -298,14 +294,14 @@ impl Reader<'_> {
     fn definition(&mut self, node: &Node, block: bool) -> Option<(Map<String, Value>, BTreeMap<String, Pos>)> {
         let file = self.file.clone();
         let Some(m): Option<&MarkedMappingNode> = node.as_mapping() else {
-            self.fail(Some(pos_of(&file, node)), "a definition is a mapping of fields".into());
+            self.fail(Some(pos(&file, node.span())), "a definition is a mapping of fields".into());
             return None;
         };
         let mut fields = Map::new();
         let mut places = BTreeMap::new();
         let mut ok = true;
         for (key, value) in m.iter() {
-            let at = pos_of_key(&file, key);
+            let at = pos(&file, key.span());
             let name = key.as_str();
             let known = FIELDS.contains(&name) || block && name == "selector";
             if !known {
@@ -332,7 +328,7 @@ impl Reader<'_> {
     fn value(&mut self, node: &Node) -> Option<Value> {
         match node {
             Node::Scalar(s) => {
-                let text = self.substitute(s.as_str(), pos_of(&self.file.clone(), node))?;
+                let text = self.substitute(s.as_str(), pos(&self.file, node.span()))?;
                 if !s.may_coerce() {
                     return Some(Value::String(text));
                 }
@@ -367,7 +363,7 @@ impl Reader<'_> {
         let mut out = Map::new();
         for (k, v) in m.iter() {
             let v = match v.as_scalar() {
-                Some(s) => Value::String(self.substitute(s.as_str(), pos_of(&self.file.clone(), v))?),
+                Some(s) => Value::String(self.substitute(s.as_str(), pos(&self.file, v.span()))?),
                 None => self.value(v)?,
             };
             out.insert(k.as_str().to_string(), v);
