@@ -5,7 +5,7 @@
 #
 # Usage: scripts/upgrade.sh [FROM_REF]
 #   FROM_REF: the build to upgrade from (a tag, a branch, a commit). Default: the newest tag reachable from
-#   HEAD^, or, where the clone has no tag (a CI clone may fetch none), 6552ffc: the commit of v0.1.0. The test
+#   HEAD^, or, where the clone has no tag (a CI clone may fetch none), 3911de7: the commit of v0.2.0. The test
 #   takes each build's cluster format from the build itself (`jaque --version`) and needs FROM_REF to speak the
 #   format just before this build's (the previous release): builds two formats apart may not share a cluster
 #   (docs/upgrading.md), so an older FROM_REF (7954f1c, before v0.1.0: format 1) fails at once saying so.
@@ -24,8 +24,8 @@ since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; 
 from=${1:-}
 if [ -z "$from" ]; then
   if ! from=$(git describe --tags --abbrev=0 HEAD^ 2>/dev/null); then
-    # No tag in this clone: v0.1.0's commit, the latest release (cluster format 2).
-    from=6552ffc
+    # No tag in this clone: v0.2.0's commit, the latest release (cluster format 3).
+    from=3911de7
   fi
 fi
 commit=$(git rev-parse --verify --quiet "$from^{commit}") || {

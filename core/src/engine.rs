@@ -1001,7 +1001,8 @@ impl Engine {
             | EventBody::Soft { .. }
             | EventBody::Flapping { .. }
             | EventBody::Ack
-            | EventBody::Unack => {}
+            | EventBody::Unack
+            | EventBody::Policy { .. } => {}
         }
     }
 
@@ -1075,6 +1076,16 @@ impl Engine {
             w.waiters.push((reply, cmd));
             return;
         }
+        if cmd.object.is_policy() != matches!(cmd.kind, CommandKind::Policy { .. }) {
+            self.counters.commands_rejected += 1;
+            let reason = format!(
+                "{} is a policy change only on the policy's key {:?}, and the policy's key takes nothing else",
+                cmd.kind.name(),
+                ObjectId::POLICY
+            );
+            self.reply(reply, Outcome::Rejected { reason });
+            return;
+        }
         if let CommandKind::Put { def } = &cmd.kind {
             if let Err(e) = def.validate() {
                 self.counters.commands_rejected += 1;
@@ -1126,6 +1137,15 @@ impl Engine {
             self.counters.commands_rejected += 1;
             self.reply(reply, Outcome::Rejected { reason });
             return;
+        }
+        // A policy change is checked against the policy it will follow: one that names nothing or breaks a rule
+        // is refused here, not written (the fold would leave it out anyway).
+        if let CommandKind::Policy { change } = &cmd.kind {
+            if let Err(e) = self.follow.reader().policy().changed(change, now) {
+                self.counters.commands_rejected += 1;
+                self.reply(reply, Outcome::Rejected { reason: e.to_string() });
+                return;
+            }
         }
         let event = Event {
             object: cmd.object.clone(),

@@ -18,15 +18,16 @@
 
 /// The cluster format this build speaks: the highest it reads and the highest it writes once the cluster's
 /// active format allows it.
-pub const CLUSTER_FORMAT: u32 = 3;
+pub const CLUSTER_FORMAT: u32 = 4;
 
 /// The lowest cluster format this build reads and writes: what a value without a `format` (a build before
 /// v0.1.0) speaks.
 pub const OLDEST_CLUSTER_FORMAT: u32 = 1;
 
-/// The snapshot version this build writes once the active cluster format is 3 (its objects may hold soft
-/// states and flapping, `crate::alert`); it reads every version from `OLDEST_SNAPSHOT_VERSION` up to this one.
-pub const SNAPSHOT_VERSION: u32 = 3;
+/// The snapshot version this build writes once the active cluster format is 4 (it holds the notification
+/// policy, `crate::policy`; version 3's objects may hold soft states and flapping, `crate::alert`); it reads every
+/// version from `OLDEST_SNAPSHOT_VERSION` up to this one.
+pub const SNAPSHOT_VERSION: u32 = 4;
 
 /// Snapshot version 1 (builds before v0.1.0): the same fields, some of them absent in the oldest (tombstones,
 /// time marks, two counters), read as empty.
@@ -53,7 +54,7 @@ pub fn is_unnamed(f: &u32) -> bool {
 pub fn snapshot_needs(version: u32) -> u32 {
     match version {
         v if v <= OLDEST_SNAPSHOT_VERSION => OLDEST_CLUSTER_FORMAT,
-        // Versions 2 and 3 are written under the cluster format of the same number.
+        // Versions 2 to 4 are written under the cluster format of the same number.
         v if v <= SNAPSHOT_VERSION => v,
         _ => CLUSTER_FORMAT + 1,
     }

@@ -23,6 +23,7 @@ use crate::hrw::{self, Ownership};
 use crate::model::{
     CommandId, EpochRecord, Event, EventBody, LogEntry, MemberId, MemberRef, ObjectDef, ObjectId, Outcome, State,
 };
+use crate::policy::Policy;
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -317,6 +318,15 @@ pub struct ReaderCounters {
     /// Entries that could not be decoded, passed over (`LogReader::skip`).
     #[serde(default)]
     pub unreadable_total: u64,
+    /// Accepted policy changes the fold did not take: the policy after them would break a rule, or they name
+    /// what does not exist (an engine refuses those before it writes them; these came from a partitioned or
+    /// older writer's view of the policy).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub policy_refused_total: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Where the log clock crossed into a new step of `STEP`: `(p, t)` says every entry below position `p` has a
@@ -399,6 +409,9 @@ pub struct LogReader {
     speaks: Speaks,
     /// The position and format of the entry this reader stopped at (`Read::TooNew`).
     blocked: Option<(u64, u32)>,
+    /// The notification policy as of `position` (`crate::policy`), shared with whoever holds it (a notifier
+    /// deciding a send, a snapshot being encoded): each change makes a new one.
+    policy: Arc<Policy>,
 }
 
 /// The cluster format a reader speaks: this build's by default.
@@ -467,6 +480,11 @@ impl LogReader {
 
     pub fn object(&self, id: &ObjectId) -> Option<&ObjectView> {
         self.objects.get(id).map(|v| &**v)
+    }
+
+    /// The notification policy in force at this reader's position.
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
     }
 
     /// Every object id with an accepted event, deleted ones too (within `TOMBSTONE_HORIZON`), and the position
@@ -554,6 +572,7 @@ impl LogReader {
             log_time: self.log_time,
             marks: self.marks.0.iter().copied().collect(),
             counters: self.counters.clone(),
+            policy: Arc::clone(&self.policy),
         }
     }
 
@@ -587,7 +606,7 @@ impl LogReader {
             return Err(SnapshotError::Invalid("a reader that read nothing holds state".into()));
         }
         for (id, mut view) in s.objects {
-            if view.last_seq > s.position {
+            if view.last_seq > s.position || id.is_policy() {
                 return Err(SnapshotError::Invalid(format!("{id} was last changed past the snapshot's position")));
             }
             Arc::make_mut(&mut view).key = hrw::key(id.as_str());
@@ -629,6 +648,8 @@ impl LogReader {
             return Err(SnapshotError::Invalid("more time marks than a reader keeps".into()));
         }
         reader.counters = s.counters;
+        s.policy.validate().map_err(|e| SnapshotError::Invalid(format!("policy: {e}")))?;
+        reader.policy = s.policy;
         Ok(reader)
     }
 
@@ -787,7 +808,14 @@ impl LogReader {
             epoch: event.epoch,
             seq,
         };
+        // The policy's key holds policy changes and nothing else; no object holds them.
+        if event.object.is_policy() || matches!(event.body, EventBody::Policy { .. }) {
+            let effect = self.fold_policy(event, applied);
+            self.remember(event, &effect);
+            return effect;
+        }
         let effect = match &event.body {
+            EventBody::Policy { .. } => unreachable!("folded above"),
             EventBody::Put { def } => {
                 let view = self.objects.entry(event.object.clone()).or_insert_with(|| {
                     Arc::new(ObjectView {
@@ -882,12 +910,39 @@ impl LogReader {
                 }
             }
         };
-        // Only applied commands are remembered: a command that found no object may be retried once it exists.
-        if let (Some(id), Effect::Command(outcome @ Outcome::Applied { .. })) = (&event.command_id, &effect) {
+        self.remember(event, &effect);
+        effect
+    }
+
+    /// Only applied commands are remembered: a command that found no object may be retried once it exists.
+    fn remember(&mut self, event: &Event, effect: &Effect) {
+        if let (Some(id), Effect::Command(outcome @ Outcome::Applied { .. })) = (&event.command_id, effect) {
             self.applied.insert(id.clone(), outcome.clone());
             self.applied_order.push_back((self.log_time, id.clone()));
         }
-        effect
+    }
+
+    /// A policy change on the policy's key: taken if the policy after it keeps every rule (`Policy::changed`),
+    /// else counted and left out, alike at every reader. Anything else on that key, or a policy change on an
+    /// object's key, is ignored.
+    fn fold_policy(&mut self, event: &Event, applied: impl Fn(&Event) -> Outcome) -> Effect {
+        let EventBody::Policy { change } = &event.body else { return Effect::Ignored };
+        if !event.object.is_policy() {
+            return Effect::Ignored;
+        }
+        match self.policy.changed(change, event.at) {
+            Ok(policy) => {
+                self.policy = Arc::new(policy);
+                command_effect(event, applied)
+            }
+            Err(e) => {
+                self.counters.policy_refused_total += 1;
+                match &event.command_id {
+                    Some(_) => Effect::Command(Outcome::Rejected { reason: e.to_string() }),
+                    None => Effect::Ignored,
+                }
+            }
+        }
     }
 }
 
@@ -995,6 +1050,13 @@ pub struct ReaderSnapshot {
     #[serde(default)]
     pub marks: Vec<(u64, Time)>,
     pub counters: ReaderCounters,
+    /// The notification policy (version 4; empty, left out, before).
+    #[serde(default, skip_serializing_if = "is_empty_policy")]
+    pub policy: Arc<Policy>,
+}
+
+fn is_empty_policy(p: &Arc<Policy>) -> bool {
+    p.is_empty()
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

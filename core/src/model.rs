@@ -101,7 +101,7 @@ macro_rules! string_id {
                         f.write_str("a string")
                     }
                     fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<$name, E> {
-                        s.parse().map_err(E::custom)
+                        $name::from_log(s).map_err(E::custom)
                     }
                 }
                 deserializer.deserialize_string(Visitor)
@@ -119,6 +119,42 @@ string_id!(
     /// An object's id as users write it in `/api/objects/{id}`.
     ObjectId, "object id", 200, "._:@-"
 );
+
+impl ObjectId {
+    /// The key the notification policy's events are written on (`crate::policy`): not a valid object id (no
+    /// `/` is), so no object shares it, yet fenced, owned and forwarded as an object's key is.
+    pub const POLICY: &'static str = "jaque/policy";
+
+    /// The policy's key (`POLICY`).
+    pub fn policy() -> ObjectId {
+        ObjectId(Arc::from(ObjectId::POLICY))
+    }
+
+    pub fn is_policy(&self) -> bool {
+        &*self.0 == ObjectId::POLICY
+    }
+
+    /// An id as the log, a command or a store holds it: an object's id, or the policy's key. What users write
+    /// is read with `new` or `parse`, which refuse the policy's key.
+    pub fn from_log(s: &str) -> Result<ObjectId, IdError> {
+        if s == ObjectId::POLICY {
+            return Ok(ObjectId::policy());
+        }
+        s.parse()
+    }
+}
+
+impl MemberId {
+    fn from_log(s: &str) -> Result<MemberId, IdError> {
+        s.parse()
+    }
+}
+
+impl CommandId {
+    fn from_log(s: &str) -> Result<CommandId, IdError> {
+        s.parse()
+    }
+}
 string_id!(
     /// A command's id: the ui's `Idempotency-Key`, or one it makes. The owner applies an id at most once.
     CommandId, "command id", 128, "._:@-"
@@ -474,6 +510,11 @@ pub enum CommandKind {
     Ack,
     /// Withdraws an acknowledgement. Cluster format 2: refused while the cluster's active format is 1.
     Unack,
+    /// A change of the notification policy, on the policy's key (`ObjectId::policy`). Cluster format 4. Boxed:
+    /// a window is large, and commands of every other kind are small.
+    Policy {
+        change: Box<crate::policy::Change>,
+    },
 }
 
 impl CommandKind {
@@ -486,6 +527,7 @@ impl CommandKind {
             CommandKind::CheckNow => "check",
             CommandKind::Ack => "ack",
             CommandKind::Unack => "unack",
+            CommandKind::Policy { .. } => "policy",
         }
     }
 
@@ -493,6 +535,7 @@ impl CommandKind {
     pub fn needs(&self) -> u32 {
         match self {
             CommandKind::Unack => 2,
+            CommandKind::Policy { .. } => crate::policy::FORMAT,
             CommandKind::Put { def } => def.needs(),
             _ => crate::format::OLDEST_CLUSTER_FORMAT,
         }
@@ -593,6 +636,10 @@ pub enum EventBody {
     Flapping {
         on: bool,
     },
+    /// A change of the notification policy, on the policy's key (cluster format 4).
+    Policy {
+        change: Box<crate::policy::Change>,
+    },
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -609,6 +656,7 @@ impl EventBody {
             CommandKind::CheckNow => EventBody::CheckRequested,
             CommandKind::Ack => EventBody::Ack,
             CommandKind::Unack => EventBody::Unack,
+            CommandKind::Policy { change } => EventBody::Policy { change: change.clone() },
         }
     }
 
@@ -627,6 +675,7 @@ impl EventBody {
         match self {
             EventBody::Unack => 2,
             EventBody::Soft { .. } | EventBody::Flapping { .. } => 3,
+            EventBody::Policy { .. } => crate::policy::FORMAT,
             EventBody::Transition { attempt, flapping, flaps, .. } if *attempt != 0 || flapping.is_some() || *flaps => {
                 3
             }

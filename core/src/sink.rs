@@ -126,7 +126,8 @@ impl AlertColumns {
             | EventBody::Resume
             | EventBody::CheckRequested
             | EventBody::Ack
-            | EventBody::Unack => AlertColumns::default(),
+            | EventBody::Unack
+            | EventBody::Policy { .. } => AlertColumns::default(),
         }
     }
 }
@@ -745,6 +746,15 @@ pub fn event_row(owned: &Owned, max_output: usize) -> EventRow {
         EventBody::Soft { state, output, .. } => ("soft", None, Some(*state), Some(storable(output, max_output)), None),
         EventBody::Flapping { on: true } => ("flapping_start", None, None, None, None),
         EventBody::Flapping { on: false } => ("flapping_end", None, None, None, None),
+        // The change as the log holds it (a receiver's secret is a reference, never the secret), in the
+        // definition column: the store keeps who changed the policy when, and how.
+        EventBody::Policy { change } => (
+            "policy",
+            None,
+            None,
+            None,
+            Some(storable(&serde_json::to_string(change).expect("serializes"), usize::MAX)),
+        ),
     };
     EventRow {
         seq: owned.seq,

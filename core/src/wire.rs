@@ -117,7 +117,7 @@ pub fn decode_request(bytes: &[u8]) -> Result<Request, WireError> {
         return Err(invalid("claim with hop 1: a claim is asked by a submitter (hop 0), never on a forward".into()));
     }
     let id = CommandId::new(cmd.id).map_err(|e| invalid(format!("field \"id\": {e}")))?;
-    let object = ObjectId::new(cmd.object).map_err(|e| invalid(format!("field \"object\": {e}")))?;
+    let object = ObjectId::from_log(&cmd.object).map_err(|e| invalid(format!("field \"object\": {e}")))?;
     Ok(Request { cmd: Command { id, object, kind: cmd.kind, hop }, claim: cmd.claim })
 }
 
@@ -435,7 +435,10 @@ mod tests {
         let commands = block("json command");
         let kinds: std::collections::BTreeSet<&str> =
             commands.iter().map(|l| decode_command(l.as_bytes()).unwrap().kind.name()).collect();
-        assert_eq!(kinds.len(), 7, "an example of every command kind: {kinds:?}");
+        assert_eq!(kinds.len(), 8, "an example of every command kind: {kinds:?}");
+        let ops: std::collections::BTreeSet<&str> =
+            commands.iter().filter_map(|l| l.split("\"op\":\"").nth(1)?.split('"').next()).collect();
+        assert_eq!(ops.len(), 5, "policy examples: {ops:?}");
         for line in commands {
             let cmd = decode_command(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
             assert_eq!(String::from_utf8(encode(&cmd)).unwrap(), line);

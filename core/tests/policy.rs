@@ -48,3 +48,191 @@ proptest! {
         }
     }
 }
+
+// ---- The policy in the log (cluster format 4) ----
+
+mod common;
+use common::*;
+use jaque_core::policy::{Change, Name, Receiver, ReceiverKind, Route, SecretRef, Silence};
+use jaque_core::{CommandKind, LogReader, ObjectId, Outcome};
+use std::time::Duration;
+
+fn name(s: &str) -> Name {
+    Name::new(s).unwrap()
+}
+
+fn receiver(n: &str) -> Change {
+    Change::PutReceiver {
+        receiver: Receiver {
+            name: name(n),
+            kind: ReceiverKind::Webhook {
+                url: format!("https://hooks.example.com/{n}"),
+                secret: Some(SecretRef::Env("HOOK_SECRET".into())),
+            },
+        },
+    }
+}
+
+fn routes(to: &[&str]) -> Change {
+    Change::SetRoutes {
+        routes: vec![Route {
+            selector: "team=db".parse().unwrap(),
+            receivers: to.iter().map(|n| name(n)).collect(),
+            continue_: false,
+            repeat_interval_ms: Some(3_600_000),
+            escalations: vec![],
+        }],
+    }
+}
+
+fn policy_cmd(id: &str, change: Change) -> jaque_core::Command {
+    cmd(id, ObjectId::POLICY, CommandKind::Policy { change: Box::new(change) })
+}
+
+fn rejected(o: &Outcome) -> &str {
+    match o {
+        Outcome::Rejected { reason } => reason,
+        other => panic!("expected rejected, got {other:?}"),
+    }
+}
+
+fn three() -> World {
+    let mut w = World::new();
+    w.announce = Some(jaque_core::format::CLUSTER_FORMAT);
+    for id in ["a", "b", "c"] {
+        w.add_engine(id, 1);
+    }
+    w.advance(Duration::from_millis(10));
+    w
+}
+
+#[test]
+fn policy_changes_are_owned_forwarded_and_folded_alike_by_every_reader_and_kept_in_snapshots() {
+    let mut w = three();
+    let owner = w.owner_of(ObjectId::POLICY).expect("the policy's key has an owner");
+    let other = ["a", "b", "c"].into_iter().find(|e| *e != owner).unwrap();
+    // Sent to an engine that does not own the key: forwarded once, applied by the owner.
+    let r = w.submit(other, policy_cmd("p1", receiver("db-team")));
+    assert!(matches!(w.outcome(r), Outcome::Applied { owner: o, .. } if o.as_str() == owner), "{:?}", w.outcome(r));
+    let r = w.submit(&owner, policy_cmd("p2", routes(&["db-team"])));
+    assert!(matches!(w.outcome(r), Outcome::Applied { .. }), "{:?}", w.outcome(r));
+    w.advance(Duration::ZERO);
+    let oracle = w.oracle();
+    let policy = oracle.policy();
+    assert_eq!(policy.receivers.len(), 1);
+    assert_eq!(policy.routes.len(), 1);
+    assert!(oracle.object(&oid(ObjectId::POLICY)).is_none(), "the policy's key is no object");
+    for (id, e) in &w.engines {
+        assert_eq!(e.reader().policy(), policy, "engine {id} holds the same policy");
+    }
+    // Applied once: the same command id again changes nothing.
+    let before = w.log.len();
+    let r = w.submit(other, policy_cmd("p1", receiver("db-team")));
+    assert!(matches!(w.outcome(r), Outcome::Applied { .. }));
+    assert_eq!(w.log.len(), before, "a repeated id writes nothing");
+    // A snapshot carries it, and a reader started from it holds the same policy.
+    let restored = LogReader::from_snapshot(oracle.snapshot()).unwrap();
+    assert_eq!(restored.policy(), policy);
+    assert_eq!(restored, oracle);
+    let snapshot = oracle.snapshot();
+    assert_eq!(snapshot.version, jaque_core::format::SNAPSHOT_VERSION);
+    let decoded = jaque_core::wire::decode_snapshot(&jaque_core::wire::encode_snapshot(&snapshot)).unwrap();
+    assert_eq!(decoded.policy(), policy);
+}
+
+#[test]
+fn a_change_that_names_nothing_or_breaks_a_rule_is_refused_with_the_reason_and_not_written() {
+    let mut w = three();
+    let owner = w.owner_of(ObjectId::POLICY).unwrap();
+    let before = w.log.len();
+    let r = w.submit(&owner, policy_cmd("p1", routes(&["nobody"])));
+    assert!(rejected(w.outcome(r)).contains("names receiver nobody, which does not exist"), "{:?}", w.outcome(r));
+    let r = w.submit(&owner, policy_cmd("p2", Change::DeleteReceiver { name: name("nobody") }));
+    assert_eq!(rejected(w.outcome(r)), "receiver nobody does not exist");
+    let r = w.submit(&owner, policy_cmd("p3", Change::ExpireSilence { name: name("none") }));
+    assert_eq!(rejected(w.outcome(r)), "silence none does not exist");
+    w.submit(&owner, policy_cmd("p4", receiver("db-team")));
+    w.submit(&owner, policy_cmd("p5", routes(&["db-team"])));
+    let r = w.submit(&owner, policy_cmd("p6", Change::DeleteReceiver { name: name("db-team") }));
+    assert!(rejected(w.outcome(r)).contains("which does not exist"), "a receiver a route names stays");
+    assert_eq!(w.log.len(), before + 2, "only the two valid changes were written");
+    // The wrong key for the kind, either way.
+    let r = w.submit(&owner, cmd("p7", "web", CommandKind::Policy { change: Box::new(receiver("x")) }));
+    assert!(rejected(w.outcome(r)).contains("policy's key"), "{:?}", w.outcome(r));
+    let r = w.submit(&owner, cmd("p8", ObjectId::POLICY, CommandKind::Pause));
+    assert!(rejected(w.outcome(r)).contains("policy's key"), "{:?}", w.outcome(r));
+    assert_eq!(w.log.len(), before + 2);
+}
+
+#[test]
+fn a_change_the_fold_cannot_take_is_left_out_alike_by_every_reader_and_counted() {
+    // What a partitioned or older writer could get in: a route naming a receiver that is not there.
+    let mut r = LogReader::new();
+    let epoch = jaque_core::LogEntry::Epoch(jaque_core::EpochRecord {
+        epoch: 1,
+        members: vec![member("a", 1)],
+        members_rev: 1,
+        idempotency_window_ms: None,
+        format: jaque_core::format::CLUSTER_FORMAT,
+    });
+    r.read(1, &epoch);
+    let event = |change| {
+        jaque_core::LogEntry::Event(jaque_core::Event {
+            object: oid(ObjectId::POLICY),
+            epoch: 1,
+            writer: member("a", 1),
+            at: jaque_core::Time(1_000),
+            command_id: None,
+            body: jaque_core::EventBody::Policy { change: Box::new(change) },
+        })
+    };
+    r.read(2, &event(routes(&["nobody"])));
+    assert!(r.policy().is_empty());
+    assert_eq!(r.counters.policy_refused_total, 1);
+    r.read(3, &event(receiver("nobody")));
+    r.read(4, &event(routes(&["nobody"])));
+    assert_eq!(r.policy().routes.len(), 1);
+    // A silence expires at the change's time; one that ended a week before a later change is dropped.
+    let silence = Silence {
+        name: name("s"),
+        selector: "team=db".parse().unwrap(),
+        starts_at: jaque_core::Time(0),
+        ends_at: jaque_core::Time(1_000_000),
+        author: "ana".into(),
+        comment: String::new(),
+    };
+    r.read(5, &event(Change::PutSilence { silence }));
+    r.read(6, &event(Change::ExpireSilence { name: name("s") }));
+    assert_eq!(r.policy().silences[&name("s")].ends_at, jaque_core::Time(1_000));
+    let late = jaque_core::LogEntry::Event(jaque_core::Event {
+        at: jaque_core::Time(1_000 + 8 * 24 * 3_600_000),
+        ..match event(receiver("other")) {
+            jaque_core::LogEntry::Event(e) => e,
+            _ => unreachable!(),
+        }
+    });
+    r.read(7, &late);
+    assert!(r.policy().silences.is_empty(), "dropped a week after it ended");
+    // A policy change on an object's key is ignored.
+    let mut on_object = match event(receiver("x")) {
+        jaque_core::LogEntry::Event(e) => e,
+        _ => unreachable!(),
+    };
+    on_object.object = oid("web");
+    r.read(8, &jaque_core::LogEntry::Event(on_object));
+    assert!(!r.policy().receivers.contains_key(&name("x")));
+}
+
+#[test]
+fn policy_commands_wait_for_every_member_to_speak_format_4() {
+    let mut w = World::new();
+    w.announce = Some(jaque_core::format::CLUSTER_FORMAT);
+    w.config = Some(|c| c.hold_format = 3);
+    w.add_engine("a", 1);
+    w.advance(Duration::from_millis(10));
+    let before = w.log.len();
+    let r = w.submit("a", policy_cmd("p1", receiver("db-team")));
+    let reason = rejected(w.outcome(r));
+    assert!(reason.contains("needs cluster format 4") && reason.contains("docs/upgrading.md"), "{reason}");
+    assert_eq!(w.log.len(), before);
+}

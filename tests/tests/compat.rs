@@ -10,6 +10,7 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use jaque_core::notifier::{Claim, DeliveryRecord, EndpointId};
+use jaque_core::policy;
 use jaque_core::wire::{self, Answer, Heartbeat, OneOrMany};
 use jaque_core::{
     Bucket, CheckResult, CheckWork, Command, CommandId, CommandKind, Effect, EpochRecord, Event, EventBody, LogEntry,
@@ -143,7 +144,7 @@ fn reader_state(reader: &LogReader) -> Value {
         .iter()
         .map(|(id, view)| (id.to_string(), serde_json::to_value(&**view).expect("a view serializes")))
         .collect();
-    json!({
+    let mut state = json!({
         "position": reader.position(),
         "epoch": reader.epoch(),
         "epoch_seq": reader.epoch_seq(),
@@ -152,7 +153,12 @@ fn reader_state(reader: &LogReader) -> Value {
         "tombstones": snapshot.tombstones,
         "applied": snapshot.applied,
         "counters": snapshot.counters,
-    })
+    });
+    // Releases before the policy (cluster format 4) have none, and their expectations no key for it.
+    if !reader.policy().is_empty() {
+        state["policy"] = serde_json::to_value(&**reader.policy()).expect("a policy serializes");
+    }
+    state
 }
 
 /// The fixture's log decoded by this build (each entry losing nothing) and folded: the reader, and what each
@@ -438,7 +444,8 @@ fn every_event_kind() -> Vec<EventBody> {
             EventBody::CheckRequested => Some(EventBody::Pause),
             EventBody::Pause => Some(EventBody::Resume),
             EventBody::Resume => Some(EventBody::Delete),
-            EventBody::Delete => None,
+            EventBody::Delete => Some(EventBody::Policy { change: Box::new(put_receiver()) }),
+            EventBody::Policy { .. } => None,
         };
         all.push(body);
     }
@@ -455,6 +462,7 @@ fn command_of(body: &EventBody) -> Option<CommandKind> {
         EventBody::CheckRequested => Some(CommandKind::CheckNow),
         EventBody::Ack => Some(CommandKind::Ack),
         EventBody::Unack => Some(CommandKind::Unack),
+        EventBody::Policy { change } => Some(CommandKind::Policy { change: change.clone() }),
         EventBody::Transition { .. } | EventBody::Soft { .. } | EventBody::Flapping { .. } => None,
     }
 }
@@ -477,8 +485,31 @@ fn every_outcome() -> Vec<Outcome> {
     all
 }
 
+/// An object's id, or the policy's key.
 fn oid(s: &str) -> ObjectId {
-    ObjectId::new(s).unwrap()
+    ObjectId::from_log(s).unwrap()
+}
+
+/// The key an event of this kind is written on: the policy's for a policy change, else `object`.
+fn key_of<'a>(body: &EventBody, object: &'a str) -> &'a str {
+    if matches!(body, EventBody::Policy { .. }) {
+        ObjectId::POLICY
+    } else {
+        object
+    }
+}
+
+/// A policy change (cluster format 4): a receiver whose secret is a reference on the notifier's host.
+fn put_receiver() -> policy::Change {
+    policy::Change::PutReceiver {
+        receiver: policy::Receiver {
+            name: policy::Name::new("db-team").unwrap(),
+            kind: policy::ReceiverKind::Webhook {
+                url: "https://hooks.example.com/db".into(),
+                secret: Some(policy::SecretRef::Env("DB_HOOK_SECRET".into())),
+            },
+        },
+    }
 }
 
 fn mid(s: &str) -> MemberId {
@@ -558,7 +589,7 @@ fn write_log(out: &Path) {
         let made = command_of(body);
         assert!(made.as_ref().is_none_or(|k| EventBody::from_command(k) == *body), "{body:?}");
         match made {
-            Some(_) => log.command("every-kind", body.clone()),
+            Some(_) => log.command(key_of(body, "every-kind"), body.clone()),
             None => log.event("every-kind", body.clone(), None, None),
         }
     }
@@ -652,9 +683,9 @@ fn write_messages(out: &Path) {
     let mut lines = String::new();
     let commands: Vec<Command> = every_event_kind()
         .iter()
-        .filter_map(command_of)
+        .filter_map(|body| Some((command_of(body)?, key_of(body, "web"))))
         .enumerate()
-        .map(|(i, kind)| Command { id: cid(&format!("cmd-{i}")), object: oid("web"), kind, hop: 0 })
+        .map(|(i, (kind, object))| Command { id: cid(&format!("cmd-{i}")), object: oid(object), kind, hop: 0 })
         .collect();
     for c in &commands {
         lines.push_str(&json_line("command", "bytes", wire::encode(c), &[]));

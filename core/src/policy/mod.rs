@@ -12,8 +12,11 @@
 //! recurring schedule) suppresses an object's problems, reminders and escalations while it holds, never the
 //! resolve of a problem that was sent (the notifier pairs them; this module only says what holds when).
 //!
-//! This is the first part of the issue: the model, its checks and its decisions, unit tested. Not yet: the policy
-//! in the log (cluster format 4), the notifier's episodes, reminders and escalations, the API and the page.
+//! **In the log.** The policy changes by `Change`s, each a command on the reserved key `ObjectId::POLICY` (cluster
+//! format 4, `FORMAT`), owned, forwarded and fenced as an object's; every reader folds them
+//! (`LogReader::policy`), taking a change only if the policy after it keeps every rule (`Policy::changed`), so
+//! every member holds the same policy at the same log position. Not yet: the notifier's episodes, reminders and
+//! escalations, dependencies, the page.
 
 pub mod window;
 
@@ -24,6 +27,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 pub use window::{Day, Recurrence, Schedule, ScheduleError};
+
+/// The cluster format whose log holds the policy: its commands are refused, and its events are not written,
+/// before the cluster's active format is this.
+pub const FORMAT: u32 = 4;
 
 /// The most of each a policy holds: room for large teams, bounded for a log entry and every notifier's memory.
 pub const MAX_RECEIVERS: usize = 256;
@@ -267,6 +274,10 @@ impl Receiver {
                 if !scheme_ok || url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
                     return Err(fail("url must be an http:// or https:// URL without spaces, at most 2048 bytes"));
                 }
+                // The policy is in the log and shown by every read: a credential in it would be too.
+                if crate::secret::userinfo(url).is_some() {
+                    return Err(fail("url must not hold credentials (user:password@): name a secret file or env"));
+                }
                 match secret {
                     Some(SecretRef::File(p)) if p.is_empty() || !p.starts_with('/') => {
                         Err(fail("secret file must be an absolute path on the notifier's host"))
@@ -387,6 +398,104 @@ impl Policy {
         let silences = self.silences.values().flat_map(|s| [s.starts_at, s.ends_at]).filter(|b| *b > t);
         let windows = self.windows.values().filter_map(|w| w.recurrence.next_change(t));
         silences.chain(windows).min()
+    }
+}
+
+/// How long a silence that ended is still kept (and listed) before a policy change drops it: long enough to see
+/// what was silenced last week, bounded so `MAX_SILENCES` counts live ones.
+pub const SILENCE_KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// One change of the policy, as a command asks for it and the log records it (cluster format 4). Each names one
+/// piece; routes are set as a whole list, since their order is their meaning.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Change {
+    PutReceiver {
+        receiver: Receiver,
+    },
+    DeleteReceiver {
+        name: Name,
+    },
+    SetRoutes {
+        routes: Vec<Route>,
+    },
+    PutSilence {
+        silence: Silence,
+    },
+    /// Ends a silence at the change's time (one that has not started yet is dropped).
+    ExpireSilence {
+        name: Name,
+    },
+    PutWindow {
+        window: Window,
+    },
+    DeleteWindow {
+        name: Name,
+    },
+}
+
+impl Change {
+    /// What it changes, for messages and metrics: `receiver`, `routes`, `silence`, `window`.
+    pub fn what(&self) -> &'static str {
+        match self {
+            Change::PutReceiver { .. } | Change::DeleteReceiver { .. } => "receiver",
+            Change::SetRoutes { .. } => "routes",
+            Change::PutSilence { .. } | Change::ExpireSilence { .. } => "silence",
+            Change::PutWindow { .. } | Change::DeleteWindow { .. } => "window",
+        }
+    }
+}
+
+/// Why a change cannot be made: what it names does not exist, or the policy after it would break a rule.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChangeError {
+    #[error("{what} {name} does not exist")]
+    NotFound { what: &'static str, name: Name },
+    #[error(transparent)]
+    Invalid(#[from] PolicyError),
+}
+
+impl Policy {
+    /// Whether it holds nothing (a cluster that never set a policy).
+    pub fn is_empty(&self) -> bool {
+        self == &Policy::default()
+    }
+
+    /// The policy after `change`, made at `at` (the log time of its event), or why it cannot be made; `self` is
+    /// left as it was. Silences that ended `SILENCE_KEPT` before `at` are dropped on the way, so every reader
+    /// drops them at the same position.
+    pub fn changed(&self, change: &Change, at: Time) -> Result<Policy, ChangeError> {
+        let mut p = self.clone();
+        p.silences.retain(|_, s| at.saturating_since(s.ends_at) <= SILENCE_KEPT);
+        let missing = |what, name: &Name| ChangeError::NotFound { what, name: name.clone() };
+        match change {
+            Change::PutReceiver { receiver } => {
+                p.receivers.insert(receiver.name.clone(), receiver.clone());
+            }
+            Change::DeleteReceiver { name } => {
+                p.receivers.remove(name).ok_or_else(|| missing("receiver", name))?;
+            }
+            Change::SetRoutes { routes } => p.routes = routes.clone(),
+            Change::PutSilence { silence } => {
+                p.silences.insert(silence.name.clone(), silence.clone());
+            }
+            Change::ExpireSilence { name } => {
+                let s = p.silences.get_mut(name).ok_or_else(|| missing("silence", name))?;
+                if s.starts_at >= at {
+                    p.silences.remove(name);
+                } else if s.ends_at > at {
+                    s.ends_at = at;
+                }
+            }
+            Change::PutWindow { window } => {
+                p.windows.insert(window.name.clone(), window.clone());
+            }
+            Change::DeleteWindow { name } => {
+                p.windows.remove(name).ok_or_else(|| missing("window", name))?;
+            }
+        }
+        p.validate()?;
+        Ok(p)
     }
 }
 

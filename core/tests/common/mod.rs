@@ -13,8 +13,9 @@ pub fn member(id: &str, inc: u64) -> MemberRef {
     MemberRef { id: MemberId::new(id).unwrap(), incarnation: inc }
 }
 
+/// An object's id, or the policy's key (`ObjectId::POLICY`).
 pub fn oid(s: &str) -> ObjectId {
-    ObjectId::new(s).unwrap()
+    ObjectId::from_log(s).unwrap()
 }
 
 pub fn def(interval_s: u64) -> ObjectDef {
@@ -74,11 +75,20 @@ pub struct World {
     pub purges: Vec<u64>,
     /// Engine config used by `add_engine` (snapshot settings, say).
     pub config: Option<fn(&mut EngineConfig)>,
+    /// The cluster format every member announces (`None`: none, as builds before v0.1.0: format 1).
+    pub announce: Option<u32>,
 }
 
 impl World {
     pub fn new() -> World {
         World { now: Time(1_000_000), ..World::default() }
+    }
+
+    /// What the membership store tells of a change, with the format members announce.
+    fn observation(&self, change: MemberChange) -> MemberObservation {
+        let mut o = MemberObservation::new(Bucket::Engine, self.kv_rev, change);
+        o.format = self.announce.unwrap_or(o.format);
+        o
     }
 
     pub fn add_engine(&mut self, id: &str, inc: u64) {
@@ -107,11 +117,8 @@ impl World {
         self.engines.insert(id.to_string(), e);
         self.cursor.insert(id.to_string(), start);
         // A new watcher gets a snapshot of the live keys.
-        let snapshot: VecDeque<MemberObservation> = self
-            .kv
-            .iter()
-            .map(|(k, (inc, _))| MemberObservation::new(Bucket::Engine, self.kv_rev, MemberChange::Up(member(k, *inc))))
-            .collect();
+        let snapshot: VecDeque<MemberObservation> =
+            self.kv.iter().map(|(k, (inc, _))| self.observation(MemberChange::Up(member(k, *inc)))).collect();
         // Snapshot entries share a revision; give each a distinct one below the current (like a KV's history).
         let n = snapshot.len() as u64;
         let snapshot = snapshot.into_iter().enumerate().map(|(i, mut o)| {
@@ -133,9 +140,9 @@ impl World {
 
     fn kv_change(&mut self, change: MemberChange) {
         self.kv_rev += 1;
-        for (id, q) in self.watch.iter_mut() {
-            let _ = id;
-            q.push_back(MemberObservation::new(Bucket::Engine, self.kv_rev, change.clone()));
+        let observation = self.observation(change);
+        for q in self.watch.values_mut() {
+            q.push_back(observation.clone());
         }
     }
 

@@ -400,6 +400,20 @@ impl Model {
                 assert!(exists || *effect == Effect::Ignored, "result on a missing object took effect at {seq}");
                 return;
             }
+            // The policy's own rules are `jaque_core::policy`'s tests'; here: only its key takes a change, and an
+            // applied one is remembered as any command.
+            EventBody::Policy { .. } => {
+                match effect {
+                    Effect::Command(o @ Outcome::Applied { command_id, .. }) => {
+                        self.applied.insert(command_id.clone(), o.clone());
+                    }
+                    Effect::Command(Outcome::Rejected { .. }) | Effect::Folded => {}
+                    Effect::Ignored => return,
+                    _ => panic!("policy change at {seq}: {effect:?}"),
+                }
+                assert!(event.object.is_policy(), "a policy change on an object's key took effect at {seq}");
+                return;
+            }
         };
         let want = match (&event.command_id, took_effect) {
             (Some(id), true) => {
