@@ -1,11 +1,12 @@
-//! The ui's HTTP API (with `-target ui`): the JSON API, its event stream (`stream`), the OpenAPI document
-//! (`openapi`) and the status page (`page/`, embedded in the binary). Reads are asked of the loop that holds
-//! the log (`views::Backend`); history is read from the sinks' store.
+//! The ui's HTTP API (with `-target ui`): the JSON API (the notification policy's part in `policy`), its event
+//! stream (`stream`), the OpenAPI document (`openapi`) and the status page (`page/`, embedded in the binary). Reads are
+//! asked of the loop that holds the log (`views::Backend`); history is read from the sinks' store.
 //! A write becomes a command and goes where `jaque_core::ui::write_route` says: the local engine, NATS (the
 //! owner the ui's log view names, else the ingress queue group), or nowhere (503). Its HTTP status is
 //! `jaque_core::ui::http_status` of the outcome.
 
 use super::inbox::Inbox;
+use super::policy;
 use super::reader::Owners;
 use super::stream::Changes;
 use super::views::{self, Backend, Cursor, Lookup, PageQuery, Rendered, Sort, StateSet, UiRequest};
@@ -115,10 +116,16 @@ pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
         ("/api/objects/{id}/history", get(history)),
         ("/api/summary", get(summary)),
         ("/api/cluster", get(cluster)),
+        ("/api/policy", get(policy::get_policy)),
+        ("/api/policy/receivers/{name}", put(policy::put_receiver).delete(policy::delete_receiver)),
+        ("/api/policy/routes", put(policy::put_routes)),
+        ("/api/policy/windows/{name}", put(policy::put_window).delete(policy::delete_window)),
+        ("/api/silences", get(policy::list_silences).post(policy::post_silence)),
+        ("/api/silences/{name}", put(policy::put_silence).delete(policy::expire_silence)),
     ]
 }
 
-fn error(status: StatusCode, outcome: &str, reason: impl Into<String>) -> Response {
+pub(super) fn error(status: StatusCode, outcome: &str, reason: impl Into<String>) -> Response {
     let mut resp = (status, Json(json!({ "outcome": outcome, "reason": reason.into() }))).into_response();
     if status == StatusCode::SERVICE_UNAVAILABLE {
         resp.headers_mut().insert("retry-after", HeaderValue::from(RETRY_AFTER_SECS));
@@ -126,11 +133,11 @@ fn error(status: StatusCode, outcome: &str, reason: impl Into<String>) -> Respon
     resp
 }
 
-fn bad_request(reason: impl Into<String>) -> Response {
+pub(super) fn bad_request(reason: impl Into<String>) -> Response {
     error(StatusCode::BAD_REQUEST, "rejected", reason)
 }
 
-fn outcome_response(outcome: &Outcome) -> Response {
+pub(super) fn outcome_response(outcome: &Outcome) -> Response {
     let (status, retry_after) = http_status(outcome);
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = (status, Json(outcome)).into_response();
@@ -141,7 +148,7 @@ fn outcome_response(outcome: &Outcome) -> Response {
 }
 
 /// Asks the backend loop something; `None` when there is none or it is gone.
-async fn ask<T>(s: &Api, make: impl FnOnce(oneshot::Sender<T>) -> UiRequest) -> Option<T> {
+pub(super) async fn ask<T>(s: &Api, make: impl FnOnce(oneshot::Sender<T>) -> UiRequest) -> Option<T> {
     s.backend.as_ref()?.ask(make).await
 }
 
@@ -187,8 +194,8 @@ fn history_query(object: ObjectId, params: &BTreeMap<String, String>) -> Result<
     let mut q = HistoryQuery { object, since_ms: None, until_ms: None, before: None, limit: HISTORY_DEFAULT };
     for (k, v) in params {
         match k.as_str() {
-            "since" => q.since_ms = Some(parse_rfc3339_ms(v).map_err(|e| format!("since: {e}"))?),
-            "until" => q.until_ms = Some(parse_rfc3339_ms(v).map_err(|e| format!("until: {e}"))?),
+            "since" => q.since_ms = Some(rfc3339("since", v)?),
+            "until" => q.until_ms = Some(rfc3339("until", v)?),
             "limit" => {
                 q.limit = v
                     .parse::<usize>()
@@ -215,6 +222,17 @@ fn history_query(object: ObjectId, params: &BTreeMap<String, String>) -> Result<
     Ok(q)
 }
 
+/// A time the API takes (a parameter, a field of a body): RFC 3339 in UTC, as Unix milliseconds; the error names
+/// `what`.
+pub(super) fn rfc3339(what: &str, v: &str) -> Result<u64, String> {
+    parse_rfc3339_ms(v).map_err(|e| format!("{what}: {e}"))
+}
+
+/// A duration the API takes (`"30s"`, `"1h 30m"`); the error names `what`.
+pub(super) fn duration(what: &str, s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{what}: {s:?} is not a duration ({e}); write e.g. 30s"))
+}
+
 fn parse_id(id: &str) -> Result<ObjectId, String> {
     ObjectId::new(id).map_err(|e| format!("object id: {e}"))
 }
@@ -224,7 +242,7 @@ fn path_id(id: Result<Path<String>, PathRejection>) -> Result<ObjectId, String> 
     id.map_err(|e| e.body_text()).and_then(|Path(id)| parse_id(&id))
 }
 
-fn json_bytes(body: Vec<u8>) -> Response {
+pub(super) fn json_bytes(body: Vec<u8>) -> Response {
     ([("content-type", "application/json")], body).into_response()
 }
 
@@ -360,7 +378,7 @@ fn next_link(q: &PageQuery, next: &Cursor) -> String {
     format!("</api/objects?{}>; rel=\"next\"", params.finish())
 }
 
-fn no_reader() -> Response {
+pub(super) fn no_reader() -> Response {
     error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no log reader in this process")
 }
 
@@ -491,14 +509,7 @@ pub(crate) fn parse_def(body: &[u8]) -> Result<ObjectDef, String> {
     // A parse error may quote a value: a url's credentials must not come back in it.
     let b: PutBody = serde_json::from_slice(body)
         .map_err(|e| format!("invalid body: {}", jaque_core::secret::redact_urls_in(&e.to_string())))?;
-    let dur = |what: &str, s: &Option<String>| -> Result<Option<Duration>, String> {
-        s.as_deref()
-            .map(|s| {
-                humantime::parse_duration(s)
-                    .map_err(|e| format!("{what}: {s:?} is not a duration ({e}); write e.g. 30s"))
-            })
-            .transpose()
-    };
+    let dur = |what: &str, s: &Option<String>| s.as_deref().map(|s| duration(what, s)).transpose();
     let ms = |d: Duration| -> u64 { d.as_millis().try_into().unwrap_or(u64::MAX) };
     let interval = dur("interval", &b.interval)?.unwrap_or(DEFAULT_INTERVAL);
     let timeout = dur("timeout", &b.timeout)?.unwrap_or(DEFAULT_TIMEOUT.min(interval));
@@ -545,12 +556,16 @@ async fn put_object(
     headers: HeaderMap,
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Response {
-    write(&s, path_id(id), &headers, || match body {
-        Ok(body) => parse_def(&body).map(|def| CommandKind::Put { def }).map_err(|e| (StatusCode::BAD_REQUEST, e)),
-        // Past axum's limit (2 MiB; a definition is a few KiB at most), or a body that broke off.
-        Err(e) => Err((e.status(), format!("the body: {}", e.body_text()))),
+    write(&s, path_id(id), &headers, || {
+        parse_def(&body_bytes(body)?).map(|def| CommandKind::Put { def }).map_err(|e| (StatusCode::BAD_REQUEST, e))
     })
     .await
+}
+
+/// A write's body, or why there is none: past axum's limit (2 MiB; a definition or a policy change is a few KiB,
+/// the whole routes at most a few hundred), or a body that broke off.
+pub(super) fn body_bytes(body: Result<axum::body::Bytes, BytesRejection>) -> Result<axum::body::Bytes, Refused> {
+    body.map_err(|e| (e.status(), format!("the body: {}", e.body_text())))
 }
 
 async fn delete_object(
@@ -584,48 +599,62 @@ async fn action(
     .await
 }
 
-/// Every write: token, then route (a process that cannot take writes answers 503 whatever the body), then
-/// the id and body, then the command goes out and its outcome comes back as the answer.
+/// A write's failure before it goes out: the status and why.
+pub(super) type Refused = (StatusCode, String);
+
+/// What a write asks for once its token and route are checked: the command's target and kind, given the
+/// command's id (a new silence is named after it).
+pub(super) type Ask = Result<(ObjectId, CommandKind), Refused>;
+
+/// One object write (`submit`), answered with its outcome.
 async fn write(
     s: &Api,
     id: Result<ObjectId, String>,
     headers: &HeaderMap,
-    kind: impl FnOnce() -> Result<CommandKind, (StatusCode, String)>,
+    kind: impl FnOnce() -> Result<CommandKind, Refused>,
 ) -> Response {
+    let command = |_: &CommandId| Ok((id.map_err(|e| (StatusCode::BAD_REQUEST, e))?, kind()?));
+    match submit(s, headers, command).await {
+        Ok((_, outcome)) => outcome_response(&outcome),
+        Err(refused) => refused,
+    }
+}
+
+/// Every write, objects' and the policy's: token, then route (a process that cannot take writes answers 503
+/// whatever the body), then the command's id (`Idempotency-Key`, else a new one), target and body, then the
+/// command goes out and its outcome comes back (`Err`: the answer already, a refusal before anything went out).
+pub(super) async fn submit(
+    s: &Api,
+    headers: &HeaderMap,
+    command: impl FnOnce(&CommandId) -> Ask,
+) -> Result<(CommandId, Outcome), Response> {
     if let Some(denied) = guard::write_denied(s.tokens.write.as_deref(), headers) {
-        return denied;
+        return Err(denied);
     }
     if s.route == WriteRoute::Reject {
-        return error(
+        return Err(error(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
             "this ui has no engine and no NATS coordination to submit writes to; run it with -coordination nats://host:port",
-        );
+        ));
     }
-    let object = match id {
-        Ok(o) => o,
-        Err(e) => return bad_request(e),
-    };
-    let kind = match kind() {
-        Ok(k) => k,
-        Err((status, reason)) => return error(status, "rejected", reason),
-    };
     let command_id = match headers.get("idempotency-key") {
         Some(v) => {
             match v.to_str().map_err(|e| e.to_string()).and_then(|v| CommandId::new(v).map_err(|e| e.to_string())) {
                 Ok(id) => id,
-                Err(e) => return bad_request(format!("Idempotency-Key: {e}")),
+                Err(e) => return Err(bad_request(format!("Idempotency-Key: {e}"))),
             }
         }
         None => {
             let n = s.next_id.fetch_add(1, Ordering::Relaxed);
             match CommandId::new(format!("{}-{n}", s.id_prefix)) {
                 Ok(id) => id,
-                Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "unavailable", e.to_string()),
+                Err(e) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, "unavailable", e.to_string())),
             }
         }
     };
-    let cmd = Command { id: command_id, object, kind, hop: 0 };
+    let (object, kind) = command(&command_id).map_err(|(status, reason)| error(status, "rejected", reason))?;
+    let cmd = Command { id: command_id.clone(), object, kind, hop: 0 };
     let deadline = s.engine_cfg.write_timeout();
     let outcome = match s.route {
         WriteRoute::LocalEngine => {
@@ -638,7 +667,7 @@ async fn write(
         WriteRoute::Ingress => submit_nats(s, &cmd).await,
         WriteRoute::Reject => unreachable!("answered above"),
     };
-    outcome_response(&outcome)
+    Ok((command_id, outcome))
 }
 
 /// A write of a ui without an engine, driven by `jaque_core::ui::IngressWrite`: the first attempt where

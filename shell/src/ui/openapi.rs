@@ -133,6 +133,32 @@ pub(crate) mod tests {
             EventBody::Soft { state: State::Critical, attempt: 1, of: 3, output: "refused".into(), flapping: None };
         event(&mut r, "e", soft);
         assert!(r.object(&ObjectId::new("e").unwrap()).unwrap().soft().is_some(), "the soft state is folded");
+        // A policy of each kind of thing (format 4, installed by a second epoch record).
+        let record =
+            EpochRecord { epoch: 2, members: vec![engine()], members_rev: 2, idempotency_window_ms: None, format: 4 };
+        seq += 1;
+        r.read(seq, &LogEntry::Epoch(record));
+        let changes = [
+            r#"{"op":"put_receiver","receiver":{"name":"db","kind":"webhook","url":"https://hooks.example.com/db","secret":{"env":"DB_HOOK"}}}"#,
+            r#"{"op":"put_receiver","receiver":{"name":"spare","kind":"webhook","url":"http://127.0.0.1:9/"}}"#,
+            r#"{"op":"set_routes","routes":[{"selector":"team=db","receivers":["db"],"repeat_interval_ms":3600000,"escalations":[{"after_ms":600000,"receivers":["db"]}]}]}"#,
+            r#"{"op":"put_silence","silence":{"name":"upgrade","selector":"team=db","starts_at":1000,"ends_at":1796007200000,"author":"ana","comment":"major"}}"#,
+            r#"{"op":"put_window","window":{"name":"tue","selector":"env=prod","schedule":{"days":["tue"],"start":"02:00","duration_ms":7200000,"time_zone":"Europe/Berlin"},"comment":""}}"#,
+        ];
+        for change in changes {
+            let change: jaque_core::policy::Change = serde_json::from_str(change).unwrap();
+            seq += 1;
+            let ev = Event {
+                object: ObjectId::policy(),
+                epoch: 2,
+                writer: engine(),
+                at: Time(1_000 + seq),
+                command_id: None,
+                body: EventBody::Policy { change: Box::new(change) },
+            };
+            r.read(seq, &LogEntry::Event(ev));
+        }
+        assert_eq!(r.policy().windows.len(), 1, "the policy is folded");
         r
     }
 
@@ -176,12 +202,19 @@ pub(crate) mod tests {
                         let _ = reply.send((true, "ready".into()));
                     }
                     UiRequest::Write { cmd, reply } => {
-                        let outcome = if reader.object(&cmd.object).is_some()
-                            || matches!(cmd.kind, jaque_core::CommandKind::Put { .. })
-                        {
-                            Outcome::Applied { command_id: cmd.id, owner: engine().id, epoch: 1, seq: 99 }
-                        } else {
-                            Outcome::NotFound { command_id: cmd.id }
+                        let applied =
+                            Outcome::Applied { command_id: cmd.id.clone(), owner: engine().id, epoch: 1, seq: 99 };
+                        let outcome = match &cmd.kind {
+                            // As the engine answers a policy change: applied, or rejected with the reason.
+                            jaque_core::CommandKind::Policy { change } => {
+                                match reader.policy().changed(change, Time(2_000)) {
+                                    Ok(_) => applied,
+                                    Err(e) => Outcome::Rejected { reason: e.to_string() },
+                                }
+                            }
+                            jaque_core::CommandKind::Put { .. } => applied,
+                            _ if reader.object(&cmd.object).is_some() => applied,
+                            _ => Outcome::NotFound { command_id: cmd.id },
                         };
                         let _ = reply.send(outcome);
                     }
@@ -243,7 +276,7 @@ pub(crate) mod tests {
         let mut out = BTreeSet::new();
         let own = crate::process::routes().into_iter().map(|(path, _)| path);
         for path in own.chain(crate::ui::api::routes().into_iter().map(|(path, _)| path)) {
-            let concrete = path.replace("{id}", "x").replace("{action}", "pause");
+            let concrete = path.replace("{id}", "x").replace("{action}", "pause").replace("{name}", "x");
             for m in METHODS {
                 if send(app, m, &concrete, &[], "").await.status != 405 {
                     out.insert((path.to_string(), m.to_string()));
@@ -426,6 +459,16 @@ pub(crate) mod tests {
         let auth = [("authorization", "Bearer s3cret")];
         let big = format!(r#"{{"probe": {{"type": "exec", "plugin": "p", "args": ["{}"]}}}}"#, "x".repeat(3 << 20));
         let key = [("idempotency-key", "k-1")];
+        let (receiver, window, silence) =
+            ("/api/policy/receivers/{name}", "/api/policy/windows/{name}", "/api/silences/{name}");
+        let hook =
+            r#"{"kind": "webhook", "url": "https://hooks.example.com/ops", "secret": {"file": "/etc/jaque/ops"}}"#;
+        let routes = r#"[{"selector": "team=db", "receivers": ["db"], "continue": true, "repeat_interval": "1h",
+            "escalations": [{"after": "10m", "receivers": ["spare"]}]}, {"receivers": ["spare"]}]"#;
+        let wed = r#"{"selector": "env=prod", "schedule": {"days": ["wed"], "start": "03:30", "duration": "1h",
+            "time_zone": "Europe/Berlin"}, "comment": "patches"}"#;
+        let atlantis = wed.replace("Europe/Berlin", "Europe/Atlantis");
+        let hush = r#"{"selector": "team=db", "duration": "2h", "author": "ana", "comment": "upgrade"}"#;
         // (which app, method, request path, documented path, headers, body)
         type Case<'a> = (usize, &'a str, &'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
         let cases: Vec<Case> = vec![
@@ -493,6 +536,66 @@ pub(crate) mod tests {
             (4, "GET", "/assets/page.js", "/assets/page.js", &[], ""),
             (4, "GET", "/assets/page.css", "/assets/page.css", &[], ""),
             (4, "PUT", "/api/objects/n", "/api/objects/{id}", &[("authorization", "Bearer r")], def),
+            // The notification policy.
+            (0, "GET", "/api/policy", "/api/policy", &[], ""),
+            (4, "GET", "/api/policy", "/api/policy", &[], ""),
+            (0, "GET", "/api/silences", "/api/silences", &[], ""),
+            (4, "GET", "/api/silences", "/api/silences", &[], ""),
+            (0, "PUT", "/api/policy/receivers/ops", receiver, &key, hook),
+            (
+                0,
+                "PUT",
+                "/api/policy/receivers/ops",
+                receiver,
+                &[],
+                r#"{"kind": "webhook", "url": "https://x", "secret": {}}"#,
+            ),
+            (0, "PUT", "/api/policy/receivers/Ops", receiver, &[], hook),
+            (0, "PUT", "/api/policy/receivers/ops", receiver, &[], &big),
+            (1, "PUT", "/api/policy/receivers/ops", receiver, &[], hook),
+            (2, "PUT", "/api/policy/receivers/ops", receiver, &[], hook),
+            (0, "DELETE", "/api/policy/receivers/spare", receiver, &[], ""),
+            (0, "DELETE", "/api/policy/receivers/db", receiver, &[], ""),
+            (0, "DELETE", "/api/policy/receivers/nope", receiver, &[], ""),
+            (1, "DELETE", "/api/policy/receivers/spare", receiver, &[], ""),
+            (2, "DELETE", "/api/policy/receivers/spare", receiver, &[], ""),
+            (0, "PUT", "/api/policy/routes", "/api/policy/routes", &[], routes),
+            (0, "PUT", "/api/policy/routes", "/api/policy/routes", &[], r#"[{"receivers": ["nobody"]}]"#),
+            (0, "PUT", "/api/policy/routes", "/api/policy/routes", &[], &big),
+            (1, "PUT", "/api/policy/routes", "/api/policy/routes", &[], routes),
+            (2, "PUT", "/api/policy/routes", "/api/policy/routes", &[], routes),
+            (0, "PUT", "/api/policy/windows/wed", window, &[], wed),
+            (0, "PUT", "/api/policy/windows/wed", window, &[], &atlantis),
+            (0, "PUT", "/api/policy/windows/wed", window, &[], &big),
+            (1, "PUT", "/api/policy/windows/wed", window, &[], wed),
+            (2, "PUT", "/api/policy/windows/wed", window, &[], wed),
+            (0, "DELETE", "/api/policy/windows/tue", window, &[], ""),
+            (0, "DELETE", "/api/policy/windows/nope", window, &[], ""),
+            (0, "DELETE", "/api/policy/windows/-x", window, &[], ""),
+            (1, "DELETE", "/api/policy/windows/tue", window, &[], ""),
+            (2, "DELETE", "/api/policy/windows/tue", window, &[], ""),
+            (0, "POST", "/api/silences", "/api/silences", &key, hush),
+            (0, "POST", "/api/silences", "/api/silences", &[], r#"{"selector": "", "author": "ana"}"#),
+            (0, "POST", "/api/silences", "/api/silences", &[], &big),
+            (1, "POST", "/api/silences", "/api/silences", &[], hush),
+            (2, "POST", "/api/silences", "/api/silences", &[], hush),
+            (0, "PUT", "/api/silences/quiet", silence, &[], hush),
+            (
+                0,
+                "PUT",
+                "/api/silences/quiet",
+                silence,
+                &[],
+                r#"{"selector": "", "author": "ana", "duration": "2h", "name": "x"}"#,
+            ),
+            (0, "PUT", "/api/silences/quiet", silence, &[], &big),
+            (1, "PUT", "/api/silences/quiet", silence, &[], hush),
+            (2, "PUT", "/api/silences/quiet", silence, &[], hush),
+            (0, "DELETE", "/api/silences/upgrade", silence, &[], ""),
+            (0, "DELETE", "/api/silences/nope", silence, &[], ""),
+            (0, "DELETE", "/api/silences/a%20b", silence, &[], ""),
+            (1, "DELETE", "/api/silences/upgrade", silence, &[], ""),
+            (2, "DELETE", "/api/silences/upgrade", silence, &[], ""),
             (4, "POST", "/api/objects/a/actions/ack", "/api/objects/{id}/actions/{action}", &auth, ""),
         ];
         let tokens = [open(), write_only(), open(), open(), every()];

@@ -55,7 +55,8 @@ impl Backend {
     }
 }
 
-fn duration(ms: u64) -> String {
+/// A duration as the API shows it (`"1h"`, `"30s"`), which the API's bodies take back (`api::duration`).
+pub(super) fn duration(ms: u64) -> String {
     humantime::format_duration(Duration::from_millis(ms)).to_string()
 }
 
@@ -203,6 +204,8 @@ pub enum Lookup {
     Page(PageQuery),
     /// `GET /api/summary`: counts per state, of the objects the selector picks (`None`: all of them).
     Summary(Option<Selector>),
+    /// `GET /api/policy`, `GET /api/silences`: the notification policy, not an object's but read where they are.
+    Policy(super::policy::Part),
 }
 
 /// What the loop hands back: the JSON, and for a page that is not the last, the cursor of the next one.
@@ -371,6 +374,7 @@ pub fn objects(reader: &LogReader, lookup: Lookup) -> Rendered {
         Lookup::Summary(selector) => {
             Rendered { body: serde_json::to_vec(&summary(reader, &selector)).ok(), next: None }
         }
+        Lookup::Policy(part) => Rendered { body: super::policy::render(reader, part), next: None },
     }
 }
 
