@@ -299,3 +299,65 @@ fn apply_writes_only_the_differences_and_a_prune_removes_only_what_its_source_no
     let (code, _, err) = run(&["apply", "-f", f, "--source", "not a label value"]);
     assert!(code == 2 && err.contains("--source"), "{err}");
 }
+
+#[test]
+fn get_as_yaml_is_a_file_apply_takes_back_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Jaque::start("ui", &["-target", "engine,worker,ui", "-queue", "memory"]);
+    j.wait_ready();
+    let server = format!("http://{}", j.addr);
+    let run = |args: &[&str]| cli(&[&["--server", server.as_str()], args].concat());
+    // Few fields given (the server shows the rest filled in), and values a YAML writer must quote to keep: a
+    // number's text, a boolean's, an empty one, lines, `$` the files read as variables, a label key with `/`.
+    let files = dir.path().join("objects.yaml");
+    std::fs::write(
+        &files,
+        r#"objects:
+  web-1:
+    probe: {type: http, url: "http://127.0.0.1:9/health?a=b"}
+    labels: {app.kubernetes.io/name: web, rev: "07", canary: "true", note: ""}
+  plug-1:
+    probe: {type: exec, plugin: check_nothing, args: ["--warn", "80", "true", "", "two\nlines", "$$HOME", "$${NOT_A_VAR}", "1e5", "a: b"]}
+    interval: 1h
+  db-1:
+    probe: {type: tcp, addr: "127.0.0.1:9"}
+    interval: 1h
+    max_attempts: 5
+"#,
+    )
+    .unwrap();
+    let f = files.to_str().unwrap();
+    let (code, _, err) = run(&["apply", "-f", f, "--source", "git"]);
+    assert_eq!(code, 0, "{err}");
+    poll("every object checked", || (j.get("/api/summary").json()["states"]["pending"] == 0).then_some(()));
+    let position = || j.get("/api/summary").json()["log_position"].as_u64().unwrap();
+
+    // One object: a file of it, which diff finds unchanged; edited, changed.
+    let (code, one, err) = run(&["get", "object", "plug-1", "-o", "yaml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(one.contains("objects:\n  plug-1:\n") && one.contains("\"two\\nlines\""), "{one}");
+    assert!(one.contains("- $HOME\n") && one.contains("- \"$${NOT_A_VAR}\"\n"), "{one}");
+    let one_file = dir.path().join("plug-1.yaml");
+    std::fs::write(&one_file, &one).unwrap();
+    let (code, out, err) = run(&["diff", "-f", one_file.to_str().unwrap(), "--source", "git"]);
+    assert_eq!((code, out.as_str()), (0, "0 to create, 0 to change, 0 to prune, 1 unchanged\n"), "{err}");
+    std::fs::write(&one_file, one.replace("interval: 1h", "interval: 2h")).unwrap();
+    let (code, out, _) = run(&["diff", "-f", one_file.to_str().unwrap(), "--source", "git"]);
+    assert_eq!((code, out.as_str()), (1, "~ plug-1\n0 to create, 1 to change, 0 to prune, 0 unchanged\n"));
+
+    // Every object: applied back, nothing written; the listed definitions are those the file gave.
+    let (code, all, err) = run(&["get", "objects", "-o", "yaml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(all.contains("app.kubernetes.io/name: web\n") && all.contains("rev: \"07\"\n"), "{all}");
+    assert!(all.contains("canary: \"true\"\n") && all.contains("note: \"\"\n"), "{all}");
+    let all_file = dir.path().join("all.yaml");
+    std::fs::write(&all_file, &all).unwrap();
+    let before = position();
+    let (code, out, err) = run(&["apply", "-f", all_file.to_str().unwrap(), "--source", "git"]);
+    assert_eq!((code, out.as_str()), (0, "3 unchanged, 0 failed\n"), "{err}");
+    assert_eq!(position(), before, "an apply of what get -o yaml wrote writes nothing");
+    let args = j.get("/api/objects/plug-1").json()["definition"]["probe"]["args"].clone();
+    assert_eq!(args, json!(["--warn", "80", "true", "", "two\nlines", "$HOME", "${NOT_A_VAR}", "1e5", "a: b"]));
+    // The original files are still unchanged too: their label was not moved by the apply of the copy.
+    assert_eq!(run(&["diff", "-f", f, "--source", "git"]).0, 0);
+}

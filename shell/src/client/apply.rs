@@ -5,8 +5,10 @@
 //! names the source (`--source`, default `default`) and `jaque/applied` is a hash of the definition the files
 //! gave it (the `PUT` body with its source label, keys sorted). An object whose `jaque/applied` is the hash of
 //! what the files say now is unchanged and not written, whatever the server shows of it (defaults filled in,
-//! secrets as `***`); one without it, or with another, is written; with `--prune`, an object of this source that
-//! the files no longer list is deleted, and nothing of another source or made by hand ever is.
+//! secrets as `***`). So is one the server shows exactly as the files define it, its source label included and
+//! its `jaque/applied` aside (a file `jaque get -o yaml` wrote, applied back). Any other is written; with
+//! `--prune`, an object of this source that the files no longer list is deleted, and nothing of another source or
+//! made by hand ever is.
 //!
 //! Each write carries an `Idempotency-Key` made of the source, the id, the hash and the state the write was planned
 //! against (the object's last log position, or for a new object the cluster's position when the plan was made):
@@ -15,9 +17,11 @@
 //! and created again) is planned against another state and is not mistaken for a repeat. Writes go `CONCURRENCY`
 //! at a time.
 
-use super::files::Desired;
+use super::files::{Desired, FIELDS};
 use super::{id_path, reason, Api, Failure};
 use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -44,23 +48,95 @@ impl Plan {
     }
 }
 
-/// JSON with every object's keys sorted, whatever order the map kept them in.
-fn canonical(v: &Value) -> String {
-    match v {
-        Value::Object(m) => {
-            let sorted: BTreeMap<&String, &Value> = m.iter().collect();
-            let parts: Vec<String> =
-                sorted.iter().map(|(k, v)| format!("{}:{}", Value::String((*k).clone()), canonical(v))).collect();
-            format!("{{{}}}", parts.join(","))
-        }
-        Value::Array(a) => format!("[{}]", a.iter().map(canonical).collect::<Vec<_>>().join(",")),
-        other => other.to_string(),
+/// An object as `plan` reads it from `GET /api/objects`: only what it needs, its definition kept as the text the
+/// server sent (read into a tree only for an object whose `jaque/applied` is not the files', to compare).
+#[derive(Deserialize, Debug)]
+pub struct Listed {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    last_seq: Option<u64>,
+    definition: Option<Box<RawValue>>,
+}
+
+/// The two labels `plan` reads from a definition; its other fields and labels are skipped unread.
+#[derive(Deserialize, Default)]
+struct Marks {
+    #[serde(default)]
+    labels: MarkLabels,
+}
+
+#[derive(Deserialize, Default)]
+struct MarkLabels {
+    #[serde(rename = "jaque/source")]
+    source: Option<String>,
+    #[serde(rename = "jaque/applied")]
+    applied: Option<String>,
+}
+
+impl Listed {
+    fn marks(&self) -> MarkLabels {
+        self.definition.as_ref().and_then(|d| serde_json::from_str::<Marks>(d.get()).ok()).unwrap_or_default().labels
+    }
+
+    /// The definition as the server shows it, `Null` if it sent none.
+    fn definition(&self) -> Value {
+        self.definition.as_ref().and_then(|d| serde_json::from_str(d.get()).ok()).unwrap_or(Value::Null)
     }
 }
 
+/// Appends `v` as JSON with every object's keys sorted, whatever order the map kept them in (what the hash of
+/// `stamped` is of: written into one buffer, where a string per node cost a seventh of a re-apply).
+fn canonical(v: &Value, out: &mut Vec<u8>) {
+    // Writing JSON into a Vec cannot fail: serde_json fails only when its writer does.
+    fn scalar(out: &mut Vec<u8>, v: &(impl serde::Serialize + ?Sized)) {
+        serde_json::to_writer(out, v).expect("writing JSON into a Vec");
+    }
+    match v {
+        Value::Object(m) => {
+            let mut sorted: Vec<(&String, &Value)> = m.iter().collect();
+            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (k, v)) in sorted.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                scalar(out, k);
+                out.push(b':');
+                canonical(v, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(a) => {
+            out.push(b'[');
+            for (i, v) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                canonical(v, out);
+            }
+            out.push(b']');
+        }
+        other => scalar(out, other),
+    }
+}
+
+/// The hash of a definition, as the `jaque/applied` label says it.
+fn hash_of(body: &Value, buf: &mut Vec<u8>) -> String {
+    buf.clear();
+    canonical(body, buf);
+    let text = std::str::from_utf8(buf).expect("serde_json writes UTF-8");
+    format!("{:016x}", jaque_core::hrw::key(text))
+}
+
 /// The body to write: the files' with the source label, and the hash of that as the applied label.
+#[cfg(test)]
 pub fn stamped(body: &Value, source: &str) -> (Value, String) {
-    let mut body = body.clone();
+    stamp(body.clone(), source, &mut Vec::new())
+}
+
+/// `stamped`, in place, with a buffer to write the canonical text into.
+fn stamp(mut body: Value, source: &str, buf: &mut Vec<u8>) -> (Value, String) {
     let obj = body.as_object_mut().expect("a definition is an object");
     let labels = obj.entry("labels").or_insert_with(|| Value::Object(Map::new()));
     if !labels.is_object() {
@@ -69,9 +145,28 @@ pub fn stamped(body: &Value, source: &str) -> (Value, String) {
     let labels = labels.as_object_mut().expect("an object");
     labels.insert(SOURCE_LABEL.into(), Value::String(source.into()));
     labels.remove(APPLIED_LABEL);
-    let hash = format!("{:016x}", jaque_core::hrw::key(&canonical(&body)));
+    let hash = hash_of(&body, buf);
     body["labels"][APPLIED_LABEL] = Value::String(hash.clone());
     (body, hash)
+}
+
+/// Whether the server shows the definition `body` (stamped) gives: the same fields, labels and values, the
+/// `jaque/applied` label aside (what a file `get -o yaml` wrote says, applied back). Only the fields a file may
+/// have count: one a newer server shows and this build cannot write is not a difference it could undo.
+fn shown_as(body: &Value, shown: &Value) -> bool {
+    let comparable = |v: &Value| -> Map<String, Value> {
+        let mut fields: Map<String, Value> = v
+            .as_object()
+            .map(|m| {
+                m.iter().filter(|(k, _)| FIELDS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+            })
+            .unwrap_or_default();
+        if let Some(labels) = fields.get_mut("labels").and_then(Value::as_object_mut) {
+            labels.remove(APPLIED_LABEL);
+        }
+        fields
+    };
+    comparable(body) == comparable(shown)
 }
 
 /// A write's `Idempotency-Key`: of the source, the object, what is written and the state it was planned against.
@@ -79,31 +174,37 @@ fn idempotency_key(source: &str, id: &str, what: &str, hash: &str, against: &str
     format!("apply-{:016x}", jaque_core::hrw::key(&[source, id, what, hash, against].join("\u{0}")))
 }
 
-/// The plan from what the files say and the objects the server has (as `GET /api/objects` shows them) when the
+/// The plan from what the files say and the objects the server has (as `GET /api/objects` lists them) when the
 /// cluster's log was at `position`.
-pub fn plan(desired: &[Desired], current: &[Value], source: &str, prune: bool, position: u64) -> Plan {
-    let label = |o: &Value, k: &str| o["definition"]["labels"][k].as_str().map(str::to_string);
-    let last_seq = |o: &Value| o["last_seq"].as_u64().unwrap_or(0).to_string();
-    let have: BTreeMap<&str, &Value> = current.iter().filter_map(|o| Some((o["id"].as_str()?, o))).collect();
+pub fn plan(desired: Vec<Desired>, current: &[Listed], source: &str, prune: bool, position: u64) -> Plan {
+    let last_seq = |o: &Listed| o.last_seq.unwrap_or(0).to_string();
+    let have: BTreeMap<&str, (&Listed, MarkLabels)> =
+        current.iter().filter_map(|o| Some((o.id.as_deref()?, (o, o.marks())))).collect();
+    let listed: std::collections::BTreeSet<String> =
+        if prune { desired.iter().map(|d| d.id.clone()).collect() } else { Default::default() };
     let mut p = Plan::default();
+    let mut buf = Vec::new();
     for d in desired {
-        let (body, hash) = stamped(&d.body, source);
+        let (body, hash) = stamp(d.body, source, &mut buf);
         let (against, list) = match have.get(d.id.as_str()) {
             None => (format!("new at {position}"), &mut p.create),
-            Some(o) if label(o, APPLIED_LABEL).as_deref() == Some(&hash) => {
+            Some((_, marks)) if marks.applied.as_deref() == Some(&hash) => {
                 p.unchanged += 1;
                 continue;
             }
-            Some(o) => (last_seq(o), &mut p.update),
+            Some((o, _)) if shown_as(&body, &o.definition()) => {
+                p.unchanged += 1;
+                continue;
+            }
+            Some((o, _)) => (last_seq(o), &mut p.update),
         };
         p.keys.insert(d.id.clone(), idempotency_key(source, &d.id, "put", &hash, &against));
-        list.push((d.id.clone(), body));
+        list.push((d.id, body));
     }
     if prune {
-        let listed: std::collections::BTreeSet<&str> = desired.iter().map(|d| d.id.as_str()).collect();
-        for (id, o) in &have {
-            if label(o, SOURCE_LABEL).as_deref() == Some(source) && !listed.contains(id) {
-                let hash = label(o, APPLIED_LABEL).unwrap_or_default();
+        for (id, (o, marks)) in &have {
+            if marks.source.as_deref() == Some(source) && !listed.contains(*id) {
+                let hash = marks.applied.clone().unwrap_or_default();
                 p.keys.insert(id.to_string(), idempotency_key(source, id, "delete", &hash, &last_seq(o)));
                 p.prune.push((id.to_string(), hash));
             }
@@ -224,6 +325,11 @@ mod tests {
         json!({"id": id, "definition": {"labels": labels}})
     }
 
+    /// The objects as `plan` reads them from the server's answer.
+    fn listed(objects: &[Value]) -> Vec<Listed> {
+        serde_json::from_str(&Value::Array(objects.to_vec()).to_string()).unwrap()
+    }
+
     #[test]
     fn only_differences_are_written_and_a_prune_touches_only_its_own_source() {
         let tcp = json!({"probe": {"type": "tcp", "addr": "h:1"}, "labels": {"env": "prod"}});
@@ -240,6 +346,9 @@ mod tests {
             server("theirs", json!({"jaque/source": "other"})),
             server("by-hand", json!({})),
         ];
+        let plan = |desired: &[Desired], current: &[Value], source: &str, prune: bool, position: u64| {
+            plan(desired.to_vec(), &listed(current), source, prune, position)
+        };
         let p = plan(&desired, &current, "git", true, 100);
         let ids = |v: &[(String, Value)]| v.iter().map(|(i, _)| i.clone()).collect::<Vec<_>>();
         assert_eq!((ids(&p.create), ids(&p.update), p.unchanged), (vec!["new".into()], vec!["changed".into()], 1));
@@ -253,5 +362,93 @@ mod tests {
         let mut moved = current.clone();
         moved[1]["last_seq"] = json!(7);
         assert_ne!(plan(&desired, &moved, "git", true, 100).keys["changed"], p.keys["changed"]);
+    }
+}
+
+#[cfg(test)]
+mod hashing {
+    use super::*;
+    use serde_json::json;
+
+    /// The canonical text as the first builds made it (a string per node): every object applied then carries a
+    /// hash of this text, so the buffer that replaced it must write the same bytes or every object would look
+    /// changed to a re-apply.
+    fn canonical_as_before(v: &Value) -> String {
+        match v {
+            Value::Object(m) => {
+                let sorted: BTreeMap<&String, &Value> = m.iter().collect();
+                let parts: Vec<String> = sorted
+                    .iter()
+                    .map(|(k, v)| format!("{}:{}", Value::String((*k).clone()), canonical_as_before(v)))
+                    .collect();
+                format!("{{{}}}", parts.join(","))
+            }
+            Value::Array(a) => format!("[{}]", a.iter().map(canonical_as_before).collect::<Vec<_>>().join(",")),
+            other => other.to_string(),
+        }
+    }
+
+    #[test]
+    fn the_canonical_text_and_so_every_applied_hash_is_what_it_was() {
+        let values = [
+            json!({"probe": {"type": "http", "url": "https://h/\"q\"?a=1&b=\u{e9}", "expect_status": 200},
+                   "labels": {"z": "1", "a": "caf\u{e9}", "jaque/source": "git", "ctl": "\u{1}\t\n"},
+                   "interval": "30s", "max_attempts": 3, "flapping": false, "ratio": 0.25, "neg": -4,
+                   "list": [1, "two", null, {"b": [], "a": {}}], "": ""}),
+            json!([]),
+            json!("x"),
+            json!(null),
+        ];
+        for v in values {
+            let mut buf = Vec::new();
+            canonical(&v, &mut buf);
+            assert_eq!(String::from_utf8(buf).unwrap(), canonical_as_before(&v));
+        }
+        // Pinned: the label an object applied with this body carries since the first apply.
+        let body = json!({"probe": {"type": "tcp", "addr": "127.0.0.1:9"}, "interval": "1h", "labels": {"rev": "1"}});
+        let (stamped, hash) = stamped(&body, "bench");
+        assert_eq!(
+            hash,
+            format!(
+                "{:016x}",
+                jaque_core::hrw::key(&canonical_as_before(&{
+                    let mut b = stamped.clone();
+                    b["labels"].as_object_mut().unwrap().remove(APPLIED_LABEL);
+                    b
+                }))
+            )
+        );
+    }
+
+    #[test]
+    fn an_object_the_server_shows_as_the_files_define_it_is_unchanged_whatever_its_applied_label() {
+        // As `get -o yaml` writes it: every field as the server shows it, the labels apply stamped.
+        let shown = json!({"probe": {"type": "tcp", "addr": "h:1"}, "interval": "1h", "timeout": "5s",
+            "labels": {"env": "prod", "jaque/source": "git", "jaque/applied": "00000000000000aa"},
+            "max_attempts": 3, "retry_interval": "12m", "recovery_attempts": 1, "flapping": true});
+        let server = [json!({"id": "x", "last_seq": 4, "definition": shown})];
+        let server: Vec<Listed> = serde_json::from_str(&Value::Array(server.to_vec()).to_string()).unwrap();
+        let desired = |body: Value| {
+            vec![Desired {
+                id: "x".into(),
+                body,
+                at: super::super::files::Pos { file: "f".into(), line: 1, column: 1 },
+            }]
+        };
+        let p = plan(desired(shown.clone()), &server, "git", true, 9);
+        assert_eq!((p.unchanged, p.changes()), (1, 0), "the file get -o yaml wrote, applied back");
+        // Another source, or any field changed: written.
+        assert_eq!(plan(desired(shown.clone()), &server, "other", false, 9).update.len(), 1);
+        let mut edited = shown.clone();
+        edited["interval"] = json!("2h");
+        assert_eq!(plan(desired(edited), &server, "git", false, 9).update.len(), 1);
+        let mut fewer = shown.clone();
+        fewer.as_object_mut().unwrap().remove("timeout");
+        assert_eq!(plan(desired(fewer), &server, "git", false, 9).update.len(), 1, "the same only if shown the same");
+        // A field a newer server shows that no file can have is no difference.
+        let mut newer = json!({"id": "x", "last_seq": 4, "definition": shown});
+        newer["definition"]["dependencies"] = json!(["y"]);
+        let newer: Vec<Listed> = serde_json::from_str(&json!([newer]).to_string()).unwrap();
+        assert_eq!(plan(desired(shown.clone()), &newer, "git", false, 9).unchanged, 1);
     }
 }

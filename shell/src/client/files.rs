@@ -31,7 +31,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The fields an object (and a defaults block) may have.
-const FIELDS: [&str; 8] =
+pub const FIELDS: [&str; 8] =
     ["probe", "interval", "timeout", "labels", "max_attempts", "retry_interval", "recovery_attempts", "flapping"];
 
 /// Where something is in the files.
@@ -147,6 +147,8 @@ pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<V
     }
     let mut seen: BTreeMap<String, Pos> = BTreeMap::new();
     let mut out = Vec::new();
+    // The text each definition is checked from, one buffer for all.
+    let mut text = Vec::new();
     for (id, own, at, fields) in objects {
         if let Some(first) = seen.get(&id) {
             reader.fail(Some(at), format!("object {id} is defined again (first at {first})"));
@@ -164,12 +166,14 @@ pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<V
         let mut body = Map::new();
         for (selector, fields) in &defaults {
             if selector.as_ref().is_none_or(|s| s.matches(own_labels.as_ref().unwrap_or(&Labels::default()))) {
-                merge(&mut body, fields);
+                merge(&mut body, fields.clone());
             }
         }
-        merge(&mut body, &own);
+        merge(&mut body, own);
         let body = Value::Object(body);
-        match crate::ui::api::parse_def(body.to_string().as_bytes()) {
+        text.clear();
+        serde_json::to_writer(&mut text, &body).expect("writing JSON into a Vec");
+        match crate::ui::api::parse_def(&text) {
             Ok(_) => out.push(Desired { id, body, at }),
             Err(message) => {
                 // The server's messages start with the field they are about, where they are about one; a body
@@ -197,15 +201,23 @@ pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<V
     }
 }
 
+/// A YAML text's one document as `load` reads a definition's values (no variable set): what a test of the
+/// files `get -o yaml` writes reads back.
+#[cfg(test)]
+pub fn read_value(text: &str) -> Result<Value, String> {
+    let options = marked_yaml::LoaderOptions::default().error_on_duplicate_keys(true).prevent_coercion(true);
+    let root = marked_yaml::parse_yaml_with_options(0, text, options).map_err(|e| e.to_string())?;
+    let mut reader = Reader { env: &|_| None, errors: Vec::new(), file: "test".into() };
+    reader.value(&root).ok_or_else(|| reader.errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+}
+
 /// Fields over fields; labels merged key by key.
-fn merge(into: &mut Map<String, Value>, from: &Map<String, Value>) {
+fn merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
     for (k, v) in from {
-        match (k.as_str(), into.get_mut(k), v) {
-            ("labels", Some(Value::Object(have)), Value::Object(more)) => {
-                have.extend(more.iter().map(|(k, v)| (k.clone(), v.clone())));
-            }
-            _ => {
-                into.insert(k.clone(), v.clone());
+        match (k.as_str(), into.get_mut(&k), v) {
+            ("labels", Some(Value::Object(have)), Value::Object(more)) => have.extend(more),
+            (_, _, v) => {
+                into.insert(k, v);
             }
         }
     }

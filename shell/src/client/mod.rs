@@ -15,6 +15,7 @@
 
 mod apply;
 mod files;
+mod yaml;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use serde_json::Value;
@@ -99,6 +100,19 @@ enum Output {
     Json,
 }
 
+/// The outputs of `get objects` and `get object`: those of every read, and YAML.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum GetOutput {
+    /// Aligned columns.
+    Table,
+    /// Aligned columns, more of them.
+    Wide,
+    /// What the API answered, as JSON.
+    Json,
+    /// The definitions as a file `jaque apply -f` reads (`objects:`, id to definition); no state.
+    Yaml,
+}
+
 /// Which objects an action takes: ids, or every object a label selector picks.
 #[derive(clap::Args, Debug)]
 struct Which {
@@ -176,14 +190,14 @@ enum Get {
     Objects {
         #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
         selector: Option<String>,
-        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
-        output: Output,
+        #[arg(short = 'o', long, value_enum, default_value_t = GetOutput::Table)]
+        output: GetOutput,
     },
     /// One object.
     Object {
         id: String,
-        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
-        output: Output,
+        #[arg(short = 'o', long, value_enum, default_value_t = GetOutput::Table)]
+        output: GetOutput,
     },
 }
 
@@ -237,10 +251,9 @@ struct Api {
     token: Option<String>,
 }
 
-/// An answer: its status, its `Link` to the next page, its body as JSON (`Null` when it had none or not JSON).
+/// An answer: its status, its body as JSON (`Null` when it had none or not JSON).
 struct Answer {
     status: u16,
-    next: Option<String>,
     body: Value,
 }
 
@@ -287,6 +300,19 @@ impl Api {
         body: Option<&Value>,
         idempotency_key: &str,
     ) -> Result<Answer, Failure> {
+        let (status, _, text) = self.request(method, path_and_query, body, idempotency_key).await?;
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Ok(Answer { status, body })
+    }
+
+    /// `send_body`'s request: the status, the `Link` to the next page, the body's text.
+    async fn request(
+        &self,
+        method: reqwest::Method,
+        path_and_query: &str,
+        body: Option<&Value>,
+        idempotency_key: &str,
+    ) -> Result<(u16, Option<String>, String), Failure> {
         let url = self.url(path_and_query)?;
         let mut req = self.http.request(method, url.clone());
         if let Some(t) = &self.token {
@@ -311,12 +337,16 @@ impl Api {
             .and_then(|l| l.to_str().ok())
             .and_then(|l| l.strip_prefix('<')?.split_once(">; rel=\"next\"").map(|(p, _)| p.to_string()));
         let text = resp.text().await.map_err(|e| unreachable(format!("{url}: {}", error_chain(&e.without_url()))))?;
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Ok(Answer { status, next, body })
+        Ok((status, next, text))
     }
 
     /// Every object the selector picks (all with none), page by page.
     async fn objects(&self, selector: Option<&str>) -> Result<Vec<Value>, Failure> {
+        self.list(selector).await
+    }
+
+    /// `objects`, each read as a `T` (`apply` reads only what it needs of them, not a tree of every field).
+    async fn list<T: serde::de::DeserializeOwned>(&self, selector: Option<&str>) -> Result<Vec<T>, Failure> {
         let mut path = "/api/objects?limit=10000".to_string();
         if let Some(s) = selector {
             path.push_str("&selector=");
@@ -325,14 +355,15 @@ impl Api {
         let mut out = Vec::new();
         let mut next = Some(path);
         while let Some(p) = next {
-            let a = self.send(reqwest::Method::GET, &p).await?;
-            match a.body {
-                Value::Array(page) if a.status == 200 => out.extend(page),
-                body => {
-                    return Err(Failure { code: if a.status == 400 { 2 } else { 1 }, message: reason(a.status, &body) })
+            let (status, link, text) = self.request(reqwest::Method::GET, &p, None, "").await?;
+            match serde_json::from_str::<Vec<T>>(&text) {
+                Ok(page) if status == 200 => out.extend(page),
+                _ => {
+                    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+                    return Err(Failure { code: if status == 400 { 2 } else { 1 }, message: reason(status, &body) });
                 }
             }
-            next = a.next;
+            next = link;
         }
         Ok(out)
     }
@@ -433,8 +464,8 @@ async fn apply_files(api: &Api, out: &mut impl Write, f: Files, diff_only: bool)
     // Where the log stands before the objects are read: what a new object's write is planned against.
     let summary = api.send(reqwest::Method::GET, "/api/summary").await?;
     let position = summary.body["log_position"].as_u64().unwrap_or(0);
-    let current = api.objects(None).await?;
-    let plan = apply::plan(&desired, &current, &f.source, f.prune, position);
+    let current: Vec<apply::Listed> = api.list(None).await?;
+    let plan = apply::plan(desired, &current, &f.source, f.prune, position);
     if diff_only || f.dry_run {
         apply::print_diff(out, &plan);
         return Ok(u8::from(diff_only && plan.changes() > 0));
@@ -557,7 +588,7 @@ fn labels_cell(l: &Value) -> String {
     }
 }
 
-fn print_objects(out: &mut impl Write, objects: &[Value], output: Output) {
+fn print_objects(out: &mut impl Write, objects: &[Value], output: GetOutput) {
     let rows = |wide: bool| -> Vec<Vec<String>> {
         objects
             .iter()
@@ -584,10 +615,13 @@ fn print_objects(out: &mut impl Write, objects: &[Value], output: Output) {
             .collect()
     };
     match output {
-        Output::Json if objects.len() == 1 => json(out, &objects[0]),
-        Output::Json => json(out, &Value::Array(objects.to_vec())),
-        Output::Table => table(out, &["ID", "STATE", "SINCE", "PROBE", "INTERVAL"], &rows(false)),
-        Output::Wide => {
+        GetOutput::Json if objects.len() == 1 => json(out, &objects[0]),
+        GetOutput::Json => json(out, &Value::Array(objects.to_vec())),
+        GetOutput::Yaml => {
+            let _ = out.write_all(yaml::objects_file(objects).as_bytes());
+        }
+        GetOutput::Table => table(out, &["ID", "STATE", "SINCE", "PROBE", "INTERVAL"], &rows(false)),
+        GetOutput::Wide => {
             table(out, &["ID", "STATE", "SINCE", "PROBE", "INTERVAL", "OWNER", "LABELS", "ATTEMPTS"], &rows(true))
         }
     }
