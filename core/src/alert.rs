@@ -127,6 +127,11 @@ pub struct AlertState {
     /// When the raw state changed within the flapping window, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<Time>,
+    /// The problem episode the object is in: the log position of the hard transition that opened it (from no
+    /// problem to a problem), kept through changes of problem (critical to warning) until the hard recovery
+    /// (cluster format 4: kept once every reader keeps it; a problem open when the cluster moved to 4 has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub episode: Option<u64>,
 }
 
 /// An object's state as the rules see it.

@@ -1087,7 +1087,7 @@ impl Engine {
             return;
         }
         if let CommandKind::Put { def } = &cmd.kind {
-            if let Err(e) = def.validate() {
+            if let Err(e) = def.validate().and_then(|()| def.validate_parents(&cmd.object)) {
                 self.counters.commands_rejected += 1;
                 self.reply(reply, Outcome::Rejected { reason: e.to_string() });
                 return;

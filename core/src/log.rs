@@ -224,6 +224,11 @@ pub struct ObjectView {
 }
 
 impl ObjectView {
+    /// The problem episode it is in (`AlertState::episode`): the log position of the transition that opened it.
+    pub fn episode(&self) -> Option<u64> {
+        self.alert.as_ref()?.episode
+    }
+
     /// The latest results differ from the hard `state` and have not made it hard yet.
     pub fn soft(&self) -> Option<&SoftState> {
         self.alert.as_ref()?.soft.as_ref()
@@ -480,6 +485,12 @@ impl LogReader {
 
     pub fn object(&self, id: &ObjectId) -> Option<&ObjectView> {
         self.objects.get(id).map(|v| &**v)
+    }
+
+    /// The parents of `view` in a hard problem at this reader's position ("parent down": its problems are not
+    /// notified meanwhile). A parent that does not exist is not down.
+    pub fn parents_down<'a>(&'a self, view: &'a ObjectView) -> impl Iterator<Item = &'a ObjectId> + 'a {
+        view.def.parents.iter().filter(|p| self.object(p).is_some_and(|v| v.state.is_problem()))
     }
 
     /// The notification policy in force at this reader's position.
@@ -976,10 +987,20 @@ fn applies(view: &ObjectView, active: u32, event: &Event) -> bool {
 fn apply_result(view: &mut ObjectView, active: u32, seq: u64, event: &Event) {
     let rules = view.rules(active);
     let before = view.alert_now().raw();
+    let hard_before = view.state;
     view.update_alert(|a| {
         let (raw, flapping) = match &event.body {
             EventBody::Transition { to, flapping, .. } => {
                 a.soft = None;
+                // Episodes are kept once every reader keeps them (format 4), so readers started from a snapshot
+                // of a cluster at 3 agree with those that read from the start.
+                if active >= crate::policy::FORMAT {
+                    a.episode = match (hard_before.is_problem(), to.is_problem()) {
+                        (false, true) => Some(seq),
+                        (true, true) => a.episode,
+                        (_, false) => None,
+                    };
+                }
                 (*to, *flapping)
             }
             EventBody::Soft { state, attempt: 0, flapping, .. } => {

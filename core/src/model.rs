@@ -275,7 +275,15 @@ pub struct ObjectDef {
     /// Flapping detection (on unless `false`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flapping: Option<bool>,
+    /// The objects this one depends on (cluster format 4): while one of them is in a hard problem, this object's
+    /// problems are checked and recorded but not notified ("parent down"). Only direct parents count, so a
+    /// cycle is harmless. At most `MAX_PARENTS`, each once, never the object itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parents: Vec<ObjectId>,
 }
+
+/// The most parents a definition names.
+pub const MAX_PARENTS: usize = 16;
 
 /// Bounds that keep a definition sane: a zero interval would make the owner spin.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -293,6 +301,8 @@ pub enum DefError {
     Probe(String),
     #[error("{0}")]
     Alerting(String),
+    #[error("parents: {0}")]
+    Parents(String),
 }
 
 impl ObjectDef {
@@ -315,6 +325,7 @@ impl ObjectDef {
         retry_interval_ms: None,
         recovery_attempts: None,
         flapping: None,
+        parents: Vec::new(),
     };
 
     /// A definition with the given probe, interval and timeout and every alerting field left to its default.
@@ -339,17 +350,37 @@ impl ObjectDef {
         }
     }
 
-    /// The cluster format a put of this definition needs: 3 when it has labels or names any alerting field.
+    /// The cluster format a put of this definition needs: 4 when it names parents, 3 when it has labels or
+    /// names any alerting field.
     pub fn needs(&self) -> u32 {
         let alerting = !self.labels.is_empty()
             || self.max_attempts.is_some()
             || self.retry_interval_ms.is_some()
             || self.recovery_attempts.is_some()
             || self.flapping.is_some();
-        if alerting {
+        if !self.parents.is_empty() {
+            crate::policy::FORMAT
+        } else if alerting {
             3
         } else {
             crate::format::OLDEST_CLUSTER_FORMAT
+        }
+    }
+
+    /// Checks the parents a definition of object `id` names (`validate` checks the rest, which does not depend
+    /// on the id).
+    pub fn validate_parents(&self, id: &ObjectId) -> Result<(), DefError> {
+        let fail = |m: String| Err(DefError::Parents(m));
+        if self.parents.len() > MAX_PARENTS {
+            return fail(format!("at most {MAX_PARENTS} parents, got {}", self.parents.len()));
+        }
+        if self.parents.contains(id) {
+            return fail(format!("{id} cannot be its own parent"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        match self.parents.iter().find(|p| !seen.insert(*p)) {
+            Some(p) => fail(format!("parent {p} is named twice")),
+            None => Ok(()),
         }
     }
 

@@ -888,7 +888,7 @@ mod tests {
             check_requested: None,
             last_transition: None,
             last_seq: 9,
-            alert: Some(Box::new(AlertState { soft: Some(soft), flapping: true, changes: vec![] })),
+            alert: Some(Box::new(AlertState { soft: Some(soft), flapping: true, ..AlertState::default() })),
         };
         let id = ObjectId::new("db").unwrap();
         let row = object_row(&id, Some(&view), 9);

@@ -236,3 +236,92 @@ fn policy_commands_wait_for_every_member_to_speak_format_4() {
     assert!(reason.contains("needs cluster format 4") && reason.contains("docs/upgrading.md"), "{reason}");
     assert_eq!(w.log.len(), before);
 }
+
+// ---- Episodes and parents (cluster format 4) ----
+
+fn reader_at(format: u32) -> LogReader {
+    let mut r = LogReader::new();
+    r.read(
+        1,
+        &jaque_core::LogEntry::Epoch(jaque_core::EpochRecord {
+            epoch: 1,
+            members: vec![member("a", 1)],
+            members_rev: 1,
+            idempotency_window_ms: None,
+            format,
+        }),
+    );
+    r
+}
+
+fn on(object: &str, at: u64, body: jaque_core::EventBody) -> jaque_core::LogEntry {
+    jaque_core::LogEntry::Event(jaque_core::Event {
+        object: oid(object),
+        epoch: 1,
+        writer: member("a", 1),
+        at: jaque_core::Time(at),
+        command_id: None,
+        body,
+    })
+}
+
+fn hard(from: jaque_core::State, to: jaque_core::State) -> jaque_core::EventBody {
+    jaque_core::EventBody::transition(from, to, "")
+}
+
+#[test]
+fn an_episode_is_the_position_of_the_transition_that_opened_the_problem_until_the_recovery() {
+    use jaque_core::State::*;
+    for format in [3, 4] {
+        let mut r = reader_at(format);
+        let episode = |r: &LogReader| r.object(&oid("db")).unwrap().episode();
+        r.read(2, &on("db", 10, jaque_core::EventBody::Put { def: def(30) }));
+        r.read(3, &on("db", 20, hard(Pending, Ok)));
+        assert_eq!(episode(&r), None);
+        r.read(4, &on("db", 30, hard(Ok, Critical)));
+        let opened = (format >= 4).then_some(4);
+        assert_eq!(episode(&r), opened, "format {format}");
+        r.read(5, &on("db", 40, hard(Critical, Warning)));
+        assert_eq!(episode(&r), opened, "a change of problem stays in the episode");
+        r.read(6, &on("db", 50, hard(Warning, Ok)));
+        assert_eq!(episode(&r), None, "the recovery ends it");
+        r.read(7, &on("db", 60, hard(Ok, Unknown)));
+        assert_eq!(episode(&r), (format >= 4).then_some(7), "a new problem, a new episode");
+        // A snapshot carries it.
+        assert_eq!(LogReader::from_snapshot(r.snapshot()).unwrap(), r);
+    }
+}
+
+#[test]
+fn an_object_whose_parent_is_in_a_hard_problem_has_its_parent_down() {
+    use jaque_core::State::*;
+    let mut r = reader_at(4);
+    let child = jaque_core::ObjectDef { parents: vec![oid("switch"), oid("gone")], ..def(30) };
+    r.read(2, &on("switch", 10, jaque_core::EventBody::Put { def: def(30) }));
+    r.read(3, &on("web", 10, jaque_core::EventBody::Put { def: child }));
+    let down = |r: &LogReader| -> Vec<String> {
+        r.parents_down(r.object(&oid("web")).unwrap()).map(|p| p.to_string()).collect()
+    };
+    assert!(down(&r).is_empty());
+    r.read(4, &on("switch", 20, hard(Pending, Critical)));
+    assert_eq!(down(&r), ["switch"], "a parent that does not exist is not down");
+    r.read(5, &on("switch", 30, hard(Critical, Ok)));
+    assert!(down(&r).is_empty());
+}
+
+#[test]
+fn parents_need_format_4_and_an_object_cannot_be_its_own_parent() {
+    let put = |parents: &[&str]| CommandKind::Put {
+        def: jaque_core::ObjectDef { parents: parents.iter().map(|p| oid(p)).collect(), ..def(30) },
+    };
+    assert_eq!(put(&["db"]).needs(), 4);
+    assert_eq!(put(&[]).needs(), 1);
+    let mut w = three();
+    let owner = w.owner_of("web").unwrap();
+    let r = w.submit(&owner, cmd("p1", "web", put(&["web"])));
+    assert!(rejected(w.outcome(r)).contains("web cannot be its own parent"), "{:?}", w.outcome(r));
+    let r = w.submit(&owner, cmd("p2", "web", put(&["db", "db"])));
+    assert!(rejected(w.outcome(r)).contains("named twice"), "{:?}", w.outcome(r));
+    let r = w.submit(&owner, cmd("p3", "web", put(&["db"])));
+    assert!(matches!(w.outcome(r), Outcome::Applied { .. }), "{:?}", w.outcome(r));
+}

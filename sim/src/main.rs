@@ -131,6 +131,8 @@ struct Tally {
     /// Faults between attempts: (seeds with them on, faults done, counts that went on at another owner in those
     /// seeds, and in the others).
     between: (u64, u64, u64, u64),
+    /// Policy changes: (seeds with them on, submitted, applied, refused, readers held to the oracle's policy).
+    policy: (u64, u64, u64, u64, u64),
 }
 
 enum Next {
@@ -149,6 +151,7 @@ fn sweep(args: &Args, base: u64, count: u64) -> ExitCode {
         events: 0,
         ran: 0,
         between: (0, 0, 0, 0),
+        policy: (0, 0, 0, 0, 0),
     };
     let progress_every = (count / 20).max(1);
     let next = AtomicU64::new(0);
@@ -222,6 +225,11 @@ fn sweep(args: &Args, base: u64, count: u64) -> ExitCode {
             "faults between attempts: on in {on} of {} seeds, {faults} done; attempts that went on at another owner: {continued} in those seeds, {elsewhere} in the others",
             t.ran
         );
+        let (on, submitted, applied, refused, checked) = t.policy;
+        println!(
+            "policy changes: on in {on} of {} seeds, {submitted} submitted, {applied} applied, {refused} refused; readers held to the oracle's policy {checked} times",
+            t.ran
+        );
     }
     ExitCode::from(t.first_failure.unwrap_or(0))
 }
@@ -242,6 +250,14 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
     } else {
         t.between.3 += a.continued;
     }
+    let p = &report.stats.policy;
+    if report.params.policy_changes > 0.0 {
+        t.policy.0 += 1;
+    }
+    t.policy.1 += p.submitted;
+    t.policy.2 += p.applied;
+    t.policy.3 += p.rejected;
+    t.policy.4 += p.checked;
     if args.print_hash {
         let s = &report.stats;
         let outcome = match &report.result {
@@ -285,6 +301,14 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
             "  alerts seed={seed} soft={} hard_after_attempts={} back={} flap_starts={} flap_ends={} passed_over={} attempt_faults={} continued={}",
             a.soft, a.hard_after_attempts, a.back, a.flap_starts, a.flap_ends, a.passed_over, a.attempt_faults, a.continued
         );
+        // Seeds without policy changes print exactly what they printed before the policy joined the simulator.
+        if report.params.policy_changes > 0.0 {
+            let p = &s.policy;
+            println!(
+                "  policy seed={seed} submitted={} applied={} refused={} checked={}",
+                p.submitted, p.applied, p.rejected, p.checked
+            );
+        }
         if report.params.versions.is_mixed() {
             let v = &s.versions;
             println!(

@@ -7,6 +7,7 @@ use crate::alerts::AlertCheck;
 use jaque_core::hrw;
 use jaque_core::log::ObjectView;
 use jaque_core::log::{Effect, LogReader, Read, StaleReason, Verdict};
+use jaque_core::policy::Policy;
 use jaque_core::{CommandId, EpochRecord, LogEntry, MemberRef, Outcome};
 use std::collections::BTreeMap;
 
@@ -18,6 +19,13 @@ pub struct Summary {
     pub objects: usize,
     /// The view of the object the entry at this position is about (0 for epoch records or a deleted object).
     pub view: u64,
+    /// The notification policy after this position (`policy_hash`).
+    pub policy: u64,
+}
+
+/// A hash of a policy's canonical JSON: what every reader must hold at a position (invariant 15).
+pub fn policy_hash(p: &Policy) -> u64 {
+    hrw::key(&serde_json::to_string(p).expect("a policy serializes"))
 }
 
 /// A broken invariant found in the log.
@@ -75,6 +83,9 @@ pub fn view_hash(view: &ObjectView) -> u64 {
         view.flapping() as u64,
         view.changes().len() as u64,
         view.changes().last().map_or(0, |t| t.0),
+        // The problem episode and the parents (cluster format 4).
+        view.episode().unwrap_or(0),
+        view.def.parents.iter().fold(0, |h, p| mix(h ^ hrw::key(p.as_str()))),
     ] {
         h = mix(h ^ x);
     }
@@ -200,11 +211,22 @@ impl Oracle {
             (Read::Event { .. }, LogEntry::Epoch(_)) => unreachable!("epoch records read as epochs"),
         }
         self.accepted.push(accepted);
+        let policy = match entry {
+            LogEntry::Event(ev) if ev.object.is_policy() => {
+                // Whatever got in, the policy the fold holds keeps every rule (invariant 15).
+                if let Err(e) = self.reader.policy().validate() {
+                    return v("15 policy", format!("the policy after {seq} breaks a rule: {e}"));
+                }
+                policy_hash(self.reader.policy())
+            }
+            _ => self.summaries.last().map_or_else(|| policy_hash(&Policy::default()), |s| s.policy),
+        };
         self.summaries.push(Summary {
             stale_total: self.reader.counters.stale_epoch_total,
             epoch: self.reader.epoch(),
             objects: self.reader.objects().len(),
             view,
+            policy,
         });
         Ok(())
     }

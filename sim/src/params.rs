@@ -56,6 +56,8 @@ pub enum Stream {
     /// Faults between attempts (`Params::attempt_faults`): which soft attempts are followed by a fault of their
     /// writer, when, and which fault.
     AttemptFaults = 87,
+    /// Policy changes in the workload (`Params::policy_changes`): which change each one is.
+    Policy = 88,
 }
 
 /// The SplitMix64 finalizer, used to derive sub-seeds and to hash traces.
@@ -224,6 +226,12 @@ pub struct Params {
     /// another owner goes on with the count. On in half the seeds (a stream of its own; in a seed of mixed versions,
     /// soft attempts come once the cluster's format is 3).
     pub attempt_faults: f64,
+    /// The share of the workload's commands after the first puts that change the notification policy instead
+    /// (cluster format 4, on the reserved key `jaque/policy`): receivers, routes, silences and windows, some of
+    /// them refused (a route naming a receiver that is not there, a silence ending before it starts). Decided by
+    /// a hash of the command's number, so the workload's stream stays as it was; on in half the seeds (a
+    /// stream of its own). Every reader's policy is held to the oracle's at every policy change (invariant 15).
+    pub policy_changes: f64,
 }
 
 /// What a seed draws for writes through ingress (`sim/src/world/ingress.rs`).
@@ -535,6 +543,7 @@ impl Params {
             ingress: IngressParams::shipped(),
             versions: VersionParams::default(),
             attempt_faults: 0.0,
+            policy_changes: 0.0,
         };
         // Later additions draw from their own stream, so the worlds of earlier (pinned) seeds stay as they were.
         let mut x = stream(seed, Stream::Params, 1);
@@ -596,6 +605,8 @@ impl Params {
         p.versions = VersionParams::draw(&p);
         let mut a = stream(seed, Stream::Params, 10);
         p.attempt_faults = if a.random_bool(0.5) { pick(&mut a, &[0.1, 0.3, 0.6]) } else { 0.0 };
+        let mut c = stream(seed, Stream::Params, 11);
+        p.policy_changes = if c.random_bool(0.5) { pick(&mut c, &[0.05, 0.2]) } else { 0.0 };
         p
     }
 
@@ -646,6 +657,7 @@ impl Params {
             ingress: IngressParams::shipped(),
             versions: VersionParams::default(),
             attempt_faults: 0.0,
+            policy_changes: 0.0,
         }
     }
 
@@ -676,6 +688,8 @@ impl Params {
         p.ingress = IngressParams::shipped();
         // The engines' benchmark: faults at their tick only, as before faults between attempts.
         p.attempt_faults = 0.0;
+        // The engines' benchmark: object commands only, as before the policy.
+        p.policy_changes = 0.0;
         p
     }
 
@@ -744,7 +758,7 @@ impl fmt::Display for Params {
         )?;
         writeln!(
             f,
-            "  workload: command every~{}ms ingress_share={} (of which ui direct {}, stale view {}) retry={} double_submit={} ingress_while_leaving={} truth_period~{}ms",
+            "  workload: command every~{}ms ingress_share={} (of which ui direct {}, stale view {}) retry={} double_submit={} ingress_while_leaving={} truth_period~{}ms policy_changes={}",
             self.command_every_ms,
             self.ingress_share,
             self.ui_direct_share,
@@ -752,7 +766,8 @@ impl fmt::Display for Params {
             self.retry,
             self.double_submit,
             self.ingress_while_leaving,
-            self.truth_period_ms
+            self.truth_period_ms,
+            self.policy_changes
         )?;
         writeln!(f, "  phases: safety={}ms then liveness (restart_at_heal={})", self.safety_ms, self.restart_at_heal)?;
         let k = &self.sink;

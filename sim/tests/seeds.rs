@@ -13,8 +13,9 @@ fn assert_seed_passes(seed: u64) {
 }
 
 fn assert_params_pass(params: Params) {
-    // Without faults between attempts, every pinned seed draws the world it drew before them (they came later).
-    let params = Params { attempt_faults: 0.0, ..params };
+    // Without faults between attempts and policy changes, every pinned seed draws the world it drew before them
+    // (they came later).
+    let params = Params { attempt_faults: 0.0, policy_changes: 0.0, ..params };
     let seed = params.seed;
     let report = run_seed(params, 200);
     if let Err(v) = &report.result {

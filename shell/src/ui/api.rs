@@ -481,6 +481,8 @@ struct PutBody {
     recovery_attempts: Option<u64>,
     #[serde(default, deserialize_with = "flapping_field")]
     flapping: Option<bool>,
+    #[serde(default, deserialize_with = "parents_field")]
+    parents: Option<Vec<String>>,
 }
 
 /// A deserializer of one field of `PutBody` whose errors begin with the field's name: serde's own messages
@@ -499,6 +501,7 @@ named_field!(max_attempts_field, "max_attempts", Option<u64>);
 named_field!(retry_interval_field, "retry_interval", Option<String>);
 named_field!(recovery_attempts_field, "recovery_attempts", Option<u64>);
 named_field!(flapping_field, "flapping", Option<bool>);
+named_field!(parents_field, "parents", Option<Vec<String>>);
 
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
 const MAX_ATTEMPTS: u32 = jaque_core::alert::MAX_ATTEMPTS;
@@ -545,6 +548,12 @@ pub(crate) fn parse_def(body: &[u8]) -> Result<ObjectDef, String> {
         retry_interval_ms: retry_interval.map(ms),
         recovery_attempts: attempts("recovery_attempts", b.recovery_attempts)?,
         flapping: b.flapping,
+        parents: b
+            .parents
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| ObjectId::new(p).map_err(|e| format!("parents: {e}")))
+            .collect::<Result<_, _>>()?,
     };
     def.validate().map_err(|e| e.to_string())?;
     Ok(def)

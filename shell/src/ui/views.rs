@@ -80,6 +80,10 @@ struct ObjectJson<'a> {
     soft: Option<SoftJson<'a>>,
     /// Flapping: its transitions are not notified, its flapping start and end are.
     flapping: bool,
+    /// The log position of the hard transition that opened the problem it is in (cluster format 4), if any.
+    episode: Option<u64>,
+    /// Its parents in a hard problem: while there is one, its problems are not notified ("parent down").
+    parents_down: Vec<&'a ObjectId>,
 }
 
 /// The definition as it is in force: the alerting fields are the effective ones (`alert::Rules::of` under the
@@ -97,6 +101,8 @@ struct DefinitionJson<'a> {
     retry_interval: String,
     recovery_attempts: u32,
     flapping: bool,
+    /// `[]` when it has none.
+    parents: &'a [ObjectId],
 }
 
 #[derive(Serialize)]
@@ -141,6 +147,7 @@ fn object<'a>(reader: &'a LogReader, id: &'a ObjectId, view: &'a ObjectView) -> 
             retry_interval: humantime::format_duration(rules.retry_interval).to_string(),
             recovery_attempts: rules.recovery_attempts,
             flapping: rules.flapping,
+            parents: &view.def.parents,
         },
         state: view.state,
         state_since_ms: since_ms(view),
@@ -160,6 +167,8 @@ fn object<'a>(reader: &'a LogReader, id: &'a ObjectId, view: &'a ObjectView) -> 
         last_seq: view.last_seq,
         soft: view.soft().map(SoftJson::of),
         flapping: view.flapping(),
+        episode: view.episode(),
+        parents_down: reader.parents_down(view).collect(),
     }
 }
 

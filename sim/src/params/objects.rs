@@ -3,7 +3,7 @@
 //! that no sink row or notification may show.
 
 use super::{mix, stream, Params, Stream};
-use jaque_core::{ObjectDef, Probe};
+use jaque_core::{ObjectDef, ObjectId, Probe};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -60,6 +60,15 @@ pub(crate) fn draw_def(r: &mut ChaCha8Rng, p: &Params, i: usize) -> ObjectDef {
         }
         if (h >> 24).is_multiple_of(3) {
             def.retry_interval_ms = Some(timeout_ms.max(100) + (h >> 32) % (interval_ms - timeout_ms.max(100) + 1));
+        }
+        // Parents (cluster format 4) on a third of the objects where the seed changes the policy (so pinned
+        // seeds, which change none, draw the puts they drew): the next object or two, which may not exist yet.
+        if p.policy_changes > 0.0 && (h >> 48).is_multiple_of(3) && p.objects > 1 {
+            let n = p.objects;
+            def.parents = (1..=1 + (h >> 50) as usize % 2)
+                .map(|k| ObjectId::new(format!("o{}", (i + k) % n)).expect("valid object id"))
+                .filter(|o| o.as_str() != format!("o{i}"))
+                .collect();
         }
     }
     def

@@ -596,6 +596,7 @@ impl Sim {
             let entry = self.log.entry(seq).clone();
             self.step_life::<R>(slot, Life::Log { seq, entry });
             R::read(self, slot, seq);
+            self.check_policy::<R>(slot, seq);
         }
         let cur = R::slots(self)[slot].log.cursor;
         if cur > 0 && R::slots(self)[slot].is_running() && self.duplicate::<R>(slot) && self.log.present(cur) {

@@ -293,9 +293,23 @@ pub struct VersionStats {
     pub raised_at_ms: u64,
 }
 
+/// What the workload's policy changes did in a run (`Params::policy_changes`, invariant 15).
+#[derive(Clone, Debug, Default)]
+pub struct PolicyStats {
+    pub submitted: u64,
+    pub applied: u64,
+    /// Refused with a reason: what they named did not exist, the policy after them would break a rule, or the
+    /// cluster was not at format 4 yet.
+    pub rejected: u64,
+    /// Readers (engines, sinks, notifiers) held to the oracle's policy at a policy change they read.
+    pub checked: u64,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
     pub events: u64,
+    /// Policy changes (`PolicyStats`).
+    pub policy: PolicyStats,
     /// Mixed versions (`VersionStats`).
     pub versions: VersionStats,
     pub engine_steps: u64,

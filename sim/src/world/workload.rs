@@ -7,6 +7,7 @@
 use super::net::Waiter;
 use super::{exp, ms, Ev, Phase, Sim};
 use crate::params::{draw_def, first_defs, mix, stream, Params, Stream};
+use jaque_core::policy::{self, Change, Name};
 use jaque_core::{
     hrw, CheckResult, CheckWork, Command, CommandId, CommandKind, Input, ObjectDef, ObjectId, Outcome, State, Time,
 };
@@ -44,6 +45,8 @@ pub(super) struct Workload {
     pub rng: ChaCha8Rng,
     /// The ui's own choices (direct or ingress, a stale view).
     pub ui: ChaCha8Rng,
+    /// Which policy change a policy command is (`Params::policy_changes`).
+    policy: ChaCha8Rng,
     /// The object pool: `o<i>` and the definition its first put carries.
     pub objects: Vec<(ObjectId, ObjectDef)>,
     /// How many objects have had their first put.
@@ -67,6 +70,7 @@ impl Workload {
         Workload {
             rng,
             ui: stream(seed, Stream::Ui, 0),
+            policy: stream(seed, Stream::Policy, 0),
             objects,
             bootstrapped: 0,
             next_cmd: 0,
@@ -135,7 +139,20 @@ impl Sim {
                 }
                 _ => CommandKind::Ack,
             };
-            (w.command(i, kind), exp(&mut w.rng, self.params.command_every_ms))
+            let next = exp(&mut w.rng, self.params.command_every_ms);
+            // Some commands change the policy instead, by a hash of the command's number: the draws above
+            // happen alike, so the workload's stream stays as it was.
+            let share = (self.params.policy_changes * 1000.0) as u64;
+            if mix(self.stats.commands ^ 0x706f_6c69_6379) % 1000 < share {
+                self.stats.policy.submitted += 1;
+                let change = draw_policy_change(&mut w.policy, self.now);
+                w.next_cmd += 1;
+                let id = CommandId::new(format!("c{}", w.next_cmd)).expect("valid command id");
+                let kind = CommandKind::Policy { change: Box::new(change) };
+                (Command { id, object: ObjectId::policy(), kind, hop: 0 }, next)
+            } else {
+                (w.command(i, kind), next)
+            }
         };
         let via = self.pick_via();
         if self.params.double_submit > 0.0 && self.work.rng.random_bool(self.params.double_submit) {
@@ -200,6 +217,13 @@ impl Sim {
             match &outcome {
                 Outcome::Applied { .. } => self.stats.versions.unack_applied += 1,
                 Outcome::Rejected { .. } => self.stats.versions.unack_refused += 1,
+                _ => {}
+            }
+        }
+        if matches!(self.subs[sub].cmd.kind, CommandKind::Policy { .. }) {
+            match &outcome {
+                Outcome::Applied { .. } => self.stats.policy.applied += 1,
+                Outcome::Rejected { .. } => self.stats.policy.rejected += 1,
                 _ => {}
             }
         }
@@ -291,4 +315,76 @@ impl Sim {
 /// The number of an object of the workload's pool (`o<i>`).
 pub(super) fn object_index(id: &ObjectId) -> Option<usize> {
     id.as_str().strip_prefix('o')?.parse().ok()
+}
+
+/// A change of the notification policy, as an operator might make one at `now`: over a few receivers, routes,
+/// silences and windows by name, so later changes replace, expire and delete earlier ones; some refused on
+/// purpose (a route naming a receiver that is not there, a silence that ends before it starts, deleting what
+/// a route still names).
+fn draw_policy_change(r: &mut ChaCha8Rng, now: Time) -> Change {
+    let name = |prefix: &str, r: &mut ChaCha8Rng, n: u32| {
+        Name::new(format!("{prefix}{}", r.random_range(0..n))).expect("valid name")
+    };
+    let selector = |r: &mut ChaCha8Rng| {
+        let text = ["", "env=prod", "tier in (web,db)", "!team"][r.random_range(0..4)];
+        text.parse().expect("valid selector")
+    };
+    match r.random_range(0..100) {
+        0..=19 => {
+            let n = name("r", r, 4);
+            let secret = r.random_bool(0.5).then(|| policy::SecretRef::Env("HOOK_SECRET".into()));
+            let url = format!("https://{n}.example/hook");
+            Change::PutReceiver {
+                receiver: policy::Receiver { name: n, kind: policy::ReceiverKind::Webhook { url, secret } },
+            }
+        }
+        20..=27 => Change::DeleteReceiver { name: name("r", r, 5) },
+        28..=47 => {
+            let routes = (0..r.random_range(0..3))
+                .map(|_| policy::Route {
+                    selector: selector(r),
+                    receivers: (0..r.random_range(1..3)).map(|_| name("r", r, 5)).collect(),
+                    continue_: r.random_bool(0.3),
+                    repeat_interval_ms: r.random_bool(0.5).then(|| r.random_range(60_000..=3_600_000)),
+                    escalations: Vec::new(),
+                })
+                .collect();
+            Change::SetRoutes { routes }
+        }
+        48..=69 => {
+            let starts_at = Time(now.0.saturating_sub(r.random_range(0..60_000)));
+            // One in ten ends before it starts: refused.
+            let ends_at = if r.random_bool(0.1) {
+                starts_at
+            } else {
+                starts_at + Duration::from_millis(r.random_range(1_000..=600_000))
+            };
+            Change::PutSilence {
+                silence: policy::Silence {
+                    name: name("s", r, 6),
+                    selector: selector(r),
+                    starts_at,
+                    ends_at,
+                    author: "sim".into(),
+                    comment: String::new(),
+                },
+            }
+        }
+        70..=79 => Change::ExpireSilence { name: name("s", r, 7) },
+        80..=91 => {
+            let zone = ["UTC", "Europe/Berlin", "Asia/Kathmandu", "Mars/Olympus"][r.random_range(0..4)];
+            let schedule = policy::Schedule {
+                days: if r.random_bool(0.5) { vec![policy::Day::Tue] } else { Vec::new() },
+                start: format!("{:02}:{:02}", r.random_range(0..24), 15 * r.random_range(0..4)),
+                duration_ms: r.random_range(60_000..=7_200_000),
+                time_zone: zone.into(),
+            };
+            match policy::Window::new(name("w", r, 3), selector(r), schedule, String::new()) {
+                Ok(window) => Change::PutWindow { window },
+                // A time zone that does not exist cannot even be made into a window: a delete instead.
+                Err(_) => Change::DeleteWindow { name: name("w", r, 3) },
+            }
+        }
+        _ => Change::DeleteWindow { name: name("w", r, 4) },
+    }
 }

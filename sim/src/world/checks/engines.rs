@@ -131,6 +131,11 @@ impl Sim {
             }
             _ => true,
         };
+        if self.is_policy_entry(seq) {
+            if let Some(why) = self.policy_differs(r, seq) {
+                return Some(why);
+            }
+        }
         let mine = (r.position(), r.counters.stale_epoch_total, r.epoch(), r.objects().len(), view, applied);
         let want = (seq, s.stale_total, s.epoch, s.objects, s.view, true);
         (mine != want)

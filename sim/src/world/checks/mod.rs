@@ -10,11 +10,13 @@
 //!   within the spread core promises, never one interval later.
 //! - [`snapshots`]: 11, over readers started from stored snapshots and from processes' readers.
 //! - [`write_liveness`]: 12, over every write through ingress as it ends.
+//! - [`policy`]: 15, every reader's notification policy against the oracle's at every policy change.
 //! - [`worker_backlog`]: a worker's backlog never starts work past its timeout and grace (it drops it), and
 //!   accounts for every piece it took.
 
 pub(super) mod engines;
 pub(super) mod notifications;
+pub(super) mod policy;
 pub(super) mod sink_progress;
 pub(super) mod sink_store;
 pub(super) mod snapshots;

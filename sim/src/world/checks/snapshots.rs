@@ -133,7 +133,8 @@ impl Sim {
         }
         let start = reader.position();
         if start > 0 {
-            if let Some(why) = self.differs_from_oracle(&reader, start) {
+            if let Some(why) = self.differs_from_oracle(&reader, start).or_else(|| self.policy_differs(&reader, start))
+            {
                 return fail(self, format!("at its own position: {why}"));
             }
         }
