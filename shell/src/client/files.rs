@@ -31,8 +31,17 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The fields an object (and a defaults block) may have.
-pub const FIELDS: [&str; 8] =
-    ["probe", "interval", "timeout", "labels", "max_attempts", "retry_interval", "recovery_attempts", "flapping"];
+pub const FIELDS: [&str; 9] = [
+    "probe",
+    "interval",
+    "timeout",
+    "labels",
+    "max_attempts",
+    "retry_interval",
+    "recovery_attempts",
+    "flapping",
+    "parents",
+];
 
 /// Where something is in the files.
 #[derive(Clone, Debug, PartialEq, Eq)]
