@@ -98,15 +98,9 @@ struct ScheduleJson<'a> {
     time_zone: &'a str,
 }
 
-/// Renders a read of the policy in force at `reader`'s position (`views::objects` asks it, in the loop that holds
-/// the log). Its types always serialize.
-pub fn render(reader: &LogReader, part: Part) -> Option<Vec<u8>> {
-    let policy = reader.policy();
-    let at = reader.log_time();
-    let silences: Vec<SilenceJson> = policy
-        .silences
-        .values()
-        .map(|s| SilenceJson {
+impl<'a> SilenceJson<'a> {
+    fn of(s: &'a Silence, at: Time) -> SilenceJson<'a> {
+        SilenceJson {
             name: &s.name,
             selector: &s.selector,
             starts_at: rfc3339_millis(s.starts_at),
@@ -114,42 +108,45 @@ pub fn render(reader: &LogReader, part: Part) -> Option<Vec<u8>> {
             author: &s.author,
             comment: &s.comment,
             active: s.holds_at(at),
-        })
-        .collect();
-    let log_position = reader.position();
-    if part == Part::Silences {
-        return serde_json::to_vec(&SilencesJson { log_position, silences }).ok();
+        }
     }
-    let routes: Vec<RouteJson> = policy
-        .routes
-        .iter()
-        .map(|r| RouteJson {
+}
+
+impl<'a> RouteJson<'a> {
+    fn of(r: &'a Route) -> RouteJson<'a> {
+        let step = |e: &'a Escalation| EscalationJson { after: views::duration(e.after_ms), receivers: &e.receivers };
+        RouteJson {
             selector: &r.selector,
             receivers: &r.receivers,
             continue_: r.continue_,
             repeat_interval: r.repeat_interval_ms.map(views::duration),
-            escalations: r
-                .escalations
-                .iter()
-                .map(|e| EscalationJson { after: views::duration(e.after_ms), receivers: &e.receivers })
-                .collect(),
-        })
-        .collect();
-    let windows: Vec<WindowJson> = policy
-        .windows
-        .values()
-        .map(|w| WindowJson {
-            name: &w.name,
-            selector: &w.selector,
-            schedule: ScheduleJson {
-                days: &w.schedule.days,
-                start: &w.schedule.start,
-                duration: views::duration(w.schedule.duration_ms),
-                time_zone: &w.schedule.time_zone,
-            },
-            comment: &w.comment,
-        })
-        .collect();
+            escalations: r.escalations.iter().map(step).collect(),
+        }
+    }
+}
+
+impl<'a> WindowJson<'a> {
+    fn of(w: &'a Window) -> WindowJson<'a> {
+        let schedule = ScheduleJson {
+            days: &w.schedule.days,
+            start: &w.schedule.start,
+            duration: views::duration(w.schedule.duration_ms),
+            time_zone: &w.schedule.time_zone,
+        };
+        WindowJson { name: &w.name, selector: &w.selector, schedule, comment: &w.comment }
+    }
+}
+
+/// Renders a read of the policy in force at `reader`'s position (`views::objects` asks it, in the loop that holds
+/// the log). Its types always serialize.
+pub fn render(reader: &LogReader, part: Part) -> Option<Vec<u8>> {
+    let (policy, log_position) = (reader.policy(), reader.position());
+    let silences = policy.silences.values().map(|s| SilenceJson::of(s, reader.log_time())).collect();
+    if part == Part::Silences {
+        return serde_json::to_vec(&SilencesJson { log_position, silences }).ok();
+    }
+    let routes = policy.routes.iter().map(RouteJson::of).collect();
+    let windows = policy.windows.values().map(WindowJson::of).collect();
     // A receiver is shown as the log holds it: its secret is a reference (a file or a variable on the notifier's
     // host), never the secret, and a URL with credentials is refused before it gets there.
     let receivers: Vec<&Receiver> = policy.receivers.values().collect();
