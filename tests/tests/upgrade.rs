@@ -10,8 +10,8 @@
 //! `jaque --version` prints (`cluster format N …`; a build before v0.1.0 prints none: format 1), this build's is
 //! `jaque_core::format::CLUSTER_FORMAT`, and the previous build must be the release before this one, of the
 //! format before this build's (builds two formats apart may not share a cluster, docs/upgrading.md; a run from
-//! 7954f1c, format 1, showed its ui passing over format-3 entries). From v0.1.0 (format 2) to this build (format
-//! 3), "a command of the new format" is a put with `labels` (`new_format_put`; the test checks that such a put
+//! 7954f1c, format 1, showed its ui passing over format-3 entries). From v0.2.0 (format 3) to this build (format
+//! 4), "a command of the new format" is a put with `parents` (`new_format_put`; the test checks that such a put
 //! needs exactly this build's format, so a later format makes it say to pick another command). Under format 3 a
 //! flipping target makes soft states, flapping and few hard transitions, so nothing here counts transitions:
 //! what is held is that every reader, the log, the sink and the webhook agree on whatever happened (`goes_on`,
@@ -42,7 +42,7 @@
 //! accepted events; every accepted event the notifier sends (a hard transition unless the object flaps, a
 //! flapping start or end: `notified`) since the notifier's start delivered, with its one webhook-id, and none
 //! twice (every stop was a clean SIGTERM); no process of either build counted a message it could not decode.
-//! Once the cluster moved, the new-format put of every object is applied and every reader shows its labels.
+//! Once the cluster moved, the new-format put of every object is applied and every reader shows its parents.
 //!
 //! A rollback (`roll_back_and_forward`) takes the engine that writes the snapshots back to the previous build,
 //! writes flowing; then starts a ui of the new build (from the latest snapshot, the previous build's), sends
@@ -58,9 +58,8 @@
 use jaque_core::compact::SNAPSHOT_KEY;
 use jaque_core::format::{CLUSTER_FORMAT, OLDEST_CLUSTER_FORMAT};
 use jaque_core::hrw::{self, Ownership};
-use jaque_core::labels::Labels;
 use jaque_core::notifier::EndpointId;
-use jaque_core::{CommandKind, EventBody, LogEntry, LogReader, MemberId, MemberRef, ObjectDef, Read};
+use jaque_core::{CommandKind, EventBody, LogEntry, LogReader, MemberId, MemberRef, ObjectDef, ObjectId, Read};
 use jaque_tests::checker::{
     check_log, check_run, epoch_records_raw, notify_start_record, object_body, read_log, CountingTarget, Flapper,
     WriteRecord, Writer,
@@ -116,12 +115,12 @@ fn previous_build(test: &str) -> Option<Previous> {
         CLUSTER_FORMAT - 1
     );
     // The command of the new format must need exactly this build's format (`new_format_put`).
-    let labels: Labels = serde_json::from_value(json!({"env": "prod"})).unwrap();
-    let def = ObjectDef { labels, ..ObjectDef::tcp("127.0.0.1:1", 1_000, 800) };
+    let parents = vec![ObjectId::new(NEW_PARENT).unwrap()];
+    let def = ObjectDef { parents, ..ObjectDef::tcp("127.0.0.1:1", 1_000, 800) };
     assert_eq!(
         CommandKind::Put { def }.needs(),
         CLUSTER_FORMAT,
-        "a put with labels must need this build's cluster format: pick a command of format {CLUSTER_FORMAT} in \
+        "a put with parents must need this build's cluster format: pick a command of format {CLUSTER_FORMAT} in \
          new_format_put"
     );
     eprintln!("{test}: from {} (cluster format {format}) to this build (cluster format {CLUSTER_FORMAT})", p.display());
@@ -149,16 +148,19 @@ fn version_line(bin: &Path, prefix: &str) -> Option<u32> {
     Some(n.parse().unwrap_or_else(|_| panic!("{}: --version says \"{prefix}{rest}\"", bin.display())))
 }
 
-/// The labels the new-format put gives an object.
-fn new_labels() -> Value {
-    json!({"env": "prod"})
+/// The parent the new-format put gives an object (it need not exist).
+const NEW_PARENT: &str = "upstream";
+
+/// The parents the new-format put gives an object, as a reader of this build shows them.
+fn new_parents() -> Value {
+    json!([NEW_PARENT])
 }
 
-/// `body` with labels: a put that needs this build's cluster format (labels came with format 3; checked in
+/// `body` with parents: a put that needs this build's cluster format (parents came with format 4; checked in
 /// `previous_build`), refused while a member of an older format is live or the format is held, applied after.
 fn new_format_put(body: &Value) -> Value {
     let mut body = body.clone();
-    body["labels"] = new_labels();
+    body["parents"] = new_parents();
     body
 }
 
@@ -651,22 +653,22 @@ fn unacks(c: &Cluster, name: &str) -> Vec<WriteRecord> {
         .collect()
 }
 
-/// The body of the new-format put of `o`: its definition as the test wrote it, with labels.
+/// The body of the new-format put of `o`: its definition as the test wrote it, with parents.
 fn new_format_body(c: &Cluster, o: &str) -> Value {
     let plain = if o == "held" { c.held.clone() } else { object_body(&c.target.url(), o) };
     new_format_put(&plain)
 }
 
-/// The labels `via` shows for `o` once it has read the log up to `seq`.
-fn labels_at(j: &Jaque, o: &str, seq: u64) -> Value {
+/// The parents `via` shows for `o` once it has read the log up to `seq` (null where its build has none).
+fn parents_at(j: &Jaque, o: &str, seq: u64) -> Value {
     poll(&format!("a reader at position {seq}"), || {
         (j.get("/api/cluster").json()["log_position"].as_u64()? >= seq).then_some(())
     });
-    j.get(&format!("/api/objects/{o}")).json()["definition"]["labels"].clone()
+    j.get(&format!("/api/objects/{o}")).json()["definition"]["parents"].clone()
 }
 
 /// The new-format put of every object (and `held`) through the ui, once the cluster moved: each applied, and
-/// every reader of this build shows the labels. As writes for the checker.
+/// every reader of this build shows the parents. As writes for the checker.
 fn new_format_applied(c: &Cluster, name: &str) -> Vec<WriteRecord> {
     let writes: Vec<WriteRecord> = c
         .objects
@@ -690,10 +692,10 @@ fn new_format_applied(c: &Cluster, name: &str) -> Vec<WriteRecord> {
     for name in std::iter::once("ui").chain(ENGINES).filter(|n| c.build_of(n) == Build::New) {
         let j = c.get(name);
         for w in &writes {
-            assert_eq!(labels_at(j, &w.object, last), new_labels(), "{name} shows {} with the labels put", w.object);
+            assert_eq!(parents_at(j, &w.object, last), new_parents(), "{name} shows {} with the parents put", w.object);
         }
     }
-    eprintln!("upgrade: the new-format put of {} objects applied; every reader shows their labels", writes.len());
+    eprintln!("upgrade: the new-format put of {} objects applied; every reader shows their parents", writes.len());
     writes
 }
 
@@ -706,8 +708,8 @@ fn snapshot_writer() -> &'static str {
 }
 
 /// An object of `GET /api/objects` as both builds show it: every field of the previous build's object, the
-/// definition's probe, interval and timeout among them. This build also shows the definition's labels and
-/// alerting rules in force, `soft` and `flapping`.
+/// definition's probe, interval and timeout among them. This build also shows the definition's parents, and
+/// `episode` and `parents_down`.
 fn common(o: &Value) -> Value {
     let d = &o["definition"];
     json!({
@@ -807,7 +809,7 @@ fn upgrade_all(c: &mut Cluster) -> (Vec<WriteRecord>, Vec<String>) {
         active_format(&c.nats.url, &format!("{name} replaced"));
         if name == "e1" {
             // The new format's put through the new e1 while e2 and e3 (and the sink, the notifier) are old.
-            (refused, applied) = new_format_refused(c, "e1", "labels-mixed");
+            (refused, applied) = new_format_refused(c, "e1", "parents-mixed");
         }
     }
     // The ui of the previous build is not a member, so the cluster moved without it: it must show no state of its
@@ -864,14 +866,14 @@ fn new_format_refused(c: &Cluster, via: &str, name: &str) -> (Vec<String>, Vec<W
                 let outcome = r.json();
                 let owner = outcome["owner"].as_str().unwrap_or_default().to_string();
                 let seq = outcome["seq"].as_u64().unwrap_or(0);
-                let labels = labels_at(j, o, seq);
+                let parents = parents_at(j, o, seq);
                 let owner_build = c.members.get(owner.as_str()).map(|m| m.build);
                 c.finding(format!(
                     "the new-format put of {o} ({body}) through {via} ({:?}) while the cluster is at format {active}: \
                      applied (200 {outcome}) by {owner} ({owner_build:?} build) at seq {seq}, where it needs format \
-                     {CLUSTER_FORMAT}; {via} now shows the object's labels as {labels}{}",
+                     {CLUSTER_FORMAT}; {via} now shows the object's parents as {parents}{}",
                     c.build_of(via),
-                    if labels == new_labels() { "" } else { " (the labels put were dropped)" }
+                    if parents == new_parents() { "" } else { " (the parents put were dropped)" }
                 ));
                 applied.push(WriteRecord { key, object: o.clone(), op: "put", status: 200, outcome, attempts: 1 });
             }
@@ -944,7 +946,7 @@ fn a_cluster_of_the_previous_build_upgraded_one_process_at_a_time() {
     eprintln!("upgrade: /api/cluster: cluster_format {format}");
     let n = CLUSTER_FORMAT;
     assert_eq!(format, json!({"active": n, "lowest_live": n, "this_build": n}));
-    writes.extend(new_format_applied(&c, "labels"));
+    writes.extend(new_format_applied(&c, "parents"));
     writes.extend(unacks(&c, "unack"));
     flapper.stop();
     check_all(&c, &writes, &refused, "old -> new");
@@ -979,7 +981,7 @@ fn with_the_format_held_at_the_previous_one_an_engine_rolls_back_and_forward_the
     eprintln!("held: /api/cluster: cluster_format {format}");
     assert_eq!(format, json!({"active": held, "lowest_live": n, "this_build": n}));
     assert_eq!(check_log(&c.nats.url).reader.fence().active_format(), held, "the log's records say {held}");
-    let (keys, applied) = new_format_refused(&c, "ui", "labels-held");
+    let (keys, applied) = new_format_refused(&c, "ui", "parents-held");
     refused.extend(keys);
     writes.extend(applied);
     flapper.stop();
@@ -1000,7 +1002,7 @@ fn with_the_format_held_at_the_previous_one_an_engine_rolls_back_and_forward_the
         (check_log(&c.nats.url).reader.fence().active_format() == n).then_some(())
     });
     active_format(&c.nats.url, "the hold lifted");
-    writes.extend(new_format_applied(&c, "labels"));
+    writes.extend(new_format_applied(&c, "parents"));
     writes.extend(unacks(&c, "unack"));
     flapper.stop();
     check_all(&c, &writes, &refused, "held, rolled back, forward, lifted");
@@ -1016,7 +1018,7 @@ fn after_the_cluster_moved_a_previous_build_engine_says_it_cannot_run_or_agrees(
     // so a rollback to it after the move is not supported, docs/upgrading.md; `previous_build` takes only the
     // release before this one).
     let Upgraded { _one, began, mut c, mut flapper, mut writes, refused } = upgraded(prev);
-    writes.extend(new_format_applied(&c, "labels"));
+    writes.extend(new_format_applied(&c, "parents"));
     writes.extend(unacks(&c, "unack"));
     flapper.stop();
     // docs/upgrading.md: "an older build started into it stops at the first entry of the new format it meets,
@@ -1113,12 +1115,12 @@ fn roll_back_and_forward(c: &mut Cluster) -> (Vec<WriteRecord>, Vec<String>) {
     c.replace("ui", Build::New);
     silent.extend(views_differ(c, "ui", reference));
     // The new-format put of every object through the engine that stayed new: where the cluster's active format
-    // allows it (and a new engine owns the object) it is applied, with its labels, and every reader of the new
+    // allows it (and a new engine owns the object) it is applied, with its parents, and every reader of the new
     // build must fold it; where not, it is refused saying why, whoever owns the object.
     let active = cluster_format(c)["active"].as_u64().unwrap_or(0);
     let (mut applied, mut refused) = (0, 0);
     for o in &c.objects {
-        let key = format!("labels-rollback-{o}");
+        let key = format!("parents-rollback-{o}");
         let body = new_format_body(c, o);
         let path = format!("/api/objects/{o}");
         let r = c.get(reference).request("PUT", &path, &[("Idempotency-Key", &key)], Some(body.to_string().as_bytes()));
@@ -1127,14 +1129,14 @@ fn roll_back_and_forward(c: &mut Cluster) -> (Vec<WriteRecord>, Vec<String>) {
                 applied += 1;
                 let outcome = r.json();
                 let seq = outcome["seq"].as_u64().unwrap_or(0);
-                let labels = labels_at(c.get(reference), o, seq);
-                if active < u64::from(CLUSTER_FORMAT) || labels != new_labels() {
+                let parents = parents_at(c.get(reference), o, seq);
+                if active < u64::from(CLUSTER_FORMAT) || parents != new_parents() {
                     let owner = outcome["owner"].as_str().unwrap_or_default().to_string();
                     let owner_build = c.members.get(owner.as_str()).map(|m| m.build);
                     c.finding(format!(
                         "after the rollback of {back}: the new-format put of {o} through {reference} while the \
                          cluster is at format {active}: applied (200 {outcome}) by {owner} ({owner_build:?} build); \
-                         {reference} now shows its labels as {labels}"
+                         {reference} now shows its parents as {parents}"
                     ));
                 }
                 writes.push(WriteRecord { key, object: o.clone(), op: "put", status: 200, outcome, attempts: 1 });
@@ -1230,9 +1232,8 @@ fn api_view(j: &Jaque) -> BTreeMap<String, Value> {
 }
 
 /// An API view (`api_view`) as both builds show it: of an object, the definition's probe, interval and timeout,
-/// its state, paused, acknowledged, last transition and last seq (this build also shows the labels, the alerting
-/// rules in force, `soft` and `flapping`); of each history event, the columns both builds' stores have (this
-/// build's also has `hard`, `attempt`, `attempts_needed` and `flapping`).
+/// its state, paused, acknowledged, last transition and last seq (this build also shows the parents, `episode`
+/// and `parents_down`); of each history event, the columns both builds' stores have.
 fn common_view(view: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
     let object = |o: &Value| {
         let d = &o["definition"];
@@ -1460,10 +1461,10 @@ fn data_dir_scenario(what: &str, purged: bool, held: bool) {
     poll("the epoch after the stored one", || {
         (j.metric("jaque_engine_epoch")? as u64 == epoch_before + 1).then_some(())
     });
-    // The new format (one process speaking it is the whole cluster): web and db put again with labels and the
+    // The new format (one process speaking it is the whole cluster): web and db put again with parents and the
     // rules that make every change hard at once (`go` waits for hard states; the default rules take three
-    // results in a row, retried a minute apart for an hourly check), applied; refused, saying why, while the
-    // format is held at the previous build's (which makes every change hard at once anyway).
+    // results in a row, retried a minute apart for an hourly check), applied; while the format is held at the
+    // previous build's, refused saying why, and then put with those rules alone (the previous format's).
     let format = j.get("/api/cluster").json()["cluster_format"].clone();
     let active = if held { prev.format } else { CLUSTER_FORMAT };
     assert_eq!(format["active"], active, "{what}: {format}");
@@ -1477,14 +1478,19 @@ fn data_dir_scenario(what: &str, purged: bool, held: bool) {
             r.status,
             r.text()
         );
-        if held {
+        let parents = if held {
             assert_eq!(r.status, 400, "{}", r.text());
             assert!(r.text().contains(&needs_new_format()), "{}", r.text());
+            body.as_object_mut().expect("a put's body is an object").remove("parents");
+            let r = j.put(&format!("/api/objects/{id}"), &body);
+            assert_eq!(r.status, 200, "{what}: the put of {id} without parents: {}", r.text());
+            json!([])
         } else {
             assert_eq!(r.status, 200, "{}", r.text());
-            let d = j.get(&format!("/api/objects/{id}")).json()["definition"].clone();
-            assert_eq!((&d["labels"], &d["max_attempts"], &d["flapping"]), (&new_labels(), &json!(1), &json!(false)));
-        }
+            new_parents()
+        };
+        let d = j.get(&format!("/api/objects/{id}")).json()["definition"].clone();
+        assert_eq!((&d["parents"], &d["max_attempts"], &d["flapping"]), (&parents, &json!(1), &json!(false)));
     }
     // It goes on: more transitions, a resume, written by this build.
     go(&j, &target, "ok");
