@@ -565,10 +565,17 @@ async fn put_object(
     headers: HeaderMap,
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Response {
-    write(&s, path_id(id), &headers, || {
-        parse_def(&body_bytes(body)?).map(|def| CommandKind::Put { def }).map_err(|e| (StatusCode::BAD_REQUEST, e))
-    })
-    .await
+    let id = path_id(id);
+    let kind = || {
+        let def = parse_def(&body_bytes(body)?).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
+        // Its parents as the engine checks them, here too: a bad body is a 400 before anything goes out, never
+        // answered as the repeat of an earlier write with its Idempotency-Key.
+        if let Ok(id) = &id {
+            def.validate_parents(id).map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
+        }
+        Ok(CommandKind::Put { def })
+    };
+    write(&s, id.clone(), &headers, kind).await
 }
 
 /// A write's body, or why there is none: past axum's limit (2 MiB; a definition or a policy change is a few KiB,
