@@ -132,6 +132,10 @@ pub struct AlertState {
     /// (cluster format 4: kept once every reader keeps it; a problem open when the cluster moved to 4 has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub episode: Option<u64>,
+    /// Who the episode's problems reached so far, as their transitions said (`policy::Notify`; nobody when each
+    /// was suppressed): who its recovery is sent to (cluster format 4, as `episode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<crate::policy::Notify>,
 }
 
 /// An object's state as the rules see it.
@@ -216,6 +220,7 @@ pub fn decide(now: Now<'_>, rules: &Rules, result: State, at: Time, output: Stri
                 attempt,
                 flapping: None,
                 flaps: false,
+                notify: None,
             }
         } else {
             EventBody::Soft { state: result, attempt, of, output: output.clone(), flapping: None }
@@ -384,6 +389,7 @@ mod tests {
             attempt,
             flapping: None,
             flaps: false,
+            notify: None,
         };
         assert!(!follows(none, &r, &hard(1)));
         let s2 = SoftState { state: State::Critical, attempt: 2, of: 3, at: Time(1), seq: 1, output: String::new() };

@@ -1274,10 +1274,22 @@ impl Engine {
             _ => result.state != view.state,
         }
         .then(|| now + rules.retry_interval);
-        if let Some(body) = body {
+        if let Some(mut body) = body {
             match body {
                 EventBody::Transition { .. } => self.counters.transitions_written += 1,
                 _ => self.counters.soft_written += 1,
+            }
+            // Who is notified: decided here, once, from what this owner's reader holds, and written with the
+            // transition, so every notifier sends the same (`policy::decide`).
+            if let EventBody::Transition { from, to, notify, .. } = &mut body {
+                if active >= crate::policy::FORMAT {
+                    let reader = self.follow.reader();
+                    let down = reader.parents_down(view).map(ObjectId::to_string).collect();
+                    let sent = view.alert.as_ref().and_then(|a| a.sent.as_ref());
+                    let decided =
+                        crate::policy::decide(reader.policy(), &view.def.labels, now, down, (*from, *to), sent);
+                    *notify = Some(Box::new(decided));
+                }
             }
             let reply_timeout = self.cfg.reply_timeout;
             if let Some(o) = self.owned.get_mut(&object) {

@@ -990,15 +990,24 @@ fn apply_result(view: &mut ObjectView, active: u32, seq: u64, event: &Event) {
     let hard_before = view.state;
     view.update_alert(|a| {
         let (raw, flapping) = match &event.body {
-            EventBody::Transition { to, flapping, .. } => {
+            EventBody::Transition { to, flapping, notify, .. } => {
                 a.soft = None;
                 // Episodes are kept once every reader keeps them (format 4), so readers started from a snapshot
                 // of a cluster at 3 agree with those that read from the start.
                 if active >= crate::policy::FORMAT {
-                    a.episode = match (hard_before.is_problem(), to.is_problem()) {
-                        (false, true) => Some(seq),
-                        (true, true) => a.episode,
-                        (_, false) => None,
+                    // A transition that says nobody where it goes goes to every notifier endpoint, as before.
+                    let reached = || {
+                        let n = notify.as_deref().cloned().unwrap_or_else(crate::policy::Notify::implicit_only);
+                        crate::policy::Notify { suppressed: None, ..n }
+                    };
+                    (a.episode, a.sent) = match (hard_before.is_problem(), to.is_problem()) {
+                        (false, true) => (Some(seq), Some(reached())),
+                        // A problem opened before format 4 went to every endpoint, as its recovery will.
+                        (true, true) => {
+                            let before = a.sent.clone().unwrap_or_else(crate::policy::Notify::implicit_only);
+                            (a.episode, Some(before.union(&reached())))
+                        }
+                        (_, false) => (None, None),
                     };
                 }
                 (*to, *flapping)

@@ -651,6 +651,10 @@ pub enum EventBody {
         /// The object flaps after this result: the transition is not notified (cluster format 3).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         flaps: bool,
+        /// Who is notified of it, as its writer decided (`crate::policy::decide`; cluster format 4). Left out:
+        /// every notifier endpoint, as before policies.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        notify: Option<Box<crate::policy::Notify>>,
     },
     /// A result that differs from the hard state and has not made it hard yet: `state` at `attempt` of `of`
     /// (cluster format 3). With the hard state and attempt 0: the results are back to the hard state, the soft
@@ -693,7 +697,15 @@ impl EventBody {
 
     /// A transition as written before soft states (every change hard at once; cluster format 1).
     pub fn transition(from: State, to: State, output: impl Into<String>) -> EventBody {
-        EventBody::Transition { from, to, output: output.into(), attempt: 0, flapping: None, flaps: false }
+        EventBody::Transition {
+            from,
+            to,
+            output: output.into(),
+            attempt: 0,
+            flapping: None,
+            flaps: false,
+            notify: None,
+        }
     }
 
     /// A check's result, as the owner writes it (`crate::alert`): a transition, a soft state, flapping.
@@ -705,8 +717,8 @@ impl EventBody {
     pub fn needs(&self) -> u32 {
         match self {
             EventBody::Unack => 2,
+            EventBody::Transition { notify: Some(_), .. } | EventBody::Policy { .. } => crate::policy::FORMAT,
             EventBody::Soft { .. } | EventBody::Flapping { .. } => 3,
-            EventBody::Policy { .. } => crate::policy::FORMAT,
             EventBody::Transition { attempt, flapping, flaps, .. } if *attempt != 0 || flapping.is_some() || *flaps => {
                 3
             }

@@ -24,6 +24,7 @@ use crate::membership::{MemberObservation, Membership};
 use crate::model::{Bucket, Event, LogEntry, MemberRef, ObjectId};
 use crate::time::Time;
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Whether a process in a role that follows the log may serve (`/healthz`), and why not.
@@ -99,8 +100,9 @@ pub struct Owned {
 /// What is known of the object right after the event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum After {
-    /// Read live: the object as the log says it is right after this event (`None`: deleted).
-    Live(Option<ObjectView>),
+    /// Read live: the object as the log says it is right after this event (`None`: deleted), shared with the
+    /// reader (a reference count, not a copy of the view).
+    Live(Option<Arc<ObjectView>>),
     /// Read again by a replay: the object's state there is not at hand.
     Replayed,
 }
@@ -414,7 +416,7 @@ impl LogRole {
         self.note_hole(had_hole);
         if let (Read::Event { verdict, .. }, LogEntry::Event(event)) = (&read, entry) {
             if verdict.is_accepted() && self.follow.is_caught_up() && self.owns(&event.object) {
-                let after = After::Live(self.reader().object(&event.object).cloned());
+                let after = After::Live(self.reader().objects().get(&event.object).cloned());
                 self.hand_out(Owned { seq, event: event.clone(), after });
             }
         }

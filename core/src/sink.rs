@@ -555,7 +555,7 @@ impl Sink {
         match work {
             Work::Event(owned) => {
                 let object = match &owned.after {
-                    After::Live(view) => Some(Box::new(object_row(&owned.event.object, view.as_ref(), owned.seq))),
+                    After::Live(view) => Some(Box::new(object_row(&owned.event.object, view.as_deref(), owned.seq))),
                     After::Replayed => None,
                 };
                 self.pending_events += 1;
@@ -852,6 +852,7 @@ mod tests {
             attempt,
             flapping,
             flaps: false,
+            notify: None,
         };
         let none = AlertColumns::default();
         for (body, want) in [

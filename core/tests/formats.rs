@@ -256,6 +256,7 @@ fn alert_events_and_labelled_definitions_need_format_3_and_an_older_reader_stops
         attempt: 3,
         flapping: None,
         flaps: false,
+        notify: None,
     };
     for body in [hard, EventBody::Flapping { on: true }] {
         assert_eq!(body.needs(), 3, "{body:?}");

@@ -325,3 +325,104 @@ fn parents_need_format_4_and_an_object_cannot_be_its_own_parent() {
     let r = w.submit(&owner, cmd("p3", "web", put(&["db"])));
     assert!(matches!(w.outcome(r), Outcome::Applied { .. }), "{:?}", w.outcome(r));
 }
+
+// ---- Who a transition notifies (cluster format 4) ----
+
+fn labelled(team: &str) -> jaque_core::ObjectDef {
+    let labels = jaque_core::labels::Labels::new([("team".to_string(), team.to_string())].into()).unwrap();
+    jaque_core::ObjectDef { labels, max_attempts: Some(1), flapping: Some(false), ..def(10) }
+}
+
+/// The `notify` of every hard transition of `object` in the log, in order: (to, receivers, implicit, suppressed).
+fn notifies(w: &World, object: &str) -> Vec<(jaque_core::State, Vec<String>, bool, Option<String>)> {
+    w.log
+        .iter()
+        .filter_map(|e| match e {
+            jaque_core::LogEntry::Event(ev) if ev.object.as_str() == object => match &ev.body {
+                jaque_core::EventBody::Transition { to, notify: Some(n), .. } => Some((
+                    *to,
+                    n.receivers.iter().map(|r| r.to_string()).collect(),
+                    n.implicit,
+                    n.suppressed.as_ref().map(|s| format!("{} {}", s.reason, s.by.join(","))),
+                )),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_recovery_goes_to_every_receiver_its_problem_went_to_whatever_the_routes_say_by_then() {
+    use jaque_core::State::*;
+    let mut w = three();
+    let policy_owner = w.owner_of(ObjectId::POLICY).unwrap();
+    for (id, change) in [("p1", receiver("db-team")), ("p2", receiver("web-team")), ("p3", routes(&["db-team"]))] {
+        let r = w.submit(&policy_owner, policy_cmd(id, change));
+        assert!(matches!(w.outcome(r), Outcome::Applied { .. }), "{:?}", w.outcome(r));
+    }
+    let owner = w.owner_of("db").unwrap();
+    w.truth.insert("db".into(), Critical);
+    w.submit(&owner, cmd("c1", "db", CommandKind::Put { def: labelled("db") }));
+    w.advance(Duration::from_secs(11));
+    // The routes change mid-episode: the recovery still reaches db-team, and only it.
+    w.submit(&policy_owner, policy_cmd("p4", routes(&["web-team"])));
+    w.truth.insert("db".into(), Ok);
+    w.advance(Duration::from_secs(11));
+    let none = None;
+    assert_eq!(
+        notifies(&w, "db"),
+        [(Critical, vec!["db-team".to_string()], false, none.clone()), (Ok, vec!["db-team".to_string()], false, none)]
+    );
+    let episode = w.oracle().object(&oid("db")).unwrap().episode();
+    assert_eq!(episode, None, "the recovery ended the episode");
+}
+
+#[test]
+fn a_silenced_problem_goes_to_nobody_and_so_does_its_recovery() {
+    use jaque_core::State::*;
+    let mut w = three();
+    let policy_owner = w.owner_of(ObjectId::POLICY).unwrap();
+    w.submit(&policy_owner, policy_cmd("p1", receiver("db-team")));
+    w.submit(&policy_owner, policy_cmd("p2", routes(&["db-team"])));
+    let silence = Silence {
+        name: name("upgrade"),
+        selector: "team=db".parse().unwrap(),
+        starts_at: jaque_core::Time(0),
+        ends_at: w.now + Duration::from_secs(15),
+        author: "ana".into(),
+        comment: String::new(),
+    };
+    let r = w.submit(&policy_owner, policy_cmd("p3", Change::PutSilence { silence }));
+    assert!(matches!(w.outcome(r), Outcome::Applied { .. }), "{:?}", w.outcome(r));
+    let owner = w.owner_of("db").unwrap();
+    w.truth.insert("db".into(), Critical);
+    w.submit(&owner, cmd("c1", "db", CommandKind::Put { def: labelled("db") }));
+    w.advance(Duration::from_secs(11));
+    w.truth.insert("db".into(), Ok);
+    w.advance(Duration::from_secs(11));
+    // The silence is over by now; a new problem is sent, to the routes' receiver.
+    w.truth.insert("db".into(), Warning);
+    w.advance(Duration::from_secs(11));
+    let got = notifies(&w, "db");
+    assert_eq!(got[0], (Critical, vec![], false, Some("silenced upgrade".into())));
+    assert_eq!(got[1], (Ok, vec![], false, None), "nothing was sent, so nothing is resolved");
+    assert_eq!(got[2], (Warning, vec!["db-team".to_string()], false, None));
+}
+
+#[test]
+fn a_problem_while_a_parent_is_down_goes_to_nobody_and_without_routes_everything_goes_to_the_implicit_route() {
+    use jaque_core::State::*;
+    let mut w = three();
+    w.truth.insert("switch".into(), Critical);
+    w.truth.insert("host".into(), Critical);
+    let switch = w.owner_of("switch").unwrap();
+    w.submit(&switch, cmd("c1", "switch", CommandKind::Put { def: labelled("net") }));
+    w.advance(Duration::from_secs(11));
+    let host = w.owner_of("host").unwrap();
+    let def = jaque_core::ObjectDef { parents: vec![oid("switch")], ..labelled("net") };
+    w.submit(&host, cmd("c2", "host", CommandKind::Put { def }));
+    w.advance(Duration::from_secs(11));
+    assert_eq!(notifies(&w, "switch"), [(Critical, vec![], true, None)], "no policy: the implicit route");
+    assert_eq!(notifies(&w, "host"), [(Critical, vec![], false, Some("parent_down switch".into()))]);
+}

@@ -131,8 +131,9 @@ struct Tally {
     /// Faults between attempts: (seeds with them on, faults done, counts that went on at another owner in those
     /// seeds, and in the others).
     between: (u64, u64, u64, u64),
-    /// Policy changes: (seeds with them on, submitted, applied, refused, readers held to the oracle's policy).
-    policy: (u64, u64, u64, u64, u64),
+    /// Policy changes: (seeds with them on, submitted, applied, refused, readers held to the oracle's policy,
+    /// recoveries held to their episodes).
+    policy: (u64, u64, u64, u64, u64, u64),
 }
 
 enum Next {
@@ -151,7 +152,7 @@ fn sweep(args: &Args, base: u64, count: u64) -> ExitCode {
         events: 0,
         ran: 0,
         between: (0, 0, 0, 0),
-        policy: (0, 0, 0, 0, 0),
+        policy: (0, 0, 0, 0, 0, 0),
     };
     let progress_every = (count / 20).max(1);
     let next = AtomicU64::new(0);
@@ -225,9 +226,9 @@ fn sweep(args: &Args, base: u64, count: u64) -> ExitCode {
             "faults between attempts: on in {on} of {} seeds, {faults} done; attempts that went on at another owner: {continued} in those seeds, {elsewhere} in the others",
             t.ran
         );
-        let (on, submitted, applied, refused, checked) = t.policy;
+        let (on, submitted, applied, refused, checked, resolves) = t.policy;
         println!(
-            "policy changes: on in {on} of {} seeds, {submitted} submitted, {applied} applied, {refused} refused; readers held to the oracle's policy {checked} times",
+            "policy changes: on in {on} of {} seeds, {submitted} submitted, {applied} applied, {refused} refused; readers held to the oracle's policy {checked} times; {resolves} recoveries held to their episodes",
             t.ran
         );
     }
@@ -258,6 +259,7 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
     t.policy.2 += p.applied;
     t.policy.3 += p.rejected;
     t.policy.4 += p.checked;
+    t.policy.5 += p.resolves;
     if args.print_hash {
         let s = &report.stats;
         let outcome = match &report.result {
@@ -305,8 +307,8 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
         if report.params.policy_changes > 0.0 {
             let p = &s.policy;
             println!(
-                "  policy seed={seed} submitted={} applied={} refused={} checked={}",
-                p.submitted, p.applied, p.rejected, p.checked
+                "  policy seed={seed} submitted={} applied={} refused={} checked={} resolves={}",
+                p.submitted, p.applied, p.rejected, p.checked, p.resolves
             );
         }
         if report.params.versions.is_mixed() {

@@ -7,8 +7,8 @@ use crate::alerts::AlertCheck;
 use jaque_core::hrw;
 use jaque_core::log::ObjectView;
 use jaque_core::log::{Effect, LogReader, Read, StaleReason, Verdict};
-use jaque_core::policy::Policy;
-use jaque_core::{CommandId, EpochRecord, LogEntry, MemberRef, Outcome};
+use jaque_core::policy::{Notify, Policy};
+use jaque_core::{CommandId, EpochRecord, EventBody, LogEntry, MemberRef, ObjectId, Outcome};
 use std::collections::BTreeMap;
 
 /// What every reader must hold after reading up to one position.
@@ -46,6 +46,11 @@ pub struct Oracle {
     accepted: Vec<bool>,
     /// Invariant 14, the alert rules.
     pub alerts: AlertCheck,
+    /// Invariant 15's pairing, restated here: per object in a problem episode (cluster format 4), who its problem
+    /// transitions said they went to, together. Its recovery must go to all of them.
+    episode_sent: BTreeMap<ObjectId, Notify>,
+    /// Recoveries held to it, for reports.
+    pub resolves_checked: u64,
 }
 
 fn v(invariant: &'static str, message: String) -> Result<(), LogViolation> {
@@ -204,6 +209,11 @@ impl Oracle {
                     if let Err(msg) = self.alerts.check(seq, ev, before.as_deref(), after, effect, active) {
                         return v("14 alert rules", msg);
                     }
+                    if *effect == Effect::Transitioned {
+                        if let Err(msg) = self.check_pairing(seq, ev) {
+                            return v("15 policy", msg);
+                        }
+                    }
                 }
                 view = self.reader.object(&ev.object).map_or(0, view_hash);
                 accepted = verdict.is_accepted();
@@ -228,6 +238,43 @@ impl Oracle {
             view,
             policy,
         });
+        Ok(())
+    }
+
+    /// Invariant 15's pairing, for a hard transition that took effect at `seq`: a problem that says it is
+    /// suppressed goes to nobody; a recovery goes to every receiver (and the implicit route, if any) that a
+    /// problem of its episode went to, whatever the policy says by then. Transitions that say nothing of where
+    /// they go (before cluster format 4) are sent as before policies: to every endpoint.
+    fn check_pairing(&mut self, seq: u64, ev: &jaque_core::Event) -> Result<(), String> {
+        let EventBody::Transition { from, to, notify, .. } = &ev.body else { return Ok(()) };
+        let said = notify.as_deref().cloned().unwrap_or_else(Notify::implicit_only);
+        if said.suppressed.is_some() && !said.is_nobody() {
+            return Err(format!("the problem at {seq} on {} is suppressed and still goes to {said:?}", ev.object));
+        }
+        match (from.is_problem(), to.is_problem()) {
+            (false, true) => {
+                self.episode_sent.insert(ev.object.clone(), said);
+            }
+            (true, true) => {
+                let sent = self.episode_sent.entry(ev.object.clone()).or_insert_with(Notify::implicit_only);
+                *sent = sent.union(&said);
+            }
+            (true, false) => {
+                // An episode the oracle saw open before format 4 went everywhere, as its recovery must.
+                let sent = self.episode_sent.remove(&ev.object).unwrap_or_else(Notify::implicit_only);
+                self.resolves_checked += 1;
+                let missing: Vec<_> = sent.receivers.iter().filter(|r| !said.receivers.contains(r)).collect();
+                if !missing.is_empty() || sent.implicit && !said.implicit {
+                    return Err(format!(
+                        "the recovery at {seq} on {} goes to {said:?}, and its episode's problems went to {sent:?}: \
+                         missing {missing:?}{}",
+                        ev.object,
+                        if sent.implicit && !said.implicit { " and the implicit route" } else { "" }
+                    ));
+                }
+            }
+            (false, false) => {}
+        }
         Ok(())
     }
 

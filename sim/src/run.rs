@@ -77,6 +77,7 @@ pub fn run_seed(params: Params, trace: usize) -> Report {
     sim.stats.pool = sim.pool_stats();
     sim.stats.ingress = sim.ingress_stats();
     sim.stats.alerts = sim.oracle.alerts.stats;
+    sim.stats.policy.resolves = sim.oracle.resolves_checked;
     let msg = PANIC.with(|p| p.borrow_mut().take()).unwrap_or_default();
     let result = match outcome {
         Ok(r) => r,

@@ -46,8 +46,22 @@ pub fn object_body(target: &str, object: &str) -> Value {
     json!({"probe": {"type": "http", "url": format!("{target}/{object}")}, "interval": "1s", "timeout": "800ms"})
 }
 
+/// `object_body` with the fields of `extra` (a JSON object) added or replaced.
+pub fn object_body_with(target: &str, object: &str, extra: &Value) -> Value {
+    let mut body = object_body(target, object);
+    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+        b.extend(e.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    body
+}
+
 impl Writer {
     pub fn start(ui: SocketAddr, name: &str, objects: Vec<String>, target: String) -> Writer {
+        Writer::start_with(ui, name, objects, target, json!({}))
+    }
+
+    /// `start`, its puts with the fields of `extra` too (`object_body_with`).
+    pub fn start_with(ui: SocketAddr, name: &str, objects: Vec<String>, target: String, extra: Value) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let records: Arc<Mutex<Vec<WriteRecord>>> = Arc::default();
         let (s, r, name) = (stop.clone(), records.clone(), name.to_string());
@@ -56,7 +70,12 @@ impl Writer {
             while !s.load(Ordering::SeqCst) {
                 let object = objects[i % objects.len()].clone();
                 let (op, method, path, body) = match (i / objects.len()) % 5 {
-                    0 => ("put", "PUT", format!("/api/objects/{object}"), Some(object_body(&target, &object))),
+                    0 => (
+                        "put",
+                        "PUT",
+                        format!("/api/objects/{object}"),
+                        Some(object_body_with(&target, &object, &extra)),
+                    ),
                     1 => ("check", "POST", format!("/api/objects/{object}/actions/check"), None),
                     2 => ("pause", "POST", format!("/api/objects/{object}/actions/pause"), None),
                     3 => ("resume", "POST", format!("/api/objects/{object}/actions/resume"), None),

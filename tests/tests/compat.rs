@@ -368,6 +368,10 @@ fn take_over(fixture: &Path, store: Option<&str>) {
     }
     let epoch = expected["epoch"].as_u64().unwrap();
     poll(&what("the epoch after the release's"), || (metric(&j, "jaque_engine_epoch") == epoch + 1).then_some(()));
+    // Releases from 0.3.0 on (cluster format 4) hold a notification policy.
+    if let Some(policy) = expected.get("policy") {
+        assert_contains(policy, &j.get("/api/policy").json(), &what("the policy"));
+    }
 
     // The release's rows, read through this build's history API; rows past them are this run's own.
     let position = expected["log_position"].as_u64().unwrap();
@@ -436,6 +440,7 @@ fn every_event_kind() -> Vec<EventBody> {
                 attempt: 2,
                 flapping: None,
                 flaps: false,
+                notify: None,
             }),
             EventBody::Transition { .. } => Some(EventBody::Flapping { on: false }),
             EventBody::Flapping { .. } => Some(EventBody::Ack),
@@ -773,10 +778,23 @@ fn write_data_dir(out: &Path) {
     write(&j, "PUT", "/api/objects/db", "put-db", Some(&tcp("1s")));
     write(&j, "PUT", "/api/objects/quiet", "put-quiet", Some(&tcp("1h")));
     write(&j, "PUT", "/api/objects/gone", "put-gone", Some(&tcp("1h")));
+    // Cluster format 4: an object with a parent, and the notification policy.
+    let mut child = tcp("1h");
+    child["parents"] = json!(["db"]);
+    write(&j, "PUT", "/api/objects/child", "put-child", Some(&child));
+    let receiver =
+        json!({"kind": "webhook", "url": "https://hooks.example.com/db", "secret": {"env": "DB_HOOK_SECRET"}});
+    write(&j, "PUT", "/api/policy/receivers/db-team", "policy-receiver", Some(&receiver));
+    let routes = json!([{"selector": "team=db", "receivers": ["db-team"], "repeat_interval": "1h"}]);
+    write(&j, "PUT", "/api/policy/routes", "policy-routes", Some(&routes));
+    let window = json!({"selector": "env=prod", "schedule": {"days": ["tue"], "start": "02:00", "duration": "2h", "time_zone": "Europe/Berlin"}, "comment": "patch night"});
+    write(&j, "PUT", "/api/policy/windows/tuesday", "policy-window", Some(&window));
+    let silence = json!({"name": "db-upgrade", "selector": "team=db", "starts_at": "2026-01-01T00:00:00Z", "ends_at": "2100-01-01T00:00:00Z", "author": "ana", "comment": "upgrade"});
+    write(&j, "PUT", "/api/silences/db-upgrade", "policy-silence", Some(&silence));
     poll("web ok, the others critical", || {
         let o = objects(&j);
         let state = |id: &str| o.get(id).map(|o| o["state"].clone());
-        let critical = ["db", "quiet", "gone"].iter().all(|id| state(id) == Some(json!("critical")));
+        let critical = ["db", "quiet", "gone", "child"].iter().all(|id| state(id) == Some(json!("critical")));
         (state("web") == Some(json!("ok")) && critical).then_some(())
     });
     // web paused while ok, so a later start does not check it against a target that is gone.
@@ -787,16 +805,19 @@ fn write_data_dir(out: &Path) {
     let position = sink_caught_up(&j);
     let listed = objects(&j);
     let mut history_of = Map::new();
-    for id in ["web", "db", "quiet", "gone"] {
+    for id in ["web", "db", "quiet", "gone", "child"] {
         history_of.insert(id.to_string(), json!(history(&j, id)));
     }
+    let mut policy = j.get("/api/policy").json();
+    policy.as_object_mut().expect("the policy is an object").remove("log_position");
     let expected = json!({
         "epoch": metric(&j, "jaque_engine_epoch"),
         "log_position": position,
         "objects": listed.iter().map(|(id, o)| (id.clone(), kept(o))).collect::<Map<_, _>>(),
         "history": history_of,
+        "policy": policy,
     });
-    assert_eq!(listed.keys().collect::<Vec<_>>(), ["db", "quiet", "web"]);
+    assert_eq!(listed.keys().collect::<Vec<_>>(), ["child", "db", "quiet", "web"]);
     j.proc.signal("TERM");
     assert!(j.proc.wait_exit().success(), "a clean exit");
     drop(target);

@@ -61,7 +61,7 @@ use jaque_core::hrw::{self, Ownership};
 use jaque_core::notifier::EndpointId;
 use jaque_core::{CommandKind, EventBody, LogEntry, LogReader, MemberId, MemberRef, ObjectDef, ObjectId, Read};
 use jaque_tests::checker::{
-    check_log, check_run, epoch_records_raw, notify_start_record, object_body, read_log, CountingTarget, Flapper,
+    check_log, check_run, epoch_records_raw, notify_start_record, object_body_with, read_log, CountingTarget, Flapper,
     WriteRecord, Writer,
 };
 use jaque_tests::sink_store::{expected_from, read_store, store_matches};
@@ -146,6 +146,14 @@ fn version_line(bin: &Path, prefix: &str) -> Option<u32> {
     let rest = text.lines().find_map(|l| l.strip_prefix(prefix))?;
     let n = rest.split(' ').next().unwrap_or_default();
     Some(n.parse().unwrap_or_else(|_| panic!("{}: --version says \"{prefix}{rest}\"", bin.display())))
+}
+
+/// The alert rules every object of these tests is put with (cluster format 3, which the previous release speaks):
+/// each change hard at once and no flapping, so transitions flow and are notified under either build as they
+/// did before soft states (`go` waits for hard states; the default rules take three results in a row, retried a
+/// minute apart for an hourly check; a target flipping every 350 ms makes every object flap).
+fn rules() -> Value {
+    json!({"max_attempts": 1, "flapping": false})
 }
 
 /// The parent the new-format put gives an object (it need not exist).
@@ -302,7 +310,7 @@ impl Cluster {
         c.wait_live("sink/membership/", &["s1"]);
         c.wait_live("notifier/membership/", &["n1"]);
         for o in &c.objects {
-            let body = object_body(&c.target.url(), o).to_string();
+            let body = object_body_with(&c.target.url(), o, &rules()).to_string();
             let key = format!("setup-{o}");
             poll(&format!("{o} created"), || {
                 let r = http(
@@ -384,7 +392,7 @@ impl Cluster {
     }
 
     fn writer(&self, name: &str) -> Writer {
-        let w = Writer::start(self.ui().addr, name, self.objects.clone(), self.target.url());
+        let w = Writer::start_with(self.ui().addr, name, self.objects.clone(), self.target.url(), rules());
         poll("writes applied through the ui", || (w.applied() >= 10).then_some(()));
         w
     }
@@ -584,6 +592,8 @@ fn check_sink(c: &Cluster) -> usize {
 fn notified(body: &EventBody) -> Option<&'static str> {
     let flap = |on: bool| if on { "flapping_start" } else { "flapping_end" };
     match body {
+        // Its writer decided it goes to none of the notifiers' own endpoints (the notification policy).
+        EventBody::Transition { notify: Some(n), .. } if !n.implicit => None,
         EventBody::Transition { flapping: Some(on), .. } => Some(flap(*on)),
         EventBody::Transition { flaps: true, .. } => None,
         EventBody::Transition { .. } => Some("transition"),
@@ -655,7 +665,7 @@ fn unacks(c: &Cluster, name: &str) -> Vec<WriteRecord> {
 
 /// The body of the new-format put of `o`: its definition as the test wrote it, with parents.
 fn new_format_body(c: &Cluster, o: &str) -> Value {
-    let plain = if o == "held" { c.held.clone() } else { object_body(&c.target.url(), o) };
+    let plain = if o == "held" { c.held.clone() } else { object_body_with(&c.target.url(), o, &rules()) };
     new_format_put(&plain)
 }
 
@@ -1433,7 +1443,11 @@ fn data_dir_scenario(what: &str, purged: bool, held: bool) {
     let mut j = start_solo(&old, "solo (Old)", dir.path(), purged, &[]);
     let held_at = prev.format.to_string();
     let hold: &[&str] = if held { &["-hold-format", &held_at] } else { &[] };
-    let hourly = |url: String| json!({"probe": {"type": "http", "url": url}, "interval": "1h", "timeout": "800ms"});
+    let hourly = |url: String| {
+        let mut body = json!({"probe": {"type": "http", "url": url}, "interval": "1h", "timeout": "800ms"});
+        body.as_object_mut().expect("an object").extend(rules().as_object().expect("an object").clone());
+        body
+    };
     for id in ["web", "db"] {
         let r = j.put(&format!("/api/objects/{id}"), &hourly(format!("{}/{id}", target.url())));
         assert_eq!(r.status, 200, "{}", r.text());

@@ -200,6 +200,9 @@ fn notified(owned: &Owned, reader: &LogReader) -> Option<(&'static str, State, S
     let hard = || reader.object(&owned.event.object).map_or(State::Pending, |v| v.state);
     let flap_kind = |on: bool| if on { "flapping_start" } else { "flapping_end" };
     match &owned.event.body {
+        // Not to this notifier's endpoints where its writer decided so (`policy::decide`: a silence, a window, a
+        // parent down, or routes that end before the implicit route), the flapping start or end it says included.
+        EventBody::Transition { notify: Some(n), .. } if !n.implicit => None,
         EventBody::Transition { from, to, output, flapping: Some(on), .. } => {
             Some((flap_kind(*on), *from, *to, output.clone()))
         }

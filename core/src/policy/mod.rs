@@ -401,6 +401,98 @@ impl Policy {
     }
 }
 
+/// Where the notification of a hard transition goes, as its writer (the object's owner) decided it from the
+/// policy, the object and the time it wrote the transition (cluster format 4). In the event, so every notifier,
+/// live or replaying, sends the same thing, and the log says who was notified of what, or why nobody was.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notify {
+    /// The policy's receivers it goes to, by name, in the order the routes named them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub receivers: Vec<Name>,
+    /// The notifiers' own endpoints (`-notify-webhook`) take it too: the implicit route.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub implicit: bool,
+    /// Why a problem goes to nobody: `silenced`, `maintenance_window` or `parent_down`, and by what (the silence's
+    /// or window's name, the parents down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suppressed: Option<Suppression>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suppression {
+    pub reason: String,
+    pub by: Vec<String>,
+}
+
+impl Notify {
+    /// Everything to the notifiers' own endpoints, as before policies.
+    pub fn implicit_only() -> Notify {
+        Notify { implicit: true, ..Notify::default() }
+    }
+
+    /// Whether it goes to nobody.
+    pub fn is_nobody(&self) -> bool {
+        self.receivers.is_empty() && !self.implicit
+    }
+
+    /// `self` and the receivers (and the implicit route) of `other`: who an episode's problems reached.
+    pub fn union(&self, other: &Notify) -> Notify {
+        let mut receivers = self.receivers.clone();
+        for r in &other.receivers {
+            if !receivers.contains(r) {
+                receivers.push(r.clone());
+            }
+        }
+        Notify { receivers, implicit: self.implicit || other.implicit, suppressed: None }
+    }
+}
+
+/// What a hard transition of an object from `from` to `to`, written at `at`, notifies (`Notify`):
+/// - a problem (to a warning, critical or unknown state): the receivers the routes name for its `labels`, unless
+///   a parent is down (`parents_down`), a silence holds or a maintenance window is open at `at`: then nobody,
+///   saying why;
+/// - a recovery (from a problem to no problem): exactly who the episode's problems reached (`episode_sent`), so
+///   every receiver that was sent a problem is sent its resolve, whatever the policy says now; a problem opened
+///   before the cluster kept episodes (`None`) was sent as before policies, so its resolve is too;
+/// - anything else (a first result that is ok): the receivers the routes name, never suppressed.
+pub fn decide(
+    policy: &Policy,
+    labels: &Labels,
+    at: Time,
+    parents_down: Vec<String>,
+    (from, to): (crate::model::State, crate::model::State),
+    episode_sent: Option<&Notify>,
+) -> Notify {
+    let routed = || {
+        let r = policy.route(labels);
+        Notify {
+            receivers: r.receivers.into_iter().map(|(n, _)| n.clone()).collect(),
+            implicit: r.implicit,
+            suppressed: None,
+        }
+    };
+    if to.is_problem() {
+        let held = if !parents_down.is_empty() {
+            Some(Suppression { reason: "parent_down".into(), by: parents_down })
+        } else {
+            policy.suppressed(labels, at).map(|s| {
+                let by = match &s {
+                    Suppressed::Silenced(n) | Suppressed::InWindow(n) => n.to_string(),
+                };
+                Suppression { reason: s.reason().into(), by: vec![by] }
+            })
+        };
+        match held {
+            Some(s) => Notify { suppressed: Some(s), ..Notify::default() },
+            None => routed(),
+        }
+    } else if from.is_problem() {
+        episode_sent.cloned().unwrap_or_else(Notify::implicit_only)
+    } else {
+        routed()
+    }
+}
+
 /// How long a silence that ended is still kept (and listed) before a policy change drops it: long enough to see
 /// what was silenced last week, bounded so `MAX_SILENCES` counts live ones.
 pub const SILENCE_KEPT: Duration = Duration::from_secs(7 * 24 * 3600);

@@ -156,6 +156,7 @@ pub fn scenario(data: &[u8]) -> Scenario {
                     attempt: b.below(4) as u32,
                     flapping,
                     flaps: flapping == Some(true),
+                    notify: None,
                 },
                 _ => EventBody::transition(
                     STATES[b.below(STATES.len())],

@@ -303,6 +303,9 @@ pub struct PolicyStats {
     pub rejected: u64,
     /// Readers (engines, sinks, notifiers) held to the oracle's policy at a policy change they read.
     pub checked: u64,
+    /// Recoveries (cluster format 4) held to go to everyone their episode's problems went to (filled in at the
+    /// end of a run).
+    pub resolves: u64,
 }
 
 #[derive(Clone, Debug, Default)]

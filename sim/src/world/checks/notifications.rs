@@ -100,6 +100,8 @@ impl Sim {
         // Soft states never notify; a flapping object's transitions do not; its flapping start and end do.
         let flap = |on: bool| if on { "flapping_start" } else { "flapping_end" };
         let (kind, from, to) = match &ev.body {
+            // Its writer sent it to nobody of the notifiers' own endpoints (the notification policy).
+            EventBody::Transition { notify: Some(n), .. } if !n.implicit => return,
             EventBody::Transition { flapping: Some(on), from, to, .. } => (flap(*on), Some(*from), Some(*to)),
             EventBody::Transition { flaps: false, from, to, .. } => ("transition", Some(*from), Some(*to)),
             EventBody::Soft { flapping: Some(on), .. } | EventBody::Flapping { on } => (flap(*on), None, None),
