@@ -11,7 +11,10 @@
 //!   object as `GET /api/objects/{id}` shows it after the event (`null` once deleted) and its state, marks and
 //!   labels before it (`null` for a new object), so counts can be moved without recounting, also counts of the
 //!   objects a label selector picks.
-//! - `stale`: an event the fence discarded: `{"seq", "object", "epoch", "writer", "stale_events"}`.
+//! - `stale`: an event the fence discarded: `{"seq", "object", "epoch", "writer", "stale_events"}` (`object`
+//!   `jaque/policy` for a policy change).
+//! - `policy` (`id:` its log position): a change of the notification policy took effect: `{"seq"}`; the page
+//!   loads `GET /api/policy` again.
 //! - `epoch`: a new epoch in force: `{"seq", "epoch", "members"}` (owners may have moved).
 //! - `members`: a bucket's live members changed: `{"bucket", "live_members"}`.
 //! - `reload`: the stream missed events (it lagged) or the reader jumped (caught up, a snapshot): `{"reason"}`.
@@ -149,6 +152,7 @@ pub struct Before {
     /// An event's object, what it was, and the event's epoch and writer (named if the fence discards it).
     object: Option<(ObjectId, Option<views::Was>, u64, MemberRef)>,
     stale: u64,
+    refused: u64,
     epoch: u64,
 }
 
@@ -168,7 +172,12 @@ impl Feed {
             }
             LogEntry::Epoch(_) => None,
         };
-        Some(Before { object, stale: reader.counters.stale_epoch_total, epoch: reader.epoch() })
+        Some(Before {
+            object,
+            stale: reader.counters.stale_epoch_total,
+            refused: reader.counters.policy_refused_total,
+            epoch: reader.epoch(),
+        })
     }
 
     /// Called after `reader` read the entry at `seq`: sends what it changed.
@@ -184,6 +193,12 @@ impl Feed {
                     "stale_events": reader.counters.stale_epoch_total,
                 });
                 self.changes.send("stale", None, data.to_string());
+            } else if id.is_policy() {
+                // The policy's key is no object: its accepted changes are `policy` events (a change the fold left
+                // out, `policy_refused_total`, changed nothing).
+                if reader.last_accepted_of(&id) == Some(seq) && reader.counters.policy_refused_total == before.refused {
+                    self.changes.send("policy", Some(seq), json!({ "seq": seq }).to_string());
+                }
             } else if reader.last_accepted_of(&id) == Some(seq) {
                 self.changes.send("change", Some(seq), views::change(reader, seq, &id, was));
             }
@@ -227,9 +242,16 @@ mod tests {
         MemberRef { id: MemberId::new(id).unwrap(), incarnation: 1 }
     }
 
+    fn receiver() -> jaque_core::policy::Change {
+        let name = jaque_core::policy::Name::new("db-team").unwrap();
+        let kind =
+            jaque_core::policy::ReceiverKind::Webhook { url: "https://hooks.example.com/db".into(), secret: None };
+        jaque_core::policy::Change::PutReceiver { receiver: jaque_core::policy::Receiver { name, kind } }
+    }
+
     fn event(object: &str, writer: &str, epoch: u64, body: EventBody) -> LogEntry {
         LogEntry::Event(Event {
-            object: ObjectId::new(object).unwrap(),
+            object: ObjectId::from_log(object).unwrap(),
             epoch,
             writer: member(writer),
             at: Time(1_000),
@@ -332,6 +354,8 @@ mod tests {
             event("web", "e1", 1, EventBody::Ack),
             event("web", "e2", 1, EventBody::Put { def }),
             event("web", "e1", 1, EventBody::Delete),
+            event(ObjectId::POLICY, "e1", 1, EventBody::Policy { change: Box::new(receiver()) }),
+            event(ObjectId::POLICY, "e2", 1, EventBody::Policy { change: Box::new(receiver()) }),
             epoch(2, &["e1", "e2"]),
         ]);
         let (_stop, stopping) = watch::channel(false);
@@ -349,7 +373,7 @@ mod tests {
         sent.push(("hello".into(), json!({})));
         sent.push(("reload".into(), json!({"reason": "lagged", "missed": 5})));
         let kinds: std::collections::BTreeSet<&str> = sent.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(kinds, ["change", "epoch", "hello", "members", "reload", "stale"].into());
+        assert_eq!(kinds, ["change", "epoch", "hello", "members", "policy", "reload", "stale"].into());
         let doc = crate::ui::openapi::base();
         let events = &doc["paths"]["/api/stream"]["get"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
             ["x-events"];
