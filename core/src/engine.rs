@@ -1141,9 +1141,14 @@ impl Engine {
         // A policy change is checked against the policy it will follow: one that names nothing or breaks a rule
         // is refused here, not written (the fold would leave it out anyway).
         if let CommandKind::Policy { change } = &cmd.kind {
-            if let Err(e) = self.follow.reader().policy().changed(change, now) {
+            let reader = self.follow.reader();
+            let refused = reader.policy().changed(change, now).err().map(|e| e.to_string()).or_else(|| {
+                let crate::policy::Change::DeleteReceiver { name } = &**change else { return None };
+                open_episodes_sent_to(reader, name)
+            });
+            if let Some(reason) = refused {
                 self.counters.commands_rejected += 1;
-                self.reply(reply, Outcome::Rejected { reason: e.to_string() });
+                self.reply(reply, Outcome::Rejected { reason });
                 return;
             }
         }
@@ -1355,4 +1360,25 @@ fn truncate(mut s: String, max: usize) -> String {
         s.truncate(cut);
     }
     s
+}
+
+/// Why receiver `name` may not be deleted now: problems were sent to it whose recoveries have not been (each
+/// recovery goes to who its problem went to, by name), naming a few of them; `None` when there are none.
+fn open_episodes_sent_to(reader: &LogReader, name: &crate::policy::Name) -> Option<String> {
+    let open: Vec<&str> = reader
+        .objects()
+        .iter()
+        .filter(|(_, v)| v.alert.as_ref().and_then(|a| a.sent.as_ref()).is_some_and(|s| s.receivers.contains(name)))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    (!open.is_empty()).then(|| {
+        let shown: Vec<&str> = open.iter().take(5).copied().collect();
+        format!(
+            "receiver {name} was sent problems of {} objects that have not recovered yet ({}{}): their recoveries go to \
+             it; change its url instead, or delete it once they recovered",
+            open.len(),
+            shown.join(", "),
+            if open.len() > shown.len() { ", …" } else { "" }
+        )
+    })
 }

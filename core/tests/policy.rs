@@ -426,3 +426,28 @@ fn a_problem_while_a_parent_is_down_goes_to_nobody_and_without_routes_everything
     assert_eq!(notifies(&w, "switch"), [(Critical, vec![], true, None)], "no policy: the implicit route");
     assert_eq!(notifies(&w, "host"), [(Critical, vec![], false, Some("parent_down switch".into()))]);
 }
+
+#[test]
+fn a_receiver_that_was_sent_a_problem_not_yet_recovered_is_not_deleted() {
+    use jaque_core::State::*;
+    let mut w = three();
+    let policy_owner = w.owner_of(ObjectId::POLICY).unwrap();
+    for (id, change) in [("p1", receiver("db-team")), ("p2", receiver("web-team")), ("p3", routes(&["db-team"]))] {
+        w.submit(&policy_owner, policy_cmd(id, change));
+    }
+    let owner = w.owner_of("db").unwrap();
+    w.truth.insert("db".into(), Critical);
+    w.submit(&owner, cmd("c1", "db", CommandKind::Put { def: labelled("db") }));
+    w.advance(Duration::from_secs(11));
+    w.submit(&policy_owner, policy_cmd("p4", routes(&["web-team"])));
+    let r = w.submit(&policy_owner, policy_cmd("p5", Change::DeleteReceiver { name: name("db-team") }));
+    let reason = rejected(w.outcome(r)).to_string();
+    assert!(
+        reason.contains("receiver db-team was sent problems of 1 objects that have not recovered yet (db)"),
+        "{reason}"
+    );
+    w.truth.insert("db".into(), Ok);
+    w.advance(Duration::from_secs(11));
+    let r = w.submit(&policy_owner, policy_cmd("p6", Change::DeleteReceiver { name: name("db-team") }));
+    assert!(matches!(w.outcome(r), Outcome::Applied { .. }), "once db recovered: {:?}", w.outcome(r));
+}
