@@ -578,3 +578,57 @@ fn a_member_key_watch_skips_progress_records_and_keeps_bucket_wide_revisions() {
         );
     });
 }
+
+/// The notification policy (cluster format 4) as the notifier's own endpoints meet it: the engine that writes a
+/// transition decides who is told; a problem that a silence selects, one whose parent is down, and one the
+/// policy's routes take without going on to the implicit route reach no `-notify-webhook`, and each is counted by
+/// why; the others are delivered as before.
+#[test]
+fn silenced_parent_down_and_routed_problems_are_not_sent_to_the_webhook_and_are_counted_by_why() {
+    let rx = Receiver::start(Some(SECRET));
+    let hook = rx.url("/hook");
+    let j = memory_notifier("solo", std::slice::from_ref(&hook), Some(SECRET));
+    j.wait_ready();
+    let write = |method: &str, path: &str, body: serde_json::Value| {
+        let r = j.request(method, path, &[], Some(body.to_string().as_bytes()));
+        assert_eq!(r.status, 200, "{method} {path}: {}", r.text());
+    };
+    write("PUT", "/api/policy/receivers/api-team", json!({"kind": "webhook", "url": "https://hooks.example.com/api"}));
+    write("PUT", "/api/policy/routes", json!([{"selector": "team=api", "receivers": ["api-team"]}]));
+    write("POST", "/api/silences", json!({"selector": "team=db", "duration": "1h", "author": "test"}));
+    // Every object checks a closed port: its first result, critical, is a transition at once.
+    let put = |id: &str, extra: serde_json::Value| {
+        let mut body = json!({"probe": {"type": "tcp", "addr": "127.0.0.1:9"}, "interval": "1h"});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        write("PUT", &format!("/api/objects/{id}"), body);
+    };
+    let critical = |id: &str| {
+        poll(&format!("{id} critical"), || {
+            (j.get(&format!("/api/objects/{id}")).json()["state"] == "critical").then_some(())
+        })
+    };
+    put("switch", json!({}));
+    critical("switch");
+    put("host", json!({"parents": ["switch"]}));
+    put("db", json!({"labels": {"team": "db"}}));
+    put("api", json!({"labels": {"team": "api"}}));
+    put("web", json!({"labels": {"team": "web"}}));
+    for id in ["host", "db", "api", "web"] {
+        critical(id);
+    }
+    let host = j.get("/api/objects/host").json();
+    assert_eq!(host["parents_down"], json!(["switch"]), "{host}");
+    assert!(host["episode"].as_u64().is_some(), "a problem has its episode: {host}");
+    let pos = j.get("/api/cluster").json()["log_position"].as_u64().unwrap();
+    poll("the notifier read every transition", || {
+        (j.metric("jaque_notifier_log_position") >= Some(pos as f64)).then_some(())
+    });
+    let delivered = wait_deliveries(&rx, "/hook", 2);
+    let mut objects: Vec<&str> = delivered.iter().map(|d| d.body["object"].as_str().unwrap()).collect();
+    objects.sort();
+    assert_eq!(objects, ["switch", "web"], "only the problems nothing held back");
+    for (reason, n) in [("silenced", 1.0), ("parent_down", 1.0), ("routes", 1.0), ("maintenance_window", 0.0)] {
+        assert_eq!(j.metric(&format!("jaque_notifier_not_sent_total{{reason=\"{reason}\"}}")), Some(n), "{reason}");
+    }
+    assert_eq!(rx.deliveries("/hook").len(), 2, "nothing else arrived meanwhile");
+}

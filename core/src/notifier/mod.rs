@@ -48,7 +48,7 @@ use crate::io::IoError;
 use crate::log::LogReader;
 use crate::membership::LiveSet;
 use crate::model::{Bucket, EventBody, LogEntry, MemberId, MemberRef, ObjectId, State};
-use crate::role::{LogRole, Owned, RoleConfig, RoleOutput, RoleTimer, Work};
+use crate::role::{After, LogRole, Owned, RoleConfig, RoleOutput, RoleTimer, Work};
 use crate::time::{rfc3339_millis, Time};
 use lanes::{Lane, LaneKey, LaneState, Lanes, Transition};
 use serde::{Deserialize, Serialize};
@@ -308,6 +308,10 @@ pub struct NotifierCounters {
     pub overflows: u64,
     /// Sends of a transition some member had claimed and is gone: the permitted repeats.
     pub resent_after_fault: u64,
+    /// Transitions read live that their writer sent to none of this notifier's endpoints
+    /// (`jaque_notifier_not_sent_total{reason}`), by why: `silenced`, `maintenance_window`, `parent_down`, or
+    /// `routes` (the policy's routes took it and did not go on to the implicit route).
+    pub not_sent: BTreeMap<String, u64>,
 }
 
 /// What an outstanding operation is for.
@@ -712,6 +716,12 @@ impl Notifier {
 
     fn take(&mut self, work: Work) {
         let Work::Event(owned) = work else { return };
+        if let (EventBody::Transition { notify: Some(n), .. }, After::Live(_)) = (&owned.event.body, &owned.after) {
+            if !n.implicit {
+                let reason = n.suppressed.as_ref().map_or("routes", |s| s.reason.as_str());
+                *self.counters.not_sent.entry(reason.to_string()).or_default() += 1;
+            }
+        }
         let Some((kind, from, to, output)) = notified(&owned, self.role.reader()) else { return };
         let t = Transition {
             kind,

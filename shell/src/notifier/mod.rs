@@ -271,6 +271,20 @@ impl NotifierLoop {
         );
         let disabled = (0..self.endpoints.len()).filter(|i| n.is_disabled(*i)).count() as u64;
         m.one("jaque_notifier_endpoints_disabled", "gauge", "Endpoints that answered 410 Gone.", disabled);
+        m.header(
+            "jaque_notifier_not_sent_total",
+            "counter",
+            "Transitions this notifier read that their writer sent to none of its -notify-webhook endpoints, by why: \
+             silenced, maintenance_window, parent_down, or routes (the notification policy's routes took it and did \
+             not go on to the implicit route).",
+        );
+        for reason in ["silenced", "maintenance_window", "parent_down", "routes"] {
+            m.sample(
+                "jaque_notifier_not_sent_total",
+                &[("reason", reason)],
+                c.not_sent.get(reason).copied().unwrap_or(0),
+            );
+        }
         m.one(
             "jaque_notifier_resent_after_fault_total",
             "counter",
