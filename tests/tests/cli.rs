@@ -361,3 +361,165 @@ fn get_as_yaml_is_a_file_apply_takes_back_without_writing() {
     // The original files are still unchanged too: their label was not moved by the apply of the copy.
     assert_eq!(run(&["diff", "-f", f, "--source", "git"]).0, 0);
 }
+
+#[test]
+fn silences_are_created_listed_and_expired_and_get_objects_as_json_is_always_a_list() {
+    let j = Jaque::start("ui", &["-target", "engine,worker,ui", "-queue", "memory"]);
+    j.wait_ready();
+    let server = format!("http://{}", j.addr);
+    let run = |args: &[&str]| cli_env(&[&["--server", server.as_str()], args].concat(), &[("USER", "ana")]);
+
+    // One object matches: still a list, as for any other count.
+    define(&j, "solo", "solo");
+    let (code, out, err) = run(&["get", "objects", "-l", "env=solo", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(ids(&serde_json::from_str(&out).unwrap()), ["solo"], "{out}");
+    let (_, out, _) = run(&["get", "objects", "-l", "env=none", "-o", "json"]);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), json!([]));
+
+    let create = ["silence", "create", "-l", "team=db", "--duration", "2h", "--comment", "upgrade", "--name", "db-up"];
+    let (code, out, err) = run(&create);
+    assert_eq!((code, out.as_str()), (0, "silence db-up: created\n"), "{err}");
+    let (code, out, err) = run(&["silence", "create", "-l", "env=prod", "--duration", "30m", "--author", "bo"]);
+    assert_eq!(code, 0, "{err}");
+    let named = out.trim().strip_prefix("silence ").and_then(|s| s.strip_suffix(": created")).unwrap().to_string();
+    assert!(named.starts_with("silence-"), "the cluster names one created without a name: {out}");
+    let silences = j.get("/api/silences").json()["silences"].clone();
+    let db = silences.as_array().unwrap().iter().find(|s| s["name"] == "db-up").unwrap().clone();
+    assert_eq!(
+        (db["author"].clone(), db["selector"].clone(), db["active"].clone()),
+        (json!("ana"), json!("team=db"), json!(true))
+    );
+    let (code, out, _) = run(&["silence", "list"]);
+    assert!(code == 0 && out.starts_with("NAME") && out.contains("db-up") && out.contains(&named), "{out}");
+    let (code, out, _) = run(&["silence", "list", "-o", "json"]);
+    assert_eq!((code, serde_json::from_str::<Value>(&out).unwrap()["silences"].as_array().unwrap().len()), (0, 2));
+
+    // Expired: listed, not active; one that does not exist is said, 1; a wrong command line, 2.
+    let (code, out, err) = run(&["silence", "expire", "db-up"]);
+    assert_eq!((code, out.as_str()), (0, "silence db-up: expired\n"), "{err}");
+    let (_, out, _) = run(&["silence", "list", "-o", "json"]);
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let db = listed["silences"].as_array().unwrap().iter().find(|s| s["name"] == "db-up").unwrap().clone();
+    assert_eq!(db["active"], false);
+    let (code, _, err) = run(&["silence", "expire", "nothing"]);
+    assert!(code == 1 && err.contains("nothing: expire: 404"), "{err}");
+    assert_eq!(run(&["silence", "create", "-l", "env in (", "--duration", "2h"]).0, 2);
+    assert_eq!(run(&["silence", "create", "-l", "a=b", "--duration", "soon"]).0, 2);
+    let no_user = cli(&["--server", server.as_str(), "silence", "create", "-l", "a=b", "--duration", "2h"]);
+    assert_eq!(no_user.0, 2, "no --author and no $USER: {}", no_user.2);
+    assert_eq!(cli(&["--server", "http://127.0.0.1:1", "silence", "list"]).0, 3);
+    let (code, out, _) = cli(&["completion", "bash"]);
+    assert!(code == 0 && out.contains("silence") && out.contains("--starts-at"), "completions include silence");
+}
+
+fn policy_yaml(window_start: &str, with_team: bool) -> String {
+    let team_receiver =
+        if with_team { "  git.team: {kind: webhook, url: \"https://team.example/hook\"}\n" } else { "" };
+    let team_route = if with_team {
+        "  - {receivers: [git.team], escalations: [{after: 30m, receivers: [git.oncall]}]}\n"
+    } else {
+        ""
+    };
+    format!(
+        "receivers:\n  git.oncall: {{kind: webhook, url: \"${{HOOK}}\", secret: {{env: ONCALL_SECRET}}}}\n{team_receiver}\
+         routes:\n  - {{selector: team=db, receivers: [git.oncall], repeat_interval: 4h}}\n{team_route}\
+         windows:\n  git.tuesday:\n    selector: env=staging\n    schedule: {{days: [tue], start: \"{window_start}\", duration: 2h, time_zone: Europe/Berlin}}\n\
+         silences:\n  git.migration: {{selector: team=db, starts_at: \"2030-02-01T22:00:00Z\", duration: 4h, author: ana}}\n"
+    )
+}
+
+#[test]
+fn the_policy_in_files_is_applied_once_changed_by_its_differences_and_refused_at_its_place_when_bad() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Jaque::start("ui", &["-target", "engine,worker,ui", "-queue", "memory"]);
+    j.wait_ready();
+    let server = format!("http://{}", j.addr);
+    let env = [("HOOK", "https://oncall.example/hook")];
+    let run = |args: &[&str]| cli_env(&[&["--server", server.as_str()], args].concat(), &env);
+    let position = || j.get("/api/summary").json()["log_position"].as_u64().unwrap();
+    // A receiver made by hand, which no prune of a source may touch.
+    let r = j.put("/api/policy/receivers/by-hand", &json!({"kind": "webhook", "url": "https://hand.example/"}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let file = dir.path().join("policy.yaml");
+    let f = file.to_str().unwrap();
+    std::fs::write(&file, policy_yaml("02:00", true)).unwrap();
+
+    let (code, out, err) = run(&["diff", "-f", f, "--source", "git"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        out,
+        "+ receiver git.oncall\n+ receiver git.team\n~ routes\n+ window git.tuesday\n+ silence git.migration\n\
+         0 to create, 0 to change, 0 to prune, 0 unchanged\n"
+            .replace("0 to create, 0 to change", "4 to create, 1 to change")
+    );
+    let before = position();
+    let (code, out, err) = run(&["apply", "-f", f, "--source", "git"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(position(), before + 5, "two receivers, the routes, a window, a silence: {out}");
+    let policy = j.get("/api/policy").json();
+    assert_eq!(policy["routes"][0]["receivers"], json!(["git.oncall"]));
+    assert_eq!(policy["routes"][1]["escalations"][0]["after"], "30m");
+    assert_eq!(policy["windows"][0]["schedule"]["time_zone"], "Europe/Berlin");
+    let hook = policy["receivers"].as_array().unwrap().iter().find(|r| r["name"] == "git.oncall").unwrap().clone();
+    assert_eq!(hook["url"], "https://oncall.example/hook", "${{HOOK}} from the environment");
+    assert_eq!(policy["silences"][0]["ends_at"], "2030-02-02T02:00:00.000Z");
+
+    // Applied again: nothing written, and diff says so.
+    let before = position();
+    let (code, out, err) = run(&["apply", "-f", f, "--source", "git"]);
+    assert_eq!((code, out.as_str()), (0, "5 unchanged, 0 failed\n"), "{err}");
+    assert_eq!(position(), before, "a re-apply of an unchanged policy writes nothing");
+    let (code, out, _) = run(&["diff", "-f", f, "--source", "git"]);
+    assert_eq!((code, out.as_str()), (0, "0 to create, 0 to change, 0 to prune, 5 unchanged\n"));
+
+    // The window moved: that one write.
+    std::fs::write(&file, policy_yaml("03:00", true)).unwrap();
+    let (code, out, _) = run(&["diff", "-f", f, "--source", "git"]);
+    assert_eq!((code, out.as_str()), (1, "~ window git.tuesday\n0 to create, 1 to change, 0 to prune, 4 unchanged\n"));
+    let (code, out, err) = run(&["apply", "-f", f, "--source", "git"]);
+    assert!(code == 0 && out.contains("window git.tuesday: configured"), "{out}{err}");
+    assert_eq!(position(), before + 1, "only the window");
+    assert_eq!(j.get("/api/policy").json()["windows"][0]["schedule"]["start"], "03:00");
+
+    // The team receiver and its route dropped, with --prune: the routes, then the receiver; by-hand stays.
+    std::fs::write(&file, policy_yaml("03:00", false)).unwrap();
+    let (code, out, err) = run(&["apply", "-f", f, "--source", "git", "--prune"]);
+    assert!(code == 0 && out.contains("routes: configured\nreceiver git.team: pruned\n"), "{out}{err}");
+    assert_eq!(position(), before + 3);
+    let names: Vec<String> = j.get("/api/policy").json()["receivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["by-hand", "git.oncall"]);
+
+    // Bad policies: each at its file:line, exit 2, nothing sent.
+    let bad = [
+        (
+            "route.yaml",
+            "routes:\n  - selector: team=db\n    receivers: [git.oncall, nobody]\n",
+            "route.yaml:3:5: after this apply, the policy would break a rule: route 0: names receiver nobody",
+        ),
+        (
+            "zone.yaml",
+            "windows:\n  git.w:\n    selector: env=x\n    schedule: {start: \"02:00\", duration: 2h, time_zone: Europe/Atlantis}\n",
+            "zone.yaml:4:46: window git.w: time_zone \"Europe/Atlantis\" is not a time zone",
+        ),
+        (
+            "theirs.yaml",
+            "receivers:\n  ops.pager: {kind: webhook, url: \"https://x.example/\"}\n",
+            "theirs.yaml:2:3: receiver ops.pager: a name's part before its first '.' is the source",
+        ),
+    ];
+    let before = position();
+    for (name, text, says) in bad {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        let (code, _, err) = run(&["apply", "-f", p.to_str().unwrap(), "--source", "git"]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(says), "{name}: {err}");
+    }
+    assert_eq!(position(), before, "nothing sent for a bad policy");
+}

@@ -18,6 +18,7 @@
 //! at a time.
 
 use super::files::{Desired, FIELDS};
+use super::policy::{self, PolicyPlan};
 use super::{id_path, reason, Api, Failure};
 use futures_util::StreamExt;
 use serde::Deserialize;
@@ -40,11 +41,13 @@ pub struct Plan {
     pub prune: Vec<(String, String)>,
     /// The `Idempotency-Key` of each write, by id.
     pub keys: BTreeMap<String, String>,
+    /// The notification policy's writes (`policy`), which go first, one at a time, in their order.
+    pub policy: PolicyPlan,
 }
 
 impl Plan {
     pub fn changes(&self) -> usize {
-        self.create.len() + self.update.len() + self.prune.len()
+        self.create.len() + self.update.len() + self.prune.len() + self.policy.writes.len()
     }
 }
 
@@ -122,7 +125,7 @@ fn canonical(v: &Value, out: &mut Vec<u8>) {
 }
 
 /// The hash of a definition, as the `jaque/applied` label says it.
-fn hash_of(body: &Value, buf: &mut Vec<u8>) -> String {
+pub(super) fn hash_of(body: &Value, buf: &mut Vec<u8>) -> String {
     buf.clear();
     canonical(body, buf);
     let text = std::str::from_utf8(buf).expect("serde_json writes UTF-8");
@@ -170,7 +173,7 @@ fn shown_as(body: &Value, shown: &Value) -> bool {
 }
 
 /// A write's `Idempotency-Key`: of the source, the object, what is written and the state it was planned against.
-fn idempotency_key(source: &str, id: &str, what: &str, hash: &str, against: &str) -> String {
+pub(super) fn idempotency_key(source: &str, id: &str, what: &str, hash: &str, against: &str) -> String {
     format!("apply-{:016x}", jaque_core::hrw::key(&[source, id, what, hash, against].join("\u{0}")))
 }
 
@@ -213,8 +216,11 @@ pub fn plan(desired: Vec<Desired>, current: &[Listed], source: &str, prune: bool
     p
 }
 
-/// `diff`: one line per change (`+` create, `~` change, `-` prune); the number of changes.
+/// `diff`: one line per change (`+` create, `~` change, `-` prune), the policy's first (`~ routes`,
+/// `+ receiver git.oncall`), then a line of counts, the policy's in them.
 pub fn print_diff(out: &mut impl Write, p: &Plan) {
+    policy::print_diff(out, &p.policy);
+    let count = |sign: char| p.policy.writes.iter().filter(|w| w.sign == sign).count();
     for (id, _) in &p.create {
         let _ = writeln!(out, "+ {id}");
     }
@@ -227,10 +233,10 @@ pub fn print_diff(out: &mut impl Write, p: &Plan) {
     let _ = writeln!(
         out,
         "{} to create, {} to change, {} to prune, {} unchanged",
-        p.create.len(),
-        p.update.len(),
-        p.prune.len(),
-        p.unchanged
+        p.create.len() + count('+'),
+        p.update.len() + count('~'),
+        p.prune.len() + count('-'),
+        p.unchanged + p.policy.unchanged
     );
 }
 
@@ -239,6 +245,24 @@ pub async fn execute(api: &Api, out: &mut impl Write, p: Plan) -> Result<usize, 
     enum Op {
         Put(String, Value, &'static str),
         Delete(String),
+    }
+    let mut failed = 0;
+    // The policy first and in order: a route names receivers put before it, a receiver is deleted after the
+    // routes stop naming it. Each said on a line of its own.
+    for w in &p.policy.writes {
+        let a = api.send_body(w.method.clone(), &w.path, w.body.as_ref(), &w.key).await?;
+        let done = match w.sign {
+            '+' => "created",
+            '~' => "configured",
+            _ if w.what == "silence" => "expired",
+            _ => "pruned",
+        };
+        if a.status == 200 {
+            let _ = writeln!(out, "{}: {done}", w.label());
+        } else {
+            failed += 1;
+            eprintln!("jaque: {}: {}", w.label(), reason(a.status, &a.body));
+        }
     }
     let keys = p.keys;
     let ops: Vec<Op> = p
@@ -273,7 +297,7 @@ pub async fn execute(api: &Api, out: &mut impl Write, p: Plan) -> Result<usize, 
         bar.set_style(style.unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
         bar
     });
-    let (mut done, mut failed) = (0, 0);
+    let (mut done, mut written) = (0, 0);
     while let Some((id, what, r)) = results.next().await {
         let a = match r {
             Ok(a) => a,
@@ -286,6 +310,7 @@ pub async fn execute(api: &Api, out: &mut impl Write, p: Plan) -> Result<usize, 
         };
         done += 1;
         if a.status == 200 {
+            written += 1;
             match &bar {
                 Some(b) => b.set_message(format!("{id}: {what}")),
                 None => {
@@ -306,7 +331,7 @@ pub async fn execute(api: &Api, out: &mut impl Write, p: Plan) -> Result<usize, 
     }
     if let Some(b) = bar {
         b.finish_and_clear();
-        let _ = writeln!(out, "{} written", done - failed);
+        let _ = writeln!(out, "{written} written");
     }
     Ok(failed)
 }

@@ -23,6 +23,7 @@
 //! `serde_yaml_ng`) keep no positions past the first error, and `serde-saphyr` deserializes into types without a
 //! node tree to walk for every error at once.
 
+use super::policy;
 use jaque_core::labels::{Labels, Selector};
 use marked_yaml::types::{MarkedMappingNode, Node};
 use serde_json::{Map, Value};
@@ -42,6 +43,9 @@ pub const FIELDS: [&str; 9] = [
     "flapping",
     "parents",
 ];
+
+/// A document's keys, as its errors name them.
+const TOP_KEYS: &str = "`defaults`, `objects`, `receivers`, `routes`, `windows` and `silences`";
 
 /// Where something is in the files.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,14 +124,27 @@ fn files(paths: &[PathBuf], errors: &mut Vec<FileError>) -> Vec<PathBuf> {
     out
 }
 
-/// Reads the objects `paths` define; `env` looks a variable up. `Err`: every error found, by file, line and
-/// column (those of no place first).
-pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Desired>, Vec<FileError>> {
+/// What the files define: objects, and the notification policy (`policy`).
+#[derive(Debug)]
+pub struct Loaded {
+    pub objects: Vec<Desired>,
+    pub policy: policy::Desired,
+}
+
+/// Reads the objects and the policy `paths` define; `env` looks a variable up. `Err`: every error found, by file,
+/// line and column (those of no place first).
+pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Vec<FileError>> {
     let mut errors = Vec::new();
     let files = files(paths, &mut errors);
     let mut reader = Reader { env, errors, file: String::new() };
     let mut defaults: Vec<(Option<Selector>, Map<String, Value>)> = Vec::new();
     let mut objects: Vec<Defined> = Vec::new();
+    let mut doc = Document {
+        schemas: policy::Schemas::new(),
+        policy: policy::Desired::default(),
+        seen: BTreeMap::new(),
+        now: crate::clock::now(),
+    };
     for (i, path) in files.iter().enumerate() {
         reader.file = path.display().to_string();
         let text = match std::fs::read_to_string(path) {
@@ -152,7 +169,7 @@ pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<V
                 continue;
             }
         };
-        reader.document(&root, &mut defaults, &mut objects);
+        reader.document(&root, &mut defaults, &mut objects, &mut doc);
     }
     let mut seen: BTreeMap<String, Pos> = BTreeMap::new();
     let mut out = Vec::new();
@@ -199,7 +216,7 @@ pub fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<V
         }
     }
     if reader.errors.is_empty() {
-        Ok(out)
+        Ok(Loaded { objects: out, policy: doc.policy })
     } else {
         let mut errors = reader.errors;
         errors.sort_by(|a, b| {
@@ -232,10 +249,19 @@ fn merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
     }
 }
 
-struct Reader<'a> {
+pub(super) struct Reader<'a> {
     env: &'a dyn Fn(&str) -> Option<String>,
-    errors: Vec<FileError>,
-    file: String,
+    pub(super) errors: Vec<FileError>,
+    pub(super) file: String,
+}
+
+/// What the documents of every file add to besides objects: the policy, with where each of its names was first
+/// defined.
+struct Document {
+    schemas: policy::Schemas,
+    policy: policy::Desired,
+    seen: BTreeMap<(String, String), Pos>,
+    now: jaque_core::Time,
 }
 
 /// `s` as an error may quote it: a URL's credentials (`https://user:password@host`) as `***`.
@@ -244,28 +270,26 @@ fn redacted(s: &str) -> String {
 }
 
 /// Where a node (or a key) starts.
-fn pos(file: &str, span: &marked_yaml::Span) -> Pos {
+pub(super) fn pos(file: &str, span: &marked_yaml::Span) -> Pos {
     let m = span.start();
     Pos { file: file.to_string(), line: m.map_or(0, |m| m.line()), column: m.map_or(0, |m| m.column()) }
 }
 
 impl Reader<'_> {
-    fn fail(&mut self, at: Option<Pos>, message: String) {
+    pub(super) fn fail(&mut self, at: Option<Pos>, message: String) {
         self.errors.push(FileError { at, message });
     }
 
-    /// One file's document: `defaults` and `objects`.
+    /// One file's document: `defaults`, `objects` and the policy's parts.
     fn document(
         &mut self,
         root: &Node,
         defaults: &mut Vec<(Option<Selector>, Map<String, Value>)>,
         objects: &mut Vec<Defined>,
+        doc: &mut Document,
     ) {
         let Some(top) = root.as_mapping() else {
-            return self.fail(
-                Some(pos(&self.file, root.span())),
-                "a document is a mapping of `defaults` and `objects`".into(),
-            );
+            return self.fail(Some(pos(&self.file, root.span())), format!("a document is a mapping of {TOP_KEYS}"));
         };
         for (key, value) in top.iter() {
             let at = pos(&self.file, key.span());
@@ -305,7 +329,10 @@ impl Reader<'_> {
                     }
                     None => self.fail(Some(at), "defaults is a list of blocks".into()),
                 },
-                other => self.fail(Some(at), format!("unknown key {other:?}: a document has `defaults` and `objects`")),
+                part @ ("receivers" | "routes" | "windows" | "silences") => {
+                    self.policy_part(&doc.schemas, part, value, &mut doc.policy, &mut doc.seen, doc.now)
+                }
+                other => self.fail(Some(at), format!("unknown key {other:?}: a document has {TOP_KEYS}")),
             }
         }
     }
@@ -346,7 +373,7 @@ impl Reader<'_> {
 
     /// A node as JSON: a plain scalar as YAML's core schema reads it (null, true/false, a number, else a
     /// string), a quoted one as a string; `${VAR}` substituted in each.
-    fn value(&mut self, node: &Node) -> Option<Value> {
+    pub(super) fn value(&mut self, node: &Node) -> Option<Value> {
         match node {
             Node::Scalar(s) => {
                 let text = self.substitute(s.as_str(), pos(&self.file, node.span()))?;
@@ -463,7 +490,8 @@ pub fn json_schema() -> Value {
         }
     }
     let mut defs = Map::new();
-    let mut todo = vec!["Definition".to_string(), "ObjectId".to_string()];
+    let mut todo = vec!["Definition".to_string(), "ObjectId".to_string(), "PolicyName".to_string()];
+    todo.extend(policy::PARTS.iter().map(|(_, schema)| schema.to_string()));
     while let Some(name) = todo.pop() {
         if defs.contains_key(&name) {
             continue;
@@ -492,10 +520,35 @@ pub fn json_schema() -> Value {
         }
     }
     defs.insert("DefaultsBlock".into(), block);
+    // A silence in a file has fixed times: a duration from now would start again at each apply.
+    let mut silence = defs.remove("SilencePut").unwrap_or(Value::Null);
+    if let Some(s) = silence.as_object_mut() {
+        s.insert(
+            "description".into(),
+            Value::String(
+                "A silence, its name the key: the objects its selector picks are not notified of problems from \
+                 `starts_at` (RFC 3339 in UTC; default: when it is first applied) until `ends_at`, or for `duration` \
+                 from `starts_at` (a file's times are fixed: a duration needs its start). `author` is who set it."
+                    .into(),
+            ),
+        );
+        s.insert(
+            "oneOf".into(),
+            serde_json::json!([{"required": ["ends_at"]}, {"required": ["starts_at", "duration"]}]),
+        );
+    }
+    defs.insert("FileSilence".into(), silence);
+    let named = |schema: &str| {
+        serde_json::json!({
+            "type": "object",
+            "propertyNames": {"$ref": "#/$defs/PolicyName"},
+            "additionalProperties": {"$ref": format!("#/$defs/{schema}")}
+        })
+    };
     serde_json::json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "jaque objects, as `jaque apply -f` and `jaque diff -f` read them",
-        "description": "A file of objects: `objects` maps an object id to the body of its put; `defaults` blocks add fields by label. Strings may hold ${VAR} and ${VAR:-default} from the environment.",
+        "title": "jaque objects and notification policy, as `jaque apply -f` and `jaque diff -f` read them",
+        "description": "A file of objects: `objects` maps an object id to the body of its put; `defaults` blocks add fields by label. The notification policy beside them: `receivers`, `windows` and `silences` map a name to the body of its put (a name's part before its first '.' is the source that may prune it), `routes` is the whole ordered list (defined in one file; no file: the cluster's routes are left alone). Strings may hold ${VAR} and ${VAR:-default} from the environment.",
         "type": "object",
         "additionalProperties": false,
         "properties": {
@@ -504,7 +557,16 @@ pub fn json_schema() -> Value {
                 "type": "object",
                 "propertyNames": {"$ref": "#/$defs/ObjectId"},
                 "additionalProperties": {"$ref": "#/$defs/Definition"}
-            }
+            },
+            "receivers": named("ReceiverBody"),
+            "routes": {
+                "description": "Tried in order: the cluster's whole list is replaced by this one.",
+                "type": "array",
+                "maxItems": jaque_core::policy::MAX_ROUTES,
+                "items": {"$ref": "#/$defs/Route"}
+            },
+            "windows": named("WindowBody"),
+            "silences": named("FileSilence")
         },
         "$defs": defs
     })
@@ -537,7 +599,7 @@ mod tests {
             "b.json",
             r#"{"objects": {"db-1": {"probe": {"type": "tcp", "addr": "db:5432"}, "flapping": false}}}"#,
         );
-        let got = load(&[dir.path().to_path_buf()], &env).unwrap();
+        let got = load(&[dir.path().to_path_buf()], &env).unwrap().objects;
         let by_id: BTreeMap<&str, &Value> = got.iter().map(|d| (d.id.as_str(), &d.body)).collect();
         assert_eq!(
             by_id["web-1"],
@@ -593,7 +655,7 @@ mod tests {
             "a.yaml",
             "objects:\n  x:\n    probe: {type: tcp, addr: \"h:1\"}\n    max_attempts: 2\n    flapping: false\n    labels: {rev: 2, canary: true, quoted: \"07\"}\n",
         );
-        let got = load(&[p], &env).unwrap();
+        let got = load(&[p], &env).unwrap().objects;
         assert_eq!(got[0].body["max_attempts"], 2);
         assert_eq!(got[0].body["flapping"], false);
         assert_eq!(got[0].body["labels"], serde_json::json!({"rev": "2", "canary": "true", "quoted": "07"}));

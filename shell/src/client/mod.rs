@@ -15,6 +15,8 @@
 
 mod apply;
 mod files;
+mod policy;
+mod silence;
 mod yaml;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
@@ -25,7 +27,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// The first words that make a client command.
-const COMMANDS: [&str; 13] = [
+const COMMANDS: [&str; 14] = [
     "get",
     "history",
     "delete",
@@ -39,6 +41,7 @@ const COMMANDS: [&str; 13] = [
     "apply",
     "diff",
     "schema",
+    "silence",
 ];
 
 /// The client's own flags, which may come before its command word (the server has none of these names).
@@ -164,6 +167,11 @@ enum Cmd {
     Diff(Files),
     /// The JSON Schema of the files `apply` and `diff` read, on stdout (for editors).
     Schema,
+    /// Silences: objects whose problems are not notified for a while (needs cluster format 4).
+    Silence {
+        #[command(subcommand)]
+        what: silence::Silence,
+    },
 }
 
 /// The files of `apply` and `diff`, and whose objects they are.
@@ -411,7 +419,11 @@ async fn run(args: ClientArgs) -> Result<u8, Failure> {
             if a.status != 200 {
                 return Err(Failure { code: 1, message: format!("object {id}: {}", reason(a.status, &a.body)) });
             }
-            print_objects(&mut out, std::slice::from_ref(&a.body), output);
+            if output == GetOutput::Json {
+                json(&mut out, &a.body);
+            } else {
+                print_objects(&mut out, std::slice::from_ref(&a.body), output);
+            }
             Ok(0)
         }
         Cmd::History { id, limit, output } => {
@@ -440,6 +452,7 @@ async fn run(args: ClientArgs) -> Result<u8, Failure> {
         Cmd::Completion { .. } | Cmd::Schema => unreachable!("answered before the runtime"),
         Cmd::Apply(f) => apply_files(&api, &mut out, f, false).await,
         Cmd::Diff(f) => apply_files(&api, &mut out, f, true).await,
+        Cmd::Silence { what } => silence::run(&api, &mut out, what).await,
     }
 }
 
@@ -452,25 +465,48 @@ async fn apply_files(api: &Api, out: &mut impl Write, f: Files, diff_only: bool)
             f.source
         )));
     }
-    let desired = match files::load(&f.paths, &|name| std::env::var(name).ok()) {
-        Ok(d) => d,
-        Err(errors) => {
-            for e in &errors {
-                eprintln!("jaque: {e}");
-            }
-            return Err(usage(format!("{} error(s) in the files; nothing was sent", errors.len())));
+    let in_files = |errors: Vec<files::FileError>| {
+        for e in &errors {
+            eprintln!("jaque: {e}");
         }
+        usage(format!("{} error(s) in the files; nothing was sent", errors.len()))
     };
+    let loaded = files::load(&f.paths, &|name| std::env::var(name).ok()).map_err(in_files)?;
+    let foreign = policy::foreign(&loaded.policy, &f.source);
+    if !foreign.is_empty() {
+        return Err(in_files(foreign));
+    }
     // Where the log stands before the objects are read: what a new object's write is planned against.
     let summary = api.send(reqwest::Method::GET, "/api/summary").await?;
     let position = summary.body["log_position"].as_u64().unwrap_or(0);
     let current: Vec<apply::Listed> = api.list(None).await?;
-    let plan = apply::plan(desired, &current, &f.source, f.prune, position);
+    // The policy is read only when the files define some or a prune may remove some (so files of objects alone
+    // apply to a cluster older than the policy's API too).
+    let now = crate::clock::now();
+    let cluster_policy = if loaded.policy.is_empty() && !f.prune {
+        policy::Current::none()
+    } else {
+        let a = api.send(reqwest::Method::GET, "/api/policy").await?;
+        match a.status {
+            200 => policy::Current::read(&a.body, now),
+            404 if loaded.policy.is_empty() => policy::Current::none(),
+            _ => {
+                let why = "the files define a notification policy; the server needs 0.3.0 or later";
+                return Err(Failure {
+                    code: 1,
+                    message: format!("GET /api/policy: {} ({why})", reason(a.status, &a.body)),
+                });
+            }
+        }
+    };
+    let policy_plan = policy::plan(&loaded.policy, &cluster_policy, &f.source, f.prune, now).map_err(in_files)?;
+    let mut plan = apply::plan(loaded.objects, &current, &f.source, f.prune, position);
+    plan.policy = policy_plan;
     if diff_only || f.dry_run {
         apply::print_diff(out, &plan);
         return Ok(u8::from(diff_only && plan.changes() > 0));
     }
-    let unchanged = plan.unchanged;
+    let unchanged = plan.unchanged + plan.policy.unchanged;
     let failed = apply::execute(api, out, plan).await?;
     let _ = writeln!(out, "{unchanged} unchanged, {failed} failed");
     Ok(u8::from(failed > 0))
@@ -615,7 +651,7 @@ fn print_objects(out: &mut impl Write, objects: &[Value], output: GetOutput) {
             .collect()
     };
     match output {
-        GetOutput::Json if objects.len() == 1 => json(out, &objects[0]),
+        // Always a list, however many matched: a script reads one shape.
         GetOutput::Json => json(out, &Value::Array(objects.to_vec())),
         GetOutput::Yaml => {
             let _ = out.write_all(yaml::objects_file(objects).as_bytes());
