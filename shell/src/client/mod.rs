@@ -1,6 +1,7 @@
-//! `jaque get|history|delete|ack|unack|pause|resume|check|cluster|completion|apply|diff`: the command-line client of a
-//! running cluster's HTTP API (issue 36), in the same binary as the server, beside its flags (which keep working:
-//! a first argument that is one of these words is a client command, anything else the server's flags).
+//! `jaque get|history|delete|ack|unack|pause|resume|check|cluster|completion|apply|diff|schema|silence`: the
+//! command-line client of a running cluster's HTTP API (issue 36), in the same binary as the server, beside its
+//! flags (which keep working: a first argument that is one of these words is a client command, anything else the
+//! server's flags).
 //!
 //! It speaks only the documented API (`/api/openapi.json`), with `--server` / `JAQUE_SERVER`, a bearer token from
 //! `--token` / `JAQUE_TOKEN` or `--token-file` / `JAQUE_TOKEN_FILE`, and `--ca` for an HTTPS server whose
