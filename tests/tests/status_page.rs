@@ -478,3 +478,64 @@ async fn the_page_shows_soft_states_and_labels_filters_by_a_selector_and_groups_
     assert!(rules.starts_with("hard after 3 problem results in a row, retried every 10m"), "{rules}");
     b.close().await;
 }
+
+/// The notification policy on the page: a silence made from the silences view (label selector, duration,
+/// author) is listed as active and marks the objects it selects as silenced; an object whose parent is in a
+/// problem is marked parent down; expiring the silence from the page lifts the mark, through the stream's
+/// `policy` event.
+#[tokio::test]
+async fn a_silence_made_and_expired_from_the_page_marks_its_objects_and_a_parent_down_is_marked() {
+    let j = Jaque::start("jaque", &["-target", "engine,worker,ui", "-queue", "memory"]);
+    j.wait_ready();
+    let down = closed_port();
+    define(&j, "switch", &down);
+    let with = |extra: Value| {
+        let mut def =
+            json!({"probe": {"type": "tcp", "addr": down}, "interval": "1h", "timeout": "2s", "max_attempts": 1});
+        def.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        def
+    };
+    assert_eq!(j.put("/api/objects/db", &with(json!({"labels": {"team": "db"}}))).status, 200);
+    assert_eq!(j.put("/api/objects/host", &with(json!({"parents": ["switch"]}))).status, 200);
+    poll("every object critical", || (summary_state(&j, "critical") == 3).then_some(()));
+
+    let b = Browser::start().await;
+    b.client.goto(&format!("http://{}/#/silences", j.addr)).await.expect("the page loads");
+    b.until("the silences view drawn", "return document.querySelector('#no-silences') !== null;").await;
+    b.type_into("#silence-selector", "team=db").await;
+    b.type_into("#silence-author", "ana").await;
+    b.click("#silence-form button[type=submit]").await;
+    let notice = b.until("the silence's outcome", "const n = document.querySelector('#notice'); return !n.hidden && n.textContent.startsWith('silence ') ? n.textContent : null;").await;
+    assert!(notice.as_str().unwrap().contains("team=db for 2h"), "{notice}");
+    b.until(
+        "the silence listed as active",
+        "return document.querySelector('#silences tr[data-active=\"true\"]') !== null;",
+    )
+    .await;
+    let listed = j.get("/api/silences").json();
+    assert_eq!(listed["silences"][0]["selector"], "team=db", "{listed}");
+    assert_eq!(listed["silences"][0]["author"], "ana", "{listed}");
+
+    b.click("#nav-objects").await;
+    let mark = |id: &str, reason: &str| {
+        format!("return document.querySelector('#list-problems tr[data-id=\"{id}\"] .mark.held.{reason}') !== null;")
+    };
+    b.until("db marked silenced", &mark("db", "silenced")).await;
+    b.until("host marked parent down", &mark("host", "parent_down")).await;
+    assert_eq!(b.js(&mark("switch", "silenced"), vec![]).await, false, "switch is not selected");
+    assert_eq!(j.get("/api/objects/host").json()["held"], json!({"reason": "parent_down", "by": ["switch"]}));
+
+    // Expired from the page: the mark goes, as the stream's policy event reloads what the page shows.
+    b.click("#nav-silences").await;
+    b.until("the silence listed", "return document.querySelector('#silences button.expire') !== null;").await;
+    b.click("#silences button.expire").await;
+    b.until(
+        "the silence listed as ended",
+        "return document.querySelector('#silences tr[data-active=\"false\"]') !== null;",
+    )
+    .await;
+    b.click("#nav-objects").await;
+    b.until("db no longer marked", "const r = document.querySelector('#list-problems tr[data-id=\"db\"]'); return r !== null && r.querySelector('.mark.held') === null;").await;
+    assert_eq!(j.get("/api/objects/db").json()["held"], Value::Null);
+    b.close().await;
+}

@@ -447,6 +447,20 @@ impl Notify {
     }
 }
 
+/// What holds an object's problems back at `at`, if anything: a parent down (`parents_down`, first), a silence
+/// or an open maintenance window (`Policy::suppressed`).
+pub fn held(policy: &Policy, labels: &Labels, at: Time, parents_down: Vec<String>) -> Option<Suppression> {
+    if !parents_down.is_empty() {
+        return Some(Suppression { reason: "parent_down".into(), by: parents_down });
+    }
+    policy.suppressed(labels, at).map(|s| {
+        let by = match &s {
+            Suppressed::Silenced(n) | Suppressed::InWindow(n) => n.to_string(),
+        };
+        Suppression { reason: s.reason().into(), by: vec![by] }
+    })
+}
+
 /// What a hard transition of an object from `from` to `to`, written at `at`, notifies (`Notify`):
 /// - a problem (to a warning, critical or unknown state): the receivers the routes name for its `labels`, unless
 ///   a parent is down (`parents_down`), a silence holds or a maintenance window is open at `at`: then nobody,
@@ -472,17 +486,7 @@ pub fn decide(
         }
     };
     if to.is_problem() {
-        let held = if !parents_down.is_empty() {
-            Some(Suppression { reason: "parent_down".into(), by: parents_down })
-        } else {
-            policy.suppressed(labels, at).map(|s| {
-                let by = match &s {
-                    Suppressed::Silenced(n) | Suppressed::InWindow(n) => n.to_string(),
-                };
-                Suppression { reason: s.reason().into(), by: vec![by] }
-            })
-        };
-        match held {
+        match held(policy, labels, at, parents_down) {
             Some(s) => Notify { suppressed: Some(s), ..Notify::default() },
             None => routed(),
         }

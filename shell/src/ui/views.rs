@@ -84,6 +84,9 @@ struct ObjectJson<'a> {
     episode: Option<u64>,
     /// Its parents in a hard problem: while there is one, its problems are not notified ("parent down").
     parents_down: Vec<&'a ObjectId>,
+    /// What holds its problems back from being notified at the log's time, if anything (`policy::held`): a parent
+    /// down, a silence or an open maintenance window, and by what.
+    held: Option<jaque_core::policy::Suppression>,
 }
 
 /// The definition as it is in force: the alerting fields are the effective ones (`alert::Rules::of` under the
@@ -169,6 +172,12 @@ fn object<'a>(reader: &'a LogReader, id: &'a ObjectId, view: &'a ObjectView) -> 
         flapping: view.flapping(),
         episode: view.episode(),
         parents_down: reader.parents_down(view).collect(),
+        held: jaque_core::policy::held(
+            reader.policy(),
+            &view.def.labels,
+            reader.log_time(),
+            reader.parents_down(view).map(ObjectId::to_string).collect(),
+        ),
     }
 }
 

@@ -31,6 +31,9 @@ const app = {
   // Events the fence discarded, as seen on this page since it opened (newest first).
   stale: [],
   staleTotal: null,
+  // The silences (`GET /api/silences`) and maintenance windows (`GET /api/policy`), on the silences view.
+  silences: null,
+  windows: null,
   // The bearer token sent with every request ('' for none); a read 401 and a write 401 both ask for it.
   token: sessionStorage.getItem('jaque-token') || '',
   // The reader said no to the read token's dialog: reads are not asked for again until a reload.
@@ -353,8 +356,17 @@ function marks(o) {
     o.acknowledged ? h('span', { class: 'mark ack', title: 'acknowledged' }, 'acknowledged') : null,
     o.paused ? h('span', { class: 'mark paused', title: 'checks paused' }, 'paused') : null,
     o.flapping ? h('span', { class: 'mark flapping', title: 'its state changes often: its transitions are not notified' }, 'flapping') : null,
+    o.held ? h('span', { class: `mark held ${o.held.reason}`, title: HELD[o.held.reason](o.held.by) }, HELD_MARK[o.held.reason]) : null,
   ];
 }
+
+// What holds an object's problems back from being notified (`held` of the API's object).
+const HELD_MARK = { silenced: 'silenced', maintenance_window: 'in maintenance', parent_down: 'parent down' };
+const HELD = {
+  silenced: (by) => `silence ${by.join(', ')}: its problems are not notified`,
+  maintenance_window: (by) => `maintenance window ${by.join(', ')} is open: its problems are not notified`,
+  parent_down: (by) => `parent ${by.join(', ')} is in a problem: its problems are not notified`,
+};
 
 // The latest check's output: the soft state's while there is one, else the last transition's.
 function lastOutput(o) {
@@ -499,6 +511,8 @@ async function load() {
       await loadObject();
     } else if (app.view === 'cluster') {
       await loadCluster();
+    } else if (app.view === 'silences') {
+      await loadSilences();
     }
     const s = await summary;
     const refused = refusedSelector(s);
@@ -541,6 +555,8 @@ function render() {
     renderObject();
   } else if (app.view === 'cluster') {
     renderCluster();
+  } else if (app.view === 'silences') {
+    renderSilences();
   }
 }
 
@@ -626,6 +642,8 @@ const ON_EVENT = {
   members: () => {
     if (app.view === 'cluster') debounceLoad();
   },
+  // The notification policy changed: silences and windows, and the marks they put on objects.
+  policy: () => debounceLoad(),
   stale: (data) => {
     const s = JSON.parse(data);
     app.stale.unshift(s);
@@ -730,7 +748,7 @@ function askToken({ title, label, why, error }) {
 
 const DONE = { ack: 'acknowledged', pause: 'paused', resume: 'resumed', check: 'asked to check now', delete: 'deleted' };
 
-// One write; a 401 asks for the write token (again, saying it was refused, when one was sent) and retries.
+// One write of an object's action; the outcome is the notice.
 async function act(button, id, what, action) {
   if (action === 'delete') {
     const dialog = $('#confirm-dialog');
@@ -743,10 +761,19 @@ async function act(button, id, what, action) {
   const path = action === 'delete'
     ? `/api/objects/${encodeURIComponent(id)}`
     : `/api/objects/${encodeURIComponent(id)}/actions/${action}`;
+  await write(button, action === 'delete' ? 'DELETE' : 'POST', path, null, what, id,
+    (body) => `${id}: ${DONE[action]} (log position ${body.seq}, epoch ${body.epoch}, by ${body.owner}).`);
+}
+
+// One write; a 401 asks for the write token (again, saying it was refused, when one was sent) and retries. The
+// notice says `done(body)` on a 200, else the status and the reason; `what` and `id` name the write in it.
+async function write(button, method, path, json, what, id, done) {
   if (button) button.disabled = true;
   try {
     for (;;) {
-      const r = await fetch(path, { method: action === 'delete' ? 'DELETE' : 'POST', headers: authHeaders('application/json') });
+      const headers = authHeaders('application/json');
+      if (json !== null) headers['content-type'] = 'application/json';
+      const r = await fetch(path, { method, headers, body: json === null ? undefined : JSON.stringify(json) });
       let body = null;
       try { body = await r.json(); } catch (_) { /* not JSON */ }
       if (r.status === 401) {
@@ -768,7 +795,7 @@ async function act(button, id, what, action) {
         continue;
       }
       if (r.status === 200) {
-        notice(`${id}: ${DONE[action]} (log position ${body.seq}, epoch ${body.epoch}, by ${body.owner}).`, false);
+        notice(done(body), false);
       } else {
         const why = body && (body.reason || body.error || body.outcome);
         notice(`${what} ${id}: ${r.status} ${r.statusText}${why ? `: ${why}` : ''}`, true);
@@ -832,7 +859,7 @@ function renderObject() {
       ? [h('span', { class: `badge soft ${s.state}` }, `${s.state} ${s.attempt}/${s.of}`),
         ` attempt ${s.attempt} of ${s.of} at ${fmtTime(s.at_ms)}: ${s.output}`]
       : 'none: the latest result agrees with the state'),
-    h('dt', {}, 'Marks'), h('dd', {}, marks(o), !o.acknowledged && !o.paused && !o.flapping ? 'none' : null),
+    h('dt', {}, 'Marks'), h('dd', {}, marks(o), !o.acknowledged && !o.paused && !o.flapping && !o.held ? 'none' : null),
     h('dt', {}, 'Labels'), h('dd', { id: 'object-labels' }, labelChips(d.labels) || 'none'),
     h('dt', {}, 'Probe'), h('dd', { class: 'mono' }, probeText(d.probe)),
     h('dt', {}, 'Interval'), h('dd', {}, d.interval),
@@ -919,6 +946,64 @@ function renderCluster() {
   body.replaceChildren(...parts);
 }
 
+// ---- silences and maintenance windows -------------------------------------------------------------------------
+
+async function loadSilences() {
+  const [s, p] = await Promise.all([getJSON('/api/silences'), getJSON('/api/policy')]);
+  if (s.status !== 200) throw new Error(`/api/silences: ${s.status}`);
+  if (p.status !== 200) throw new Error(`/api/policy: ${p.status}`);
+  app.silences = s.body.silences;
+  app.windows = p.body.windows;
+}
+
+function scheduleText(s) {
+  const days = s.days && s.days.length ? s.days.join(', ') : 'every day';
+  return `${days} at ${s.start} for ${s.duration} (${s.time_zone})`;
+}
+
+function renderSilences() {
+  const body = $('#silences-body');
+  if (!app.silences) { body.replaceChildren(h('p', {}, 'Loading…')); return; }
+  const byEnd = (a, b) => (a.active === b.active ? a.ends_at.localeCompare(b.ends_at) : a.active ? -1 : 1);
+  const rows = [...app.silences].sort(byEnd).map((x) => h('tr', { 'data-name': x.name, 'data-active': String(x.active) },
+    h('td', { class: 'mono' }, x.name), h('td', { class: 'mono' }, x.selector || '(every object)'),
+    h('td', {}, x.active ? 'active' : 'ended or not started'), h('td', {}, `${x.starts_at} – ${x.ends_at}`),
+    h('td', {}, x.author), h('td', {}, x.comment || ''),
+    h('td', {}, x.active ? h('button', {
+      type: 'button', class: 'expire',
+      onclick: (ev) => write(ev.currentTarget, 'DELETE', `/api/silences/${encodeURIComponent(x.name)}`, null, 'expire', x.name,
+        (b) => `silence ${x.name}: expired (log position ${b.seq}).`),
+    }, 'Expire') : null)));
+  const silences = app.silences.length === 0 ? h('p', { id: 'no-silences' }, 'No silences.') :
+    h('table', { id: 'silences' },
+      h('caption', { class: 'visually-hidden' }, 'Silences, the active ones first'),
+      h('thead', {}, h('tr', {}, ['Name', 'Selector', 'Now', 'From – until', 'Author', 'Comment', 'Actions'].map((x) => h('th', { scope: 'col' }, x)))),
+      h('tbody', {}, rows));
+  const windows = (app.windows || []).length === 0 ? h('p', { id: 'no-windows' }, 'No maintenance windows.') :
+    h('table', { id: 'windows' },
+      h('caption', { class: 'visually-hidden' }, 'Maintenance windows'),
+      h('thead', {}, h('tr', {}, ['Name', 'Selector', 'When', 'Comment'].map((x) => h('th', { scope: 'col' }, x)))),
+      h('tbody', {}, app.windows.map((w) => h('tr', { 'data-name': w.name },
+        h('td', { class: 'mono' }, w.name), h('td', { class: 'mono' }, w.selector || '(every object)'),
+        h('td', {}, scheduleText(w.schedule)), h('td', {}, w.comment || '')))));
+  body.replaceChildren(h('h3', {}, 'Silences'), silences, h('h3', {}, 'Maintenance windows'), windows);
+}
+
+// The form: silence the objects a selector picks for a while, from now.
+async function silence(ev) {
+  ev.preventDefault();
+  const form = ev.currentTarget;
+  const json = {
+    selector: form.elements['silence-selector'].value.trim(),
+    duration: form.elements['silence-duration'].value.trim(),
+    author: form.elements['silence-author'].value.trim(),
+  };
+  const comment = form.elements['silence-comment'].value.trim();
+  if (comment) json.comment = comment;
+  await write(form.querySelector('button[type=submit]'), 'POST', '/api/silences', json, 'silence', json.selector || 'every object',
+    (b) => `silence ${b.name}: ${json.selector || 'every object'} for ${json.duration} (log position ${b.seq}).`);
+}
+
 // ---- views and filters ---------------------------------------------------------------------------------------
 
 function route() {
@@ -931,17 +1016,21 @@ function route() {
     app.history = null;
   } else if (hash === '/cluster') {
     app.view = 'cluster';
+  } else if (hash === '/silences') {
+    app.view = 'silences';
   } else {
     app.view = 'objects';
   }
-  for (const v of ['objects', 'object', 'cluster']) $(`#view-${v}`).hidden = app.view !== v;
-  $('#nav-objects').toggleAttribute('aria-current', app.view !== 'cluster');
-  if (app.view !== 'cluster') $('#nav-objects').setAttribute('aria-current', 'page');
-  $('#nav-cluster').toggleAttribute('aria-current', app.view === 'cluster');
-  if (app.view === 'cluster') $('#nav-cluster').setAttribute('aria-current', 'page');
-  document.title = app.view === 'object' ? `${app.objectId} · jaque` : app.view === 'cluster' ? 'cluster · jaque' : 'jaque';
+  for (const v of ['objects', 'object', 'cluster', 'silences']) $(`#view-${v}`).hidden = app.view !== v;
+  const nav = app.view === 'object' ? 'objects' : app.view;
+  for (const v of ['objects', 'cluster', 'silences']) {
+    $(`#nav-${v}`).removeAttribute('aria-current');
+    if (v === nav) $(`#nav-${v}`).setAttribute('aria-current', 'page');
+  }
+  document.title = app.view === 'object' ? `${app.objectId} · jaque` : app.view === 'objects' ? 'jaque' : `${app.view} · jaque`;
   if (app.view === 'object') renderObject();
   if (app.view === 'cluster') renderCluster();
+  if (app.view === 'silences') renderSilences();
   load();
 }
 
@@ -984,6 +1073,7 @@ function start() {
     }
   });
   $('#filters').addEventListener('submit', (ev) => { ev.preventDefault(); readFilter(); load(); });
+  $('#silence-form').addEventListener('submit', silence);
   window.addEventListener('hashchange', () => {
     route();
     $('#main').focus();
