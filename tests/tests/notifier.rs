@@ -632,3 +632,43 @@ fn silenced_parent_down_and_routed_problems_are_not_sent_to_the_webhook_and_are_
     }
     assert_eq!(rx.deliveries("/hook").len(), 2, "nothing else arrived meanwhile");
 }
+
+/// Issue 35's switch in front of 50 hosts: the switch goes down first, then every host behind it. Only the
+/// switch's problem is notified, not 51: each host's problem is written while its parent is down, so its writer
+/// sends it to nobody (counted `parent_down`).
+#[test]
+fn a_parent_down_with_50_children_is_one_notification_not_51() {
+    let rx = Receiver::start(Some(SECRET));
+    let hook = rx.url("/hook");
+    let j = memory_notifier("solo", std::slice::from_ref(&hook), Some(SECRET));
+    j.wait_ready();
+    let (mut switch, mut hosts) = (Target::start(), Target::start());
+    let put = |id: &str, url: &str, parents: &[&str]| {
+        let body = json!({"probe": {"type": "http", "url": url}, "interval": "1s", "timeout": "500ms",
+            "max_attempts": 1, "flapping": false, "parents": parents});
+        let r = j.put(&format!("/api/objects/{id}"), &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    put("switch", &switch.url(), &[]);
+    let children: Vec<String> = (0..50).map(|i| format!("host-{i:02}")).collect();
+    for c in &children {
+        put(c, &hosts.url(), &["switch"]);
+    }
+    poll("all 51 ok", || (j.get("/api/summary").json()["states"]["ok"] == 51).then_some(()));
+    switch.stop();
+    poll("the switch critical", || (j.get("/api/objects/switch").json()["state"] == "critical").then_some(()));
+    hosts.stop();
+    poll("every host critical", || (j.get("/api/summary").json()["states"]["critical"] == 51).then_some(()));
+    let pos = j.get("/api/cluster").json()["log_position"].as_u64().unwrap();
+    poll("the notifier read every transition", || {
+        (j.metric("jaque_notifier_log_position") >= Some(pos as f64)).then_some(())
+    });
+    assert_eq!(j.metric("jaque_notifier_not_sent_total{reason=\"parent_down\"}"), Some(50.0));
+    // 51 first results (ok) and the switch's problem.
+    let delivered = wait_deliveries(&rx, "/hook", 52);
+    let problems: Vec<&str> =
+        delivered.iter().filter(|d| d.body["to"] == "critical").map(|d| d.body["object"].as_str().unwrap()).collect();
+    assert_eq!(problems, ["switch"], "one notification, not 51");
+    let host = j.get("/api/objects/host-07").json();
+    assert_eq!(host["held"], json!({"reason": "parent_down", "by": ["switch"]}), "{host}");
+}
