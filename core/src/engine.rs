@@ -37,7 +37,7 @@ use crate::model::{
 use crate::schedule;
 use crate::time::Time;
 use std::borrow::Cow;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// How long past its timeout an engine waits for a dispatched check's result by default (`check_grace`) before it
@@ -297,11 +297,15 @@ pub enum Timer {
     Snapshot,
     /// A leaving engine's bound on what it still has in flight.
     LeaveDeadline,
+    /// A silence or maintenance window starts or ends: held problems may be released.
+    PolicyChange,
 }
 
 /// Engine counters (the page's metrics and the ones an operator needs next to them).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineCounters {
+    /// Held problems sent once nothing held them (`EventBody::Released`).
+    pub releases_written: u64,
     pub forwarded_sent: u64,
     pub forwarded_error: u64,
     pub not_owned: u64,
@@ -444,6 +448,11 @@ pub struct Engine {
     /// Leaving: when it is done even with something still in flight (`EngineConfig::leave_timeout`); taken
     /// off when it passes.
     leave_deadline: Option<Time>,
+    /// Held problems this engine wrote a release of that has not come back from the log yet (`maybe_release`).
+    releasing: BTreeSet<ObjectId>,
+    /// When a silence or maintenance window next starts or ends (`Policy::next_change`): the held problems of
+    /// the objects it owns are looked at again then.
+    policy_timer: Option<Time>,
     pub counters: EngineCounters,
 }
 
@@ -473,6 +482,8 @@ impl Engine {
             next_check: 0,
             proposing: None,
             leave_deadline: None,
+            releasing: BTreeSet::new(),
+            policy_timer: None,
             counters: EngineCounters::default(),
         }
     }
@@ -696,6 +707,9 @@ impl Engine {
         while let Some((t, object)) = self.due.pop_due(now) {
             self.run_due(now, t, object);
         }
+        if self.policy_timer.is_some_and(|t| t <= now) {
+            self.release_all(now);
+        }
         self.maybe_snapshot(now);
         self.drain_membership();
     }
@@ -715,6 +729,7 @@ impl Engine {
             (self.proposing.map(|(_, t)| t), Timer::ProposeRetry),
             (self.snapshot_deadline(), Timer::Snapshot),
             (self.leave_deadline.filter(|_| !self.is_idle()), Timer::LeaveDeadline),
+            (self.policy_timer, Timer::PolicyChange),
         ];
         candidates.into_iter().filter_map(|(t, timer)| t.map(|t| (t, timer))).min()
     }
@@ -923,6 +938,9 @@ impl Engine {
     }
 
     fn after_event(&mut self, now: Time, event: Event, verdict: Verdict, effect: Effect) {
+        if matches!(event.body, EventBody::Released { .. }) && event.writer == self.cfg.me {
+            self.releasing.remove(&event.object);
+        }
         if let Some(id) = &event.command_id {
             match (&verdict, effect.clone()) {
                 (Verdict::Accepted, Effect::Command(outcome) | Effect::DuplicateCommand(outcome)) => {
@@ -952,6 +970,22 @@ impl Engine {
         if event.body.is_result() && event.writer == self.cfg.me {
             if let Some(o) = self.owned.get_mut(&event.object) {
                 o.update(|b| b.written = None);
+            }
+        }
+        // Held problems that may go out now: the children of an object that recovered, every held problem after
+        // a policy change (a silence expired, a window deleted).
+        if verdict.is_accepted() && self.follow.is_caught_up() {
+            match (&event.body, &effect) {
+                (EventBody::Transition { to, .. }, Effect::Transitioned) if !to.is_problem() => {
+                    let children: Vec<ObjectId> = self.follow.reader().children(&event.object).cloned().collect();
+                    for child in children {
+                        self.maybe_release(now, &child);
+                    }
+                }
+                (EventBody::Policy { .. }, Effect::Command(Outcome::Applied { .. }) | Effect::Folded) => {
+                    self.release_all(now)
+                }
+                _ => {}
             }
         }
         // Only an event that changed the object moves its schedule: a repeated command id, a command that found
@@ -1002,7 +1036,8 @@ impl Engine {
             | EventBody::Flapping { .. }
             | EventBody::Ack
             | EventBody::Unack
-            | EventBody::Policy { .. } => {}
+            | EventBody::Released { .. } => {}
+            EventBody::Policy { .. } => {}
         }
     }
 
@@ -1042,8 +1077,68 @@ impl Engine {
                     o.update(|b| b.written = None);
                 }
             }
+            (None, EventBody::Released { .. }) => {
+                self.releasing.remove(&event.object);
+            }
             _ => {}
         }
+    }
+
+    // ---- held problems ----
+
+    /// Looks at every held problem of the objects this engine owns (a policy change, or the timer at the next
+    /// start or end of a silence or window), and sets that timer again.
+    fn release_all(&mut self, now: Time) {
+        let reader = self.follow.reader();
+        if reader.fence().active_format() < crate::policy::FORMAT {
+            self.policy_timer = None;
+            return;
+        }
+        self.policy_timer = reader.policy().next_change(now);
+        let held: Vec<ObjectId> = self
+            .owned
+            .keys()
+            .filter(|id| reader.object(id).is_some_and(|v| v.state.is_problem() && v.episode().is_some()))
+            .cloned()
+            .collect();
+        for id in held {
+            self.maybe_release(now, &id);
+        }
+    }
+
+    /// Writes the release of `id`'s held problem (`EventBody::Released`) if this engine owns it, it is in an open
+    /// episode whose problems reached nobody so far, and nothing holds it now (`policy::decide`): the problem goes
+    /// to whom the routes name, as its transition would have.
+    fn maybe_release(&mut self, now: Time, id: &ObjectId) {
+        if !self.owned.contains_key(id) || self.releasing.contains(id) || self.follow.is_leaving() {
+            return;
+        }
+        let reader = self.follow.reader();
+        if reader.fence().active_format() < crate::policy::FORMAT {
+            return;
+        }
+        let Some(view) = reader.object(id) else { return };
+        let Some(episode) = view.episode() else { return };
+        let held_so_far = view.alert.as_ref().and_then(|a| a.sent.as_ref()).is_some_and(|s| s.is_nobody());
+        if !view.state.is_problem() || !held_so_far {
+            return;
+        }
+        let down = reader.parents_down(view).map(ObjectId::to_string).collect();
+        let notify = crate::policy::decide(reader.policy(), &view.def.labels, now, down, (State::Ok, view.state), None);
+        if notify.suppressed.is_some() || notify.is_nobody() {
+            return;
+        }
+        let event = Event {
+            object: id.clone(),
+            epoch: reader.epoch(),
+            writer: self.cfg.me.clone(),
+            at: now,
+            command_id: None,
+            body: EventBody::Released { episode, state: view.state, notify: Box::new(notify) },
+        };
+        self.counters.releases_written += 1;
+        self.releasing.insert(id.clone());
+        self.outputs.push_back(Output::Append(event));
     }
 
     // ---- commands ----

@@ -417,6 +417,9 @@ pub struct LogReader {
     /// The notification policy as of `position` (`crate::policy`), shared with whoever holds it (a notifier
     /// deciding a send, a snapshot being encoded): each change makes a new one.
     policy: Arc<Policy>,
+    /// Each object some definition names as a parent, with the objects that name it (`ObjectDef::parents`): who to
+    /// look at when it recovers. Made from the views (a snapshot does not hold it).
+    children: BTreeMap<ObjectId, std::collections::BTreeSet<ObjectId>>,
 }
 
 /// The cluster format a reader speaks: this build's by default.
@@ -491,6 +494,26 @@ impl LogReader {
     /// notified meanwhile). A parent that does not exist is not down.
     pub fn parents_down<'a>(&'a self, view: &'a ObjectView) -> impl Iterator<Item = &'a ObjectId> + 'a {
         view.def.parents.iter().filter(|p| self.object(p).is_some_and(|v| v.state.is_problem()))
+    }
+
+    /// The objects whose definitions name `parent` as a parent.
+    pub fn children<'a>(&'a self, parent: &ObjectId) -> impl Iterator<Item = &'a ObjectId> + 'a {
+        self.children.get(parent).into_iter().flatten()
+    }
+
+    /// `children` after `id`'s parents changed from `before` to `after`.
+    fn reparent(&mut self, id: &ObjectId, before: &[ObjectId], after: &[ObjectId]) {
+        for p in before.iter().filter(|p| !after.contains(p)) {
+            if let Some(c) = self.children.get_mut(p) {
+                c.remove(id);
+                if c.is_empty() {
+                    self.children.remove(p);
+                }
+            }
+        }
+        for p in after {
+            self.children.entry(p.clone()).or_default().insert(id.clone());
+        }
     }
 
     /// The notification policy in force at this reader's position.
@@ -617,6 +640,7 @@ impl LogReader {
             return Err(SnapshotError::Invalid("a reader that read nothing holds state".into()));
         }
         for (id, mut view) in s.objects {
+            reader.reparent(&id, &[], &view.def.parents);
             if view.last_seq > s.position || id.is_policy() {
                 return Err(SnapshotError::Invalid(format!("{id} was last changed past the snapshot's position")));
             }
@@ -827,7 +851,25 @@ impl LogReader {
         }
         let effect = match &event.body {
             EventBody::Policy { .. } => unreachable!("folded above"),
+            // A held problem sent: who it reached joins the episode's, so its recovery reaches them too. Only for
+            // the episode still open (a release that lost a race with the recovery changes nothing).
+            EventBody::Released { episode, notify, .. } => match self.objects.get_mut(&event.object) {
+                Some(view) if view.episode() == Some(*episode) => {
+                    let view = Arc::make_mut(view);
+                    view.update_alert(|a| {
+                        let reached = crate::policy::Notify { suppressed: None, ..(**notify).clone() };
+                        a.sent = Some(a.sent.clone().unwrap_or_default().union(&reached));
+                    });
+                    view.last_seq = seq;
+                    Effect::Folded
+                }
+                _ => Effect::Ignored,
+            },
             EventBody::Put { def } => {
+                let before = self.objects.get(&event.object).map(|v| v.def.parents.clone()).unwrap_or_default();
+                if before != def.parents {
+                    self.reparent(&event.object, &before, &def.parents);
+                }
                 let view = self.objects.entry(event.object.clone()).or_insert_with(|| {
                     Arc::new(ObjectView {
                         def: def.clone(),
@@ -899,7 +941,8 @@ impl LogReader {
                 None => not_found(event),
             },
             EventBody::Delete => {
-                if self.objects.remove(&event.object).is_some() {
+                if let Some(view) = self.objects.remove(&event.object) {
+                    self.reparent(&event.object, &view.def.parents, &[]);
                     command_effect(event, applied)
                 } else {
                     not_found(event)

@@ -675,6 +675,14 @@ pub enum EventBody {
     Policy {
         change: Box<crate::policy::Change>,
     },
+    /// The problem of the open episode `episode` (in `state`), held back when it started (a silence, a window, a
+    /// parent down: its transition went to nobody), sent now that nothing holds it: to `notify`, as its owner
+    /// decided when the hold ended (cluster format 4).
+    Released {
+        episode: u64,
+        state: State,
+        notify: Box<crate::policy::Notify>,
+    },
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -717,7 +725,9 @@ impl EventBody {
     pub fn needs(&self) -> u32 {
         match self {
             EventBody::Unack => 2,
-            EventBody::Transition { notify: Some(_), .. } | EventBody::Policy { .. } => crate::policy::FORMAT,
+            EventBody::Transition { notify: Some(_), .. } | EventBody::Policy { .. } | EventBody::Released { .. } => {
+                crate::policy::FORMAT
+            }
             EventBody::Soft { .. } | EventBody::Flapping { .. } => 3,
             EventBody::Transition { attempt, flapping, flaps, .. } if *attempt != 0 || flapping.is_some() || *flaps => {
                 3

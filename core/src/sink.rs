@@ -127,7 +127,8 @@ impl AlertColumns {
             | EventBody::CheckRequested
             | EventBody::Ack
             | EventBody::Unack
-            | EventBody::Policy { .. } => AlertColumns::default(),
+            | EventBody::Policy { .. }
+            | EventBody::Released { .. } => AlertColumns::default(),
         }
     }
 }
@@ -748,6 +749,7 @@ pub fn event_row(owned: &Owned, max_output: usize) -> EventRow {
         EventBody::Flapping { on: false } => ("flapping_end", None, None, None, None),
         // The change as the log holds it (a receiver's secret is a reference, never the secret), in the
         // definition column: the store keeps who changed the policy when, and how.
+        EventBody::Released { state, .. } => ("released", None, Some(*state), None, None),
         EventBody::Policy { change } => (
             "policy",
             None,

@@ -451,3 +451,76 @@ fn a_receiver_that_was_sent_a_problem_not_yet_recovered_is_not_deleted() {
     let r = w.submit(&policy_owner, policy_cmd("p6", Change::DeleteReceiver { name: name("db-team") }));
     assert!(matches!(w.outcome(r), Outcome::Applied { .. }), "once db recovered: {:?}", w.outcome(r));
 }
+
+// ---- Held problems released ----
+
+/// The `Released` events on `object` in the log: (episode, receivers, implicit).
+fn releases(w: &World, object: &str) -> Vec<(u64, Vec<String>, bool)> {
+    w.log
+        .iter()
+        .filter_map(|e| match e {
+            jaque_core::LogEntry::Event(ev) if ev.object.as_str() == object => match &ev.body {
+                jaque_core::EventBody::Released { episode, notify, .. } => {
+                    Some((*episode, notify.receivers.iter().map(|r| r.to_string()).collect(), notify.implicit))
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_problem_held_by_a_parent_down_is_released_when_the_parent_recovers_and_its_recovery_follows() {
+    use jaque_core::State::*;
+    let mut w = three();
+    w.truth.insert("switch".into(), Critical);
+    w.truth.insert("host".into(), Critical);
+    let switch = w.owner_of("switch").unwrap();
+    w.submit(&switch, cmd("c1", "switch", CommandKind::Put { def: labelled("net") }));
+    w.advance(Duration::from_secs(11));
+    let host = w.owner_of("host").unwrap();
+    let def = jaque_core::ObjectDef { parents: vec![oid("switch")], ..labelled("net") };
+    w.submit(&host, cmd("c2", "host", CommandKind::Put { def }));
+    w.advance(Duration::from_secs(11));
+    assert!(releases(&w, "host").is_empty(), "held while the switch is down");
+    w.truth.insert("switch".into(), Ok);
+    w.advance(Duration::from_secs(11));
+    let episode = w.oracle().object(&oid("host")).unwrap().episode().unwrap();
+    assert_eq!(releases(&w, "host"), [(episode, vec![], true)], "released once, to the implicit route");
+    w.truth.insert("host".into(), Ok);
+    w.advance(Duration::from_secs(11));
+    let got = notifies(&w, "host");
+    assert_eq!(got.last().unwrap(), &(Ok, vec![], true, None), "its recovery goes where the release went");
+    assert_eq!(releases(&w, "host").len(), 1);
+}
+
+#[test]
+fn a_problem_held_by_a_silence_is_released_when_the_silence_ends_on_its_own() {
+    use jaque_core::State::*;
+    let mut w = three();
+    let policy_owner = w.owner_of(ObjectId::POLICY).unwrap();
+    w.submit(&policy_owner, policy_cmd("p1", receiver("db-team")));
+    w.submit(&policy_owner, policy_cmd("p2", routes(&["db-team"])));
+    let silence = Silence {
+        name: name("upgrade"),
+        selector: "team=db".parse().unwrap(),
+        starts_at: jaque_core::Time(0),
+        ends_at: w.now + Duration::from_secs(30),
+        author: "ana".into(),
+        comment: String::new(),
+    };
+    w.submit(&policy_owner, policy_cmd("p3", Change::PutSilence { silence }));
+    let owner = w.owner_of("db").unwrap();
+    w.truth.insert("db".into(), Critical);
+    w.submit(&owner, cmd("c1", "db", CommandKind::Put { def: labelled("db") }));
+    w.advance(Duration::from_secs(11));
+    assert_eq!(notifies(&w, "db")[0].3.as_deref(), Some("silenced upgrade"));
+    assert!(releases(&w, "db").is_empty(), "held while the silence holds");
+    w.advance(Duration::from_secs(25));
+    let episode = w.oracle().object(&oid("db")).unwrap().episode().unwrap();
+    assert_eq!(releases(&w, "db"), [(episode, vec!["db-team".to_string()], false)], "sent when the silence ended");
+    w.truth.insert("db".into(), Ok);
+    w.advance(Duration::from_secs(11));
+    assert_eq!(notifies(&w, "db").last().unwrap(), &(Ok, vec!["db-team".to_string()], false, None));
+}

@@ -133,7 +133,7 @@ struct Tally {
     between: (u64, u64, u64, u64),
     /// Policy changes: (seeds with them on, submitted, applied, refused, readers held to the oracle's policy,
     /// recoveries held to their episodes).
-    policy: (u64, u64, u64, u64, u64, u64),
+    policy: (u64, u64, u64, u64, u64, u64, u64),
 }
 
 enum Next {
@@ -152,7 +152,7 @@ fn sweep(args: &Args, base: u64, count: u64) -> ExitCode {
         events: 0,
         ran: 0,
         between: (0, 0, 0, 0),
-        policy: (0, 0, 0, 0, 0, 0),
+        policy: (0, 0, 0, 0, 0, 0, 0),
     };
     let progress_every = (count / 20).max(1);
     let next = AtomicU64::new(0);
@@ -226,9 +226,9 @@ fn sweep(args: &Args, base: u64, count: u64) -> ExitCode {
             "faults between attempts: on in {on} of {} seeds, {faults} done; attempts that went on at another owner: {continued} in those seeds, {elsewhere} in the others",
             t.ran
         );
-        let (on, submitted, applied, refused, checked, resolves) = t.policy;
+        let (on, submitted, applied, refused, checked, resolves, releases) = t.policy;
         println!(
-            "policy changes: on in {on} of {} seeds, {submitted} submitted, {applied} applied, {refused} refused; readers held to the oracle's policy {checked} times; {resolves} recoveries held to their episodes",
+            "policy changes: on in {on} of {} seeds, {submitted} submitted, {applied} applied, {refused} refused; readers held to the oracle's policy {checked} times; {resolves} recoveries held to their episodes; {releases} held problems released",
             t.ran
         );
     }
@@ -260,6 +260,7 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
     t.policy.3 += p.rejected;
     t.policy.4 += p.checked;
     t.policy.5 += p.resolves;
+    t.policy.6 += p.releases;
     if args.print_hash {
         let s = &report.stats;
         let outcome = match &report.result {
@@ -307,8 +308,8 @@ fn one_seed(args: &Args, single: bool, t: &mut Tally, report: Report, again: Opt
         if report.params.policy_changes > 0.0 {
             let p = &s.policy;
             println!(
-                "  policy seed={seed} submitted={} applied={} refused={} checked={} resolves={}",
-                p.submitted, p.applied, p.rejected, p.checked, p.resolves
+                "  policy seed={seed} submitted={} applied={} refused={} checked={} resolves={} releases={}",
+                p.submitted, p.applied, p.rejected, p.checked, p.resolves, p.releases
             );
         }
         if report.params.versions.is_mixed() {

@@ -49,8 +49,9 @@ pub struct Oracle {
     /// Invariant 15's pairing, restated here: per object in a problem episode (cluster format 4), who its problem
     /// transitions said they went to, together. Its recovery must go to all of them.
     episode_sent: BTreeMap<ObjectId, Notify>,
-    /// Recoveries held to it, for reports.
+    /// Recoveries held to it, and held problems released, for reports.
     pub resolves_checked: u64,
+    pub releases: u64,
 }
 
 fn v(invariant: &'static str, message: String) -> Result<(), LogViolation> {
@@ -209,8 +210,8 @@ impl Oracle {
                     if let Err(msg) = self.alerts.check(seq, ev, before.as_deref(), after, effect, active) {
                         return v("14 alert rules", msg);
                     }
-                    if *effect == Effect::Transitioned {
-                        if let Err(msg) = self.check_pairing(seq, ev) {
+                    if *effect == Effect::Transitioned || matches!(ev.body, EventBody::Released { .. }) {
+                        if let Err(msg) = self.check_pairing(seq, ev, effect) {
                             return v("15 policy", msg);
                         }
                     }
@@ -245,7 +246,21 @@ impl Oracle {
     /// suppressed goes to nobody; a recovery goes to every receiver (and the implicit route, if any) that a
     /// problem of its episode went to, whatever the policy says by then. Transitions that say nothing of where
     /// they go (before cluster format 4) are sent as before policies: to every endpoint.
-    fn check_pairing(&mut self, seq: u64, ev: &jaque_core::Event) -> Result<(), String> {
+    fn check_pairing(&mut self, seq: u64, ev: &jaque_core::Event, effect: &Effect) -> Result<(), String> {
+        // A held problem released: only in an open episode whose problems reached nobody so far, never
+        // suppressed itself; who it reaches joins the episode's.
+        if let EventBody::Released { notify, .. } = &ev.body {
+            if *effect != Effect::Folded {
+                return Ok(());
+            }
+            let sent = self.episode_sent.entry(ev.object.clone()).or_insert_with(Notify::implicit_only);
+            if notify.suppressed.is_some() || notify.is_nobody() {
+                return Err(format!("the release at {seq} on {} goes to nobody: {notify:?}", ev.object));
+            }
+            *sent = sent.union(notify);
+            self.releases += 1;
+            return Ok(());
+        }
         let EventBody::Transition { from, to, notify, .. } = &ev.body else { return Ok(()) };
         let said = notify.as_deref().cloned().unwrap_or_else(Notify::implicit_only);
         if said.suppressed.is_some() && !said.is_nobody() {

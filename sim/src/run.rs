@@ -78,6 +78,7 @@ pub fn run_seed(params: Params, trace: usize) -> Report {
     sim.stats.ingress = sim.ingress_stats();
     sim.stats.alerts = sim.oracle.alerts.stats;
     sim.stats.policy.resolves = sim.oracle.resolves_checked;
+    sim.stats.policy.releases = sim.oracle.releases;
     let msg = PANIC.with(|p| p.borrow_mut().take()).unwrap_or_default();
     let result = match outcome {
         Ok(r) => r,

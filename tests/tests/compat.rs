@@ -450,7 +450,13 @@ fn every_event_kind() -> Vec<EventBody> {
             EventBody::Pause => Some(EventBody::Resume),
             EventBody::Resume => Some(EventBody::Delete),
             EventBody::Delete => Some(EventBody::Policy { change: Box::new(put_receiver()) }),
-            EventBody::Policy { .. } => None,
+            // Of no episode the object is in (it is deleted by now): read, and ignored.
+            EventBody::Policy { .. } => Some(EventBody::Released {
+                episode: 1,
+                state: State::Critical,
+                notify: Box::new(policy::Notify { receivers: vec![], implicit: true, suppressed: None }),
+            }),
+            EventBody::Released { .. } => None,
         };
         all.push(body);
     }
@@ -468,7 +474,10 @@ fn command_of(body: &EventBody) -> Option<CommandKind> {
         EventBody::Ack => Some(CommandKind::Ack),
         EventBody::Unack => Some(CommandKind::Unack),
         EventBody::Policy { change } => Some(CommandKind::Policy { change: change.clone() }),
-        EventBody::Transition { .. } | EventBody::Soft { .. } | EventBody::Flapping { .. } => None,
+        EventBody::Transition { .. }
+        | EventBody::Soft { .. }
+        | EventBody::Flapping { .. }
+        | EventBody::Released { .. } => None,
     }
 }
 
@@ -578,7 +587,8 @@ impl LogWriter {
 
     /// A command's event: its id named after the object and the kind.
     fn command(&mut self, object: &str, body: EventBody) {
-        let id = format!("{object}-{}", self.entries.len() + 1);
+        // The policy's key has a `/`, which no command id may: `jaque.policy-<n>` for it.
+        let id = format!("{}-{}", object.replace('/', "."), self.entries.len() + 1);
         self.event(object, body, Some(&id), None);
     }
 }

@@ -635,9 +635,10 @@ fn silenced_parent_down_and_routed_problems_are_not_sent_to_the_webhook_and_are_
 
 /// Issue 35's switch in front of 50 hosts: the switch goes down first, then every host behind it. Only the
 /// switch's problem is notified, not 51: each host's problem is written while its parent is down, so its writer
-/// sends it to nobody (counted `parent_down`).
+/// sends it to nobody (counted `parent_down`). When the switch recovers, the hosts still down are notified then
+/// (`released`), once each.
 #[test]
-fn a_parent_down_with_50_children_is_one_notification_not_51() {
+fn a_parent_down_with_50_children_is_one_notification_not_51_and_its_recovery_releases_them() {
     let rx = Receiver::start(Some(SECRET));
     let hook = rx.url("/hook");
     let j = memory_notifier("solo", std::slice::from_ref(&hook), Some(SECRET));
@@ -671,4 +672,21 @@ fn a_parent_down_with_50_children_is_one_notification_not_51() {
     assert_eq!(problems, ["switch"], "one notification, not 51");
     let host = j.get("/api/objects/host-07").json();
     assert_eq!(host["held"], json!({"reason": "parent_down", "by": ["switch"]}), "{host}");
+
+    // The switch comes back (its probe pointed at a live target): each host still down is notified now, once,
+    // as a released problem; then the switch's recovery.
+    let back = Target::start();
+    put("switch", &back.url(), &[]);
+    let delivered = wait_deliveries(&rx, "/hook", 52 + 51);
+    let released: std::collections::BTreeSet<&str> =
+        delivered.iter().filter(|d| d.body["type"] == "released").map(|d| d.body["object"].as_str().unwrap()).collect();
+    assert_eq!(released.len(), 50, "every host, once: {released:?}");
+    assert!(released.iter().all(|h| h.starts_with("host-")));
+    let recoveries: Vec<&str> = delivered
+        .iter()
+        .filter(|d| d.body["to"] == "ok" && d.body["from"] == "critical")
+        .map(|d| d.body["object"].as_str().unwrap())
+        .collect();
+    assert_eq!(recoveries, ["switch"]);
+    assert_eq!(j.get("/api/objects/host-07").json()["held"], serde_json::Value::Null);
 }

@@ -599,6 +599,7 @@ fn notified(body: &EventBody) -> Option<&'static str> {
         EventBody::Transition { .. } => Some("transition"),
         EventBody::Soft { flapping: Some(on), .. } => Some(flap(*on)),
         EventBody::Flapping { on } => Some(flap(*on)),
+        EventBody::Released { notify, .. } if notify.implicit => Some("released"),
         _ => None,
     }
 }

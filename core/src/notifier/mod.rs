@@ -211,6 +211,10 @@ fn notified(owned: &Owned, reader: &LogReader) -> Option<(&'static str, State, S
         EventBody::Transition { from, to, output, .. } => Some(("transition", *from, *to, output.clone())),
         EventBody::Soft { flapping: Some(on), output, .. } => Some((flap_kind(*on), hard(), hard(), output.clone())),
         EventBody::Flapping { on } => Some((flap_kind(*on), hard(), hard(), String::new())),
+        // A problem held back when it started, sent now that nothing holds it (`from` and `to`: its state).
+        EventBody::Released { state, notify, .. } if notify.implicit => {
+            Some(("released", *state, *state, String::new()))
+        }
         _ => None,
     }
 }
@@ -716,7 +720,11 @@ impl Notifier {
 
     fn take(&mut self, work: Work) {
         let Work::Event(owned) = work else { return };
-        if let (EventBody::Transition { notify: Some(n), .. }, After::Live(_)) = (&owned.event.body, &owned.after) {
+        let said = match &owned.event.body {
+            EventBody::Transition { notify: Some(n), .. } | EventBody::Released { notify: n, .. } => Some(n),
+            _ => None,
+        };
+        if let (Some(n), After::Live(_)) = (said, &owned.after) {
             if !n.implicit {
                 let reason = n.suppressed.as_ref().map_or("routes", |s| s.reason.as_str());
                 *self.counters.not_sent.entry(reason.to_string()).or_default() += 1;

@@ -396,7 +396,7 @@ impl Model {
                 assert!(exists || *effect == Effect::Ignored, "transition on a missing object took effect at {seq}");
                 return;
             }
-            EventBody::Soft { .. } | EventBody::Flapping { .. } => {
+            EventBody::Soft { .. } | EventBody::Flapping { .. } | EventBody::Released { .. } => {
                 assert!(matches!(effect, Effect::Folded | Effect::Ignored), "result at {seq}: {effect:?}");
                 assert!(exists || *effect == Effect::Ignored, "result on a missing object took effect at {seq}");
                 return;

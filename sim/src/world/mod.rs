@@ -306,6 +306,8 @@ pub struct PolicyStats {
     /// Recoveries (cluster format 4) held to go to everyone their episode's problems went to (filled in at the
     /// end of a run).
     pub resolves: u64,
+    /// Held problems released (a silence, a window or a parent down ended while they were open).
+    pub releases: u64,
 }
 
 #[derive(Clone, Debug, Default)]

@@ -105,6 +105,7 @@ impl Sim {
             EventBody::Transition { flapping: Some(on), from, to, .. } => (flap(*on), Some(*from), Some(*to)),
             EventBody::Transition { flaps: false, from, to, .. } => ("transition", Some(*from), Some(*to)),
             EventBody::Soft { flapping: Some(on), .. } | EventBody::Flapping { on } => (flap(*on), None, None),
+            EventBody::Released { state, notify, .. } if notify.implicit => ("released", Some(*state), Some(*state)),
             _ => return,
         };
         let t = AcceptedTransition { object: ev.object.clone(), kind, from, to, at: self.now };
