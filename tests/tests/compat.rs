@@ -799,7 +799,7 @@ fn write_data_dir(out: &Path) {
     write(&j, "PUT", "/api/policy/routes", "policy-routes", Some(&routes));
     let window = json!({"selector": "env=prod", "schedule": {"days": ["tue"], "start": "02:00", "duration": "2h", "time_zone": "Europe/Berlin"}, "comment": "patch night"});
     write(&j, "PUT", "/api/policy/windows/tuesday", "policy-window", Some(&window));
-    let silence = json!({"name": "db-upgrade", "selector": "team=db", "starts_at": "2026-01-01T00:00:00Z", "ends_at": "2100-01-01T00:00:00Z", "author": "ana", "comment": "upgrade"});
+    let silence = json!({"selector": "team=db", "starts_at": "2026-01-01T00:00:00Z", "ends_at": "2100-01-01T00:00:00Z", "author": "ana", "comment": "upgrade"});
     write(&j, "PUT", "/api/silences/db-upgrade", "policy-silence", Some(&silence));
     poll("web ok, the others critical", || {
         let o = objects(&j);
