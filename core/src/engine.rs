@@ -37,7 +37,7 @@ use crate::model::{
 use crate::schedule;
 use crate::time::Time;
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// How long past its timeout an engine waits for a dispatched check's result by default (`check_grace`) before it
@@ -448,8 +448,9 @@ pub struct Engine {
     /// Leaving: when it is done even with something still in flight (`EngineConfig::leave_timeout`); taken
     /// off when it passes.
     leave_deadline: Option<Time>,
-    /// Held problems this engine wrote a release of that has not come back from the log yet (`maybe_release`).
-    releasing: BTreeSet<ObjectId>,
+    /// Held problems this engine wrote a release of that has not come back from the log yet (`maybe_release`),
+    /// with who the release goes to: a recovery decided meanwhile goes there too.
+    releasing: BTreeMap<ObjectId, crate::policy::Notify>,
     /// When a silence or maintenance window next starts or ends (`Policy::next_change`): the held problems of
     /// the objects it owns are looked at again then.
     policy_timer: Option<Time>,
@@ -482,7 +483,7 @@ impl Engine {
             next_check: 0,
             proposing: None,
             leave_deadline: None,
-            releasing: BTreeSet::new(),
+            releasing: BTreeMap::new(),
             policy_timer: None,
             counters: EngineCounters::default(),
         }
@@ -971,6 +972,10 @@ impl Engine {
             if let Some(o) = self.owned.get_mut(&event.object) {
                 o.update(|b| b.written = None);
             }
+            // A release it held up (`maybe_release`) may go now.
+            if verdict.is_accepted() && self.follow.is_caught_up() {
+                self.maybe_release(now, &event.object);
+            }
         }
         // Held problems that may go out now: the children of an object that recovered, every held problem after
         // a policy change (a silence expired, a window deleted).
@@ -1110,7 +1115,10 @@ impl Engine {
     /// episode whose problems reached nobody so far, and nothing holds it now (`policy::decide`): the problem goes
     /// to whom the routes name, as its transition would have.
     fn maybe_release(&mut self, now: Time, id: &ObjectId) {
-        if !self.owned.contains_key(id) || self.releasing.contains(id) || self.follow.is_leaving() {
+        // Not while a result of ours is on its way to the log: it was decided without this release, and could
+        // land after it (a recovery to nobody). Looked at again when it is back.
+        let Some(o) = self.owned.get(id) else { return };
+        if o.busy().written.is_some() || self.releasing.contains_key(id) || self.follow.is_leaving() {
             return;
         }
         let reader = self.follow.reader();
@@ -1137,7 +1145,9 @@ impl Engine {
             body: EventBody::Released { episode, state: view.state, notify: Box::new(notify) },
         };
         self.counters.releases_written += 1;
-        self.releasing.insert(id.clone());
+        if let EventBody::Released { notify, .. } = &event.body {
+            self.releasing.insert(id.clone(), (**notify).clone());
+        }
         self.outputs.push_back(Output::Append(event));
     }
 
@@ -1385,9 +1395,20 @@ impl Engine {
                 if active >= crate::policy::FORMAT {
                     let reader = self.follow.reader();
                     let down = reader.parents_down(view).map(ObjectId::to_string).collect();
+                    // Who the episode's problems reached, with a release of ours still on its way to the log.
                     let sent = view.alert.as_ref().and_then(|a| a.sent.as_ref());
-                    let decided =
-                        crate::policy::decide(reader.policy(), &view.def.labels, now, down, (*from, *to), sent);
+                    let sent = match (sent, self.releasing.get(&object)) {
+                        (Some(s), Some(r)) => Some(s.union(r)),
+                        (s, _) => s.cloned(),
+                    };
+                    let decided = crate::policy::decide(
+                        reader.policy(),
+                        &view.def.labels,
+                        now,
+                        down,
+                        (*from, *to),
+                        sent.as_ref(),
+                    );
                     *notify = Some(Box::new(decided));
                 }
             }
