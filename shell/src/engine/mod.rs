@@ -579,7 +579,7 @@ impl EngineLoop {
             "1 while this engine is a member of the ingress queue group (ready, not leaving, its own key surely alive), else 0.",
             u64::from(self.ingress.is_some()),
         );
-        let counters: [(&str, &str, u64); 16] = [
+        let counters: [(&str, &str, u64); 17] = [
             ("jaque_engine_commands_applied_total", "Commands applied (their event accepted).", c.commands_applied),
             ("jaque_engine_commands_duplicate_total", "Retried commands answered from the log.", c.commands_duplicate),
             ("jaque_engine_commands_rejected_total", "Invalid commands refused.", c.commands_rejected),
@@ -605,6 +605,12 @@ impl EngineLoop {
             ),
             ("jaque_engine_check_results_dropped_total", "Check results not used.", c.check_results_dropped),
             ("jaque_engine_transitions_written_total", "Hard state transitions appended.", c.transitions_written),
+            (
+                "jaque_engine_releases_written_total",
+                "Held problems released: an open problem its transition sent to nobody (a silence, a maintenance \
+                 window, a parent down) sent once nothing held it.",
+                c.releases_written,
+            ),
             (
                 "jaque_engine_soft_written_total",
                 "Soft states (an attempt, or back to the hard state) and flapping starts and ends appended.",
