@@ -875,6 +875,9 @@ impl Engine {
             });
             self.own(id, next);
         }
+        // Held problems of what it owns now, and the timer at the next start or end of a silence or window: an
+        // engine that started from a snapshot, or took objects over, has seen no policy change to set them.
+        self.release_all(now);
     }
 
     fn own(&mut self, id: ObjectId, next: Option<Time>) {

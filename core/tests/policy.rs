@@ -524,3 +524,36 @@ fn a_problem_held_by_a_silence_is_released_when_the_silence_ends_on_its_own() {
     w.advance(Duration::from_secs(11));
     assert_eq!(notifies(&w, "db").last().unwrap(), &(Ok, vec!["db-team".to_string()], false, None));
 }
+
+#[test]
+fn an_engine_that_read_the_policy_while_catching_up_releases_a_problem_when_its_silence_ends() {
+    use jaque_core::State::*;
+    let mut w = three();
+    let policy_owner = w.owner_of(ObjectId::POLICY).unwrap();
+    w.submit(&policy_owner, policy_cmd("p1", receiver("db-team")));
+    w.submit(&policy_owner, policy_cmd("p2", routes(&["db-team"])));
+    let silence = Silence {
+        name: name("upgrade"),
+        selector: "team=db".parse().unwrap(),
+        starts_at: jaque_core::Time(0),
+        ends_at: w.now + Duration::from_secs(30),
+        author: "ana".into(),
+        comment: String::new(),
+    };
+    w.submit(&policy_owner, policy_cmd("p3", Change::PutSilence { silence }));
+    let owner = w.owner_of("db").unwrap();
+    w.truth.insert("db".into(), Critical);
+    w.submit(&owner, cmd("c1", "db", CommandKind::Put { def: labelled("db") }));
+    w.advance(Duration::from_secs(11));
+    // An engine that read the policy while catching up (no policy change since) takes everything over: only its
+    // own look at what it took over sets the timer at the silence's end.
+    let _ = owner;
+    w.add_engine("d", 1);
+    for e in ["a", "b", "c"] {
+        w.remove_engine(e);
+    }
+    w.advance(Duration::from_secs(40));
+    assert_eq!(w.owner_of("db").as_deref(), Some("d"));
+    let episode = w.oracle().object(&oid("db")).unwrap().episode().unwrap();
+    assert_eq!(releases(&w, "db"), [(episode, vec!["db-team".to_string()], false)]);
+}
