@@ -117,7 +117,8 @@ impl Stream {
 #[test]
 fn a_put_with_labels_and_alerting_rules_reads_back_with_the_rules_in_force() {
     let j = single();
-    assert_eq!(j.get("/api/cluster").json()["cluster_format"]["active"], 3, "one process of this build: format 3");
+    let format = jaque_core::format::CLUSTER_FORMAT;
+    assert_eq!(j.get("/api/cluster").json()["cluster_format"]["active"], format, "one process of this build");
     let mut stream = Stream::open(&j);
     let tcp = json!({"type": "tcp", "addr": "127.0.0.1:9"});
     put_ok(
