@@ -129,7 +129,7 @@ fn a_put_with_labels_and_alerting_rules_reads_back_with_the_rules_in_force() {
     );
     let want = json!({
         "probe": tcp, "interval": "1m", "timeout": "2s", "labels": {"env": "prod", "example.com/team": "db"},
-        "max_attempts": 5, "retry_interval": "10s", "recovery_attempts": 2, "flapping": false
+        "max_attempts": 5, "retry_interval": "10s", "recovery_attempts": 2, "flapping": false, "parents": []
     });
     let o = object(&j, "db");
     assert_eq!(o["definition"], want);
@@ -146,7 +146,7 @@ fn a_put_with_labels_and_alerting_rules_reads_back_with_the_rules_in_force() {
     assert_eq!(
         d,
         json!({"probe": tcp, "interval": "1m", "timeout": "2s", "labels": {}, "max_attempts": 3,
-            "retry_interval": "12s", "recovery_attempts": 1, "flapping": true}),
+            "retry_interval": "12s", "recovery_attempts": 1, "flapping": true, "parents": []}),
         "a fifth of the interval between retries"
     );
     // A put again without the fields goes back to the defaults.
