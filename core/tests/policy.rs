@@ -85,6 +85,20 @@ fn routes(to: &[&str]) -> Change {
     }
 }
 
+/// A silence named `n` of the objects labelled team=db, from the epoch's start until `ends_at`.
+fn db_silence(n: &str, ends_at: jaque_core::Time) -> Change {
+    Change::PutSilence {
+        silence: Silence {
+            name: name(n),
+            selector: "team=db".parse().unwrap(),
+            starts_at: jaque_core::Time(0),
+            ends_at,
+            author: "ana".into(),
+            comment: String::new(),
+        },
+    }
+}
+
 fn policy_cmd(id: &str, change: Change) -> jaque_core::Command {
     cmd(id, ObjectId::POLICY, CommandKind::Policy { change: Box::new(change) })
 }
@@ -193,15 +207,7 @@ fn a_change_the_fold_cannot_take_is_left_out_alike_by_every_reader_and_counted()
     r.read(4, &event(routes(&["nobody"])));
     assert_eq!(r.policy().routes.len(), 1);
     // A silence expires at the change's time; one that ended a week before a later change is dropped.
-    let silence = Silence {
-        name: name("s"),
-        selector: "team=db".parse().unwrap(),
-        starts_at: jaque_core::Time(0),
-        ends_at: jaque_core::Time(1_000_000),
-        author: "ana".into(),
-        comment: String::new(),
-    };
-    r.read(5, &event(Change::PutSilence { silence }));
+    r.read(5, &event(db_silence("s", jaque_core::Time(1_000_000))));
     r.read(6, &event(Change::ExpireSilence { name: name("s") }));
     assert_eq!(r.policy().silences[&name("s")].ends_at, jaque_core::Time(1_000));
     let late = jaque_core::LogEntry::Event(jaque_core::Event {
@@ -385,15 +391,7 @@ fn a_silenced_problem_goes_to_nobody_and_so_does_its_recovery() {
     let policy_owner = w.owner_of(ObjectId::POLICY).unwrap();
     w.submit(&policy_owner, policy_cmd("p1", receiver("db-team")));
     w.submit(&policy_owner, policy_cmd("p2", routes(&["db-team"])));
-    let silence = Silence {
-        name: name("upgrade"),
-        selector: "team=db".parse().unwrap(),
-        starts_at: jaque_core::Time(0),
-        ends_at: w.now + Duration::from_secs(15),
-        author: "ana".into(),
-        comment: String::new(),
-    };
-    let r = w.submit(&policy_owner, policy_cmd("p3", Change::PutSilence { silence }));
+    let r = w.submit(&policy_owner, policy_cmd("p3", db_silence("upgrade", w.now + Duration::from_secs(15))));
     assert!(matches!(w.outcome(r), Outcome::Applied { .. }), "{:?}", w.outcome(r));
     let owner = w.owner_of("db").unwrap();
     w.truth.insert("db".into(), Critical);
@@ -502,15 +500,7 @@ fn a_problem_held_by_a_silence_is_released_when_the_silence_ends_on_its_own() {
     let policy_owner = w.owner_of(ObjectId::POLICY).unwrap();
     w.submit(&policy_owner, policy_cmd("p1", receiver("db-team")));
     w.submit(&policy_owner, policy_cmd("p2", routes(&["db-team"])));
-    let silence = Silence {
-        name: name("upgrade"),
-        selector: "team=db".parse().unwrap(),
-        starts_at: jaque_core::Time(0),
-        ends_at: w.now + Duration::from_secs(30),
-        author: "ana".into(),
-        comment: String::new(),
-    };
-    w.submit(&policy_owner, policy_cmd("p3", Change::PutSilence { silence }));
+    w.submit(&policy_owner, policy_cmd("p3", db_silence("upgrade", w.now + Duration::from_secs(30))));
     let owner = w.owner_of("db").unwrap();
     w.truth.insert("db".into(), Critical);
     w.submit(&owner, cmd("c1", "db", CommandKind::Put { def: labelled("db") }));
@@ -532,15 +522,7 @@ fn an_engine_that_read_the_policy_while_catching_up_releases_a_problem_when_its_
     let policy_owner = w.owner_of(ObjectId::POLICY).unwrap();
     w.submit(&policy_owner, policy_cmd("p1", receiver("db-team")));
     w.submit(&policy_owner, policy_cmd("p2", routes(&["db-team"])));
-    let silence = Silence {
-        name: name("upgrade"),
-        selector: "team=db".parse().unwrap(),
-        starts_at: jaque_core::Time(0),
-        ends_at: w.now + Duration::from_secs(30),
-        author: "ana".into(),
-        comment: String::new(),
-    };
-    w.submit(&policy_owner, policy_cmd("p3", Change::PutSilence { silence }));
+    w.submit(&policy_owner, policy_cmd("p3", db_silence("upgrade", w.now + Duration::from_secs(30))));
     let owner = w.owner_of("db").unwrap();
     w.truth.insert("db".into(), Critical);
     w.submit(&owner, cmd("c1", "db", CommandKind::Put { def: labelled("db") }));
