@@ -139,6 +139,7 @@ struct TransitionJson<'a> {
 
 fn object<'a>(reader: &'a LogReader, id: &'a ObjectId, view: &'a ObjectView) -> ObjectJson<'a> {
     let rules = Rules::of(&view.def, reader.fence().active_format());
+    let parents_down: Vec<&ObjectId> = reader.parents_down(view).collect();
     ObjectJson {
         id,
         definition: DefinitionJson {
@@ -171,13 +172,13 @@ fn object<'a>(reader: &'a LogReader, id: &'a ObjectId, view: &'a ObjectView) -> 
         soft: view.soft().map(SoftJson::of),
         flapping: view.flapping(),
         episode: view.episode(),
-        parents_down: reader.parents_down(view).collect(),
         held: jaque_core::policy::held(
             reader.policy(),
             &view.def.labels,
             reader.log_time(),
-            reader.parents_down(view).map(ObjectId::to_string).collect(),
+            parents_down.iter().map(|p| p.to_string()).collect(),
         ),
+        parents_down,
     }
 }
 
